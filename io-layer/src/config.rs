@@ -15,11 +15,7 @@ pub struct IoSwitches {
 
 impl Default for IoSwitches {
     fn default() -> Self {
-        Self {
-            gso: true,
-            gro: true,
-            mmsg: true,
-        }
+        Self { gso: true, gro: true, mmsg: true }
     }
 }
 

@@ -38,11 +38,7 @@ pub struct RecvMeta {
 
 impl Default for RecvMeta {
     fn default() -> Self {
-        Self {
-            addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0),
-            len: 0,
-            stride: 0,
-        }
+        Self { addr: SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0), len: 0, stride: 0 }
     }
 }
 
@@ -112,11 +108,7 @@ impl UdpIo {
             gro,
             mmsg: config.switches.mmsg,
             max_gso_segments: if gso { MAX_GSO_SEGMENTS } else { 1 },
-            batch: if config.switches.mmsg {
-                config.batch.clamp(1, 1024)
-            } else {
-                1
-            },
+            batch: if config.switches.mmsg { config.batch.clamp(1, 1024) } else { 1 },
         };
         Ok(Self {
             socket,
@@ -154,10 +146,7 @@ impl UdpIo {
 
     /// Counters so far.
     pub fn counters(&self) -> Counters {
-        Counters {
-            send: self.send_counters.snapshot(),
-            recv: self.recv_counters.snapshot(),
-        }
+        Counters { send: self.send_counters.snapshot(), recv: self.recv_counters.snapshot() }
     }
 
     /// Largest receive buffer worth passing to [`UdpIo::recv`]: a GRO buffer can hold 64 KiB.
@@ -222,15 +211,8 @@ impl UdpIo {
         let received = if self.caps.mmsg {
             // SAFETY: every header points at live buffers owned by this frame or by `bufs`.
             // MSG_WAITFORONE: block for the first message only, then take what is queued.
-            let r = unsafe {
-                libc::recvmmsg(
-                    fd,
-                    hdrs.as_mut_ptr(),
-                    n as _,
-                    libc::MSG_WAITFORONE,
-                    std::ptr::null_mut(),
-                )
-            };
+            let r =
+                unsafe { libc::recvmmsg(fd, hdrs.as_mut_ptr(), n as _, libc::MSG_WAITFORONE, std::ptr::null_mut()) };
             if r < 0 {
                 Err(io::Error::last_os_error())
             } else {
@@ -251,11 +233,7 @@ impl UdpIo {
         for i in 0..count {
             let len = hdrs[i].msg_len as usize;
             let stride = cmsg::read_gro_stride(&hdrs[i].msg_hdr).unwrap_or(len);
-            meta[i] = RecvMeta {
-                addr: from_storage(&names[i]),
-                len,
-                stride,
-            };
+            meta[i] = RecvMeta { addr: from_storage(&names[i]), len, stride };
             datagrams += meta[i].datagrams() as u64;
             bytes += len as u64;
         }
@@ -269,10 +247,7 @@ impl UdpIo {
         let mut out = Vec::with_capacity(transmits.len());
         for (index, t) in transmits.iter().enumerate() {
             let len = t.contents.len();
-            let segment = t
-                .segment_size
-                .filter(|s| *s > 0 && *s < len)
-                .unwrap_or(len.max(1));
+            let segment = t.segment_size.filter(|s| *s > 0 && *s < len).unwrap_or(len.max(1));
             let per_message = if self.caps.gso {
                 (MAX_UDP_PAYLOAD / segment).clamp(1, self.caps.max_gso_segments) * segment
             } else {
@@ -308,13 +283,8 @@ impl UdpIo {
             names.push(storage);
             name_lens.push(len);
         }
-        let mut iovs: Vec<libc::iovec> = messages
-            .iter()
-            .map(|m| libc::iovec {
-                iov_base: m.data as *mut libc::c_void,
-                iov_len: m.len,
-            })
-            .collect();
+        let mut iovs: Vec<libc::iovec> =
+            messages.iter().map(|m| libc::iovec { iov_base: m.data as *mut libc::c_void, iov_len: m.len }).collect();
         let mut controls = vec![CmsgBuf::default(); n];
         // SAFETY: mmsghdr is plain old data; all-zero is a valid empty header.
         let mut hdrs: Vec<libc::mmsghdr> = vec![unsafe { mem::zeroed() }; n];
@@ -402,22 +372,13 @@ fn set_buffer(
     if set_int(fd, libc::SOL_SOCKET, force, ask).is_ok() {
         return Ok(());
     }
-    set_int(fd, libc::SOL_SOCKET, plain, ask).map_err(|source| IoError::SockOpt {
-        option: name,
-        source,
-    })
+    set_int(fd, libc::SOL_SOCKET, plain, ask).map_err(|source| IoError::SockOpt { option: name, source })
 }
 
 fn set_int(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
     // SAFETY: passes a pointer to a live c_int and its size.
     let r = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (&value as *const libc::c_int).cast(),
-            mem::size_of::<libc::c_int>() as _,
-        )
+        libc::setsockopt(fd, level, name, (&value as *const libc::c_int).cast(), mem::size_of::<libc::c_int>() as _)
     };
     if r == 0 {
         Ok(())
@@ -430,15 +391,7 @@ fn get_int(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<usize
     let mut value: libc::c_int = 0;
     let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: passes a pointer to a live c_int and its size.
-    let r = unsafe {
-        libc::getsockopt(
-            fd,
-            level,
-            name,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
+    let r = unsafe { libc::getsockopt(fd, level, name, (&mut value as *mut libc::c_int).cast(), &mut len) };
     if r == 0 {
         Ok(value.max(0) as usize)
     } else {
@@ -458,9 +411,7 @@ fn to_storage(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
             let sin = libc::sockaddr_in {
                 sin_family: libc::AF_INET as _,
                 sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
                 sin_zero: [0; 8],
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
@@ -472,9 +423,7 @@ fn to_storage(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
                 sin6_family: libc::AF_INET6 as _,
                 sin6_port: a.port().to_be(),
                 sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
                 sin6_scope_id: a.scope_id(),
             };
             // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
@@ -489,9 +438,7 @@ fn from_storage(storage: &libc::sockaddr_storage) -> SocketAddr {
     match storage.ss_family as libc::c_int {
         libc::AF_INET6 => {
             // SAFETY: the family says the storage holds a sockaddr_in6.
-            let sin6 = unsafe {
-                &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
-            };
+            let sin6 = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
             SocketAddr::V6(SocketAddrV6::new(
                 Ipv6Addr::from(sin6.sin6_addr.s6_addr),
                 u16::from_be(sin6.sin6_port),
@@ -501,8 +448,7 @@ fn from_storage(storage: &libc::sockaddr_storage) -> SocketAddr {
         }
         _ => {
             // SAFETY: AF_INET (the only other family a UDP/IPv4 socket reports) holds a sockaddr_in.
-            let sin =
-                unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let sin = unsafe { &*(storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
             SocketAddr::V4(SocketAddrV4::new(
                 Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
                 u16::from_be(sin.sin_port),

@@ -7,10 +7,7 @@ use std::time::Duration;
 use nesquic_io::{DirectionCounters, IoConfig, IoSwitches, RecvMeta, Transmit, UdpIo};
 
 fn socket(gso: bool, gro: bool, mmsg: bool) -> UdpIo {
-    let config = IoConfig {
-        switches: IoSwitches { gso, gro, mmsg },
-        ..IoConfig::default()
-    };
+    let config = IoConfig { switches: IoSwitches { gso, gro, mmsg }, ..IoConfig::default() };
     let io = UdpIo::bind("127.0.0.1:0".parse().unwrap(), &config).unwrap();
     io.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     io
@@ -18,9 +15,7 @@ fn socket(gso: bool, gro: bool, mmsg: bool) -> UdpIo {
 
 /// A payload whose every datagram is recognisable: byte = (datagram index * 7 + offset) as u8.
 fn payload(datagrams: usize, segment: usize) -> Vec<u8> {
-    (0..datagrams * segment)
-        .map(|i| ((i / segment) * 7 + i % segment) as u8)
-        .collect()
+    (0..datagrams * segment).map(|i| ((i / segment) * 7 + i % segment) as u8).collect()
 }
 
 /// Receives until `expected` datagrams arrived; returns every datagram's bytes, in order.
@@ -30,11 +25,8 @@ fn receive(io: &UdpIo, expected: usize) -> (Vec<Vec<u8>>, Vec<RecvMeta>) {
     let mut metas = Vec::new();
     while datagrams.len() < expected {
         let mut meta = [RecvMeta::default(); 32];
-        let mut bufs: Vec<IoSliceMut<'_>> =
-            storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
-        let n = io
-            .recv(&mut bufs, &mut meta)
-            .expect("datagrams arrive before the timeout");
+        let mut bufs: Vec<IoSliceMut<'_>> = storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        let n = io.recv(&mut bufs, &mut meta).expect("datagrams arrive before the timeout");
         drop(bufs);
         for (m, buf) in meta[..n].iter().zip(&storage) {
             for chunk in buf[..m.len].chunks(m.stride) {
@@ -63,14 +55,8 @@ fn round_trip(
     let rx = socket(false, case.gro, case.mmsg);
     let dest: SocketAddr = rx.local_addr().unwrap();
     let data: Vec<Vec<u8>> = (0..transmits).map(|_| payload(segments, segment)).collect();
-    let list: Vec<Transmit<'_>> = data
-        .iter()
-        .map(|d| Transmit {
-            destination: dest,
-            contents: d,
-            segment_size: Some(segment),
-        })
-        .collect();
+    let list: Vec<Transmit<'_>> =
+        data.iter().map(|d| Transmit { destination: dest, contents: d, segment_size: Some(segment) }).collect();
     assert_eq!(tx.send(&list).unwrap(), transmits);
     let total = transmits * segments;
     let (got, metas) = receive(&rx, total);
@@ -78,53 +64,22 @@ fn round_trip(
     let expected = payload(segments, segment);
     for (i, d) in got.iter().enumerate() {
         let k = i % segments;
-        assert_eq!(
-            d.as_slice(),
-            &expected[k * segment..(k + 1) * segment],
-            "datagram {i} content"
-        );
+        assert_eq!(d.as_slice(), &expected[k * segment..(k + 1) * segment], "datagram {i} content");
     }
     (tx.counters().send, rx.counters().recv, metas)
 }
 
 #[test]
 fn gso_and_sendmmsg_pack_everything_into_one_syscall() {
-    let (send, recv, _) = round_trip(
-        Case {
-            gso: true,
-            gro: true,
-            mmsg: true,
-        },
-        3,
-        10,
-        1200,
-    );
-    assert_eq!(
-        send,
-        DirectionCounters {
-            syscalls: 1,
-            datagrams: 30,
-            bytes: 36_000,
-            would_block: 0,
-            errors: 0
-        }
-    );
+    let (send, recv, _) = round_trip(Case { gso: true, gro: true, mmsg: true }, 3, 10, 1200);
+    assert_eq!(send, DirectionCounters { syscalls: 1, datagrams: 30, bytes: 36_000, would_block: 0, errors: 0 });
     assert_eq!((recv.datagrams, recv.bytes), (30, 36_000));
     assert!(recv.syscalls <= 30);
 }
 
 #[test]
 fn gro_coalesces_a_gso_send() {
-    let (_, recv, metas) = round_trip(
-        Case {
-            gso: true,
-            gro: true,
-            mmsg: false,
-        },
-        1,
-        10,
-        1200,
-    );
+    let (_, recv, metas) = round_trip(Case { gso: true, gro: true, mmsg: false }, 1, 10, 1200);
     assert_eq!((recv.datagrams, recv.bytes), (10, 12_000));
     // With GRO, the 10 segments arrive in fewer buffers than datagrams, each with the sender's stride.
     assert!(metas.len() < 10, "GRO coalesced nothing: {metas:?}");
@@ -134,109 +89,41 @@ fn gro_coalesces_a_gso_send() {
 
 #[test]
 fn without_gso_each_datagram_is_its_own_message_in_one_sendmmsg() {
-    let (send, recv, _) = round_trip(
-        Case {
-            gso: false,
-            gro: true,
-            mmsg: true,
-        },
-        3,
-        10,
-        1200,
-    );
+    let (send, recv, _) = round_trip(Case { gso: false, gro: true, mmsg: true }, 3, 10, 1200);
     assert_eq!((send.syscalls, send.datagrams, send.bytes), (1, 30, 36_000));
     assert_eq!((recv.datagrams, recv.bytes), (30, 36_000));
 }
 
 #[test]
 fn without_mmsg_each_gso_transmit_is_one_sendmsg() {
-    let (send, _, _) = round_trip(
-        Case {
-            gso: true,
-            gro: false,
-            mmsg: false,
-        },
-        3,
-        10,
-        1200,
-    );
+    let (send, _, _) = round_trip(Case { gso: true, gro: false, mmsg: false }, 3, 10, 1200);
     assert_eq!((send.syscalls, send.datagrams, send.bytes), (3, 30, 36_000));
 }
 
 #[test]
 fn forced_fallback_is_one_syscall_per_datagram_both_ways() {
-    let (send, recv, metas) = round_trip(
-        Case {
-            gso: false,
-            gro: false,
-            mmsg: false,
-        },
-        2,
-        5,
-        1000,
-    );
-    assert_eq!(
-        send,
-        DirectionCounters {
-            syscalls: 10,
-            datagrams: 10,
-            bytes: 10_000,
-            would_block: 0,
-            errors: 0
-        }
-    );
-    assert_eq!(
-        recv,
-        DirectionCounters {
-            syscalls: 10,
-            datagrams: 10,
-            bytes: 10_000,
-            would_block: 0,
-            errors: 0
-        }
-    );
+    let (send, recv, metas) = round_trip(Case { gso: false, gro: false, mmsg: false }, 2, 5, 1000);
+    assert_eq!(send, DirectionCounters { syscalls: 10, datagrams: 10, bytes: 10_000, would_block: 0, errors: 0 });
+    assert_eq!(recv, DirectionCounters { syscalls: 10, datagrams: 10, bytes: 10_000, would_block: 0, errors: 0 });
     assert!(metas.iter().all(|m| m.stride == m.len));
 }
 
 #[test]
 fn oversized_transmit_is_split_at_the_kernel_segment_limit() {
     // 100 x 500 B: the kernel takes at most 64 segments per GSO message, so 2 messages, 1 sendmmsg.
-    let (send, recv, _) = round_trip(
-        Case {
-            gso: true,
-            gro: true,
-            mmsg: true,
-        },
-        1,
-        100,
-        500,
-    );
-    assert_eq!(
-        (send.syscalls, send.datagrams, send.bytes),
-        (1, 100, 50_000)
-    );
+    let (send, recv, _) = round_trip(Case { gso: true, gro: true, mmsg: true }, 1, 100, 500);
+    assert_eq!((send.syscalls, send.datagrams, send.bytes), (1, 100, 50_000));
     assert_eq!((recv.datagrams, recv.bytes), (100, 50_000));
 }
 
 #[test]
 fn batch_size_bounds_messages_per_sendmmsg() {
-    let config = IoConfig {
-        switches: IoSwitches {
-            gso: false,
-            gro: false,
-            mmsg: true,
-        },
-        batch: 4,
-        ..IoConfig::default()
-    };
+    let config =
+        IoConfig { switches: IoSwitches { gso: false, gro: false, mmsg: true }, batch: 4, ..IoConfig::default() };
     let tx = UdpIo::bind("127.0.0.1:0".parse().unwrap(), &config).unwrap();
     let rx = socket(false, false, true);
     let data = payload(10, 100);
-    let t = Transmit {
-        destination: rx.local_addr().unwrap(),
-        contents: &data,
-        segment_size: Some(100),
-    };
+    let t = Transmit { destination: rx.local_addr().unwrap(), contents: &data, segment_size: Some(100) };
     tx.send(&[t]).unwrap();
     // 10 datagrams in batches of 4: 4 + 4 + 2.
     assert_eq!(tx.counters().send.syscalls, 3);

@@ -1,0 +1,25 @@
+//! Records the versions of the QUIC libraries this build links, read from the workspace's
+//! Cargo.lock, so runs report what was really measured instead of a hand-kept string.
+
+use std::path::PathBuf;
+
+const TRACKED: &[(&str, &str)] =
+    &[("quinn", "NESQUIC_QUINN_VERSION"), ("rustls", "NESQUIC_RUSTLS_VERSION"), ("ring", "NESQUIC_RING_VERSION")];
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let lock = manifest.join("../Cargo.lock");
+    println!("cargo:rerun-if-changed={}", lock.display());
+    let text = std::fs::read_to_string(&lock).unwrap_or_default();
+    for (krate, var) in TRACKED {
+        println!("cargo:rustc-env={var}={}", locked_version(&text, krate).unwrap_or_else(|| "unknown".into()));
+    }
+}
+
+/// Finds `version = "..."` right after `name = "<krate>"` in a Cargo.lock.
+fn locked_version(lock: &str, krate: &str) -> Option<String> {
+    let needle = format!("name = \"{krate}\"\nversion = \"");
+    let start = lock.find(&needle)? + needle.len();
+    let end = lock[start..].find('"')? + start;
+    Some(lock[start..end].to_string())
+}

@@ -1,0 +1,139 @@
+//! `nesquic-lut-quinn`: quinn 0.11 (rustls + ring, quinn-udp I/O) speaking the benchmark protocol.
+//! Started by `nesquic run`; see docs/protocol.md.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use nesquic_lut_adapters::lut::args::{LutCli, Role};
+use nesquic_lut_adapters::protocol::{self, Verifier, ALPN, REQUEST_LEN, SERVER_NAME};
+use nesquic_lut_adapters::report::{ClientResult, LutEvent};
+use nesquic_lut_adapters::{tls, IoMode};
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+/// Test hook: the server aborts (SIGABRT) after writing this many payload bytes, so tests can
+/// check how `nesquic run` handles a LUT that crashes mid-transfer.
+const FAULT_ENV: &str = "NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES";
+const CHUNK: usize = 64 * 1024;
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+fn main() {
+    let cli = LutCli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("nesquic-lut-quinn: cannot start tokio: {e}");
+            std::process::exit(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        match cli.role {
+            Role::Server { listen, cert, key, io } => {
+                ensure_native(io)?;
+                server(listen, &cert, &key).await
+            }
+            Role::Client { connect, ca, size, io } => {
+                ensure_native(io)?;
+                client(connect, &ca, size).await
+            }
+        }
+    });
+    if let Err(e) = result {
+        eprintln!("nesquic-lut-quinn: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn ensure_native(io: IoMode) -> Result<()> {
+    if io != IoMode::Native {
+        bail!("--io {io} is not supported by this adapter yet (only native)");
+    }
+    Ok(())
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+async fn server(listen: std::net::SocketAddr, cert: &std::path::Path, key: &std::path::Path) -> Result<()> {
+    let cert = CertificateDer::from(tls::read(cert)?);
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(tls::read(key)?));
+    let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)
+        .context("server certificate")?;
+    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    let config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+    let endpoint = quinn::Endpoint::server(config, listen).with_context(|| format!("bind {listen}"))?;
+    LutEvent::Listening { addr: endpoint.local_addr()? }.emit();
+
+    let abort_after: Option<u64> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
+    let incoming = endpoint.accept().await.context("endpoint closed before a connection arrived")?;
+    let conn = incoming.await.context("handshake")?;
+    let (mut send, mut recv) = conn.accept_bi().await.context("accept stream")?;
+    let request = recv.read_to_end(REQUEST_LEN).await.context("read request")?;
+    let size = protocol::decode_request(&request).context("request is not 8 bytes")?;
+
+    let mut buf = vec![0u8; CHUNK];
+    let mut offset = 0u64;
+    while offset < size {
+        let n = (size - offset).min(CHUNK as u64) as usize;
+        protocol::fill_pattern(offset, &mut buf[..n]);
+        send.write_all(&buf[..n]).await.context("write payload")?;
+        offset += n as u64;
+        if abort_after.is_some_and(|limit| offset >= limit) {
+            eprintln!("nesquic-lut-quinn: {FAULT_ENV} reached, aborting");
+            std::process::abort();
+        }
+    }
+    send.finish().context("finish stream")?;
+    // The client closes the connection once it has verified everything.
+    conn.closed().await;
+    endpoint.wait_idle().await;
+    Ok(())
+}
+
+async fn client(connect: std::net::SocketAddr, ca: &std::path::Path, size: u64) -> Result<()> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(tls::read(ca)?)).context("trust anchor")?;
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    let config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
+    let bind: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
+    let endpoint = quinn::Endpoint::client(bind)?;
+
+    let start = Instant::now();
+    let conn = endpoint.connect_with(config, connect, SERVER_NAME)?.await.context("handshake")?;
+    let handshake = start.elapsed();
+
+    let (mut send, mut recv) = conn.open_bi().await?;
+    let request_sent = Instant::now();
+    send.write_all(&protocol::encode_request(size)).await?;
+    send.finish()?;
+    let mut verifier = Verifier::default();
+    let mut last_progress = Instant::now();
+    while let Some(chunk) = recv.read_chunk(usize::MAX, true).await.context("read payload")? {
+        verifier.update(&chunk.bytes)?;
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            LutEvent::Progress { bytes: verifier.received() }.emit();
+            last_progress = Instant::now();
+        }
+    }
+    verifier.finish(size)?;
+    let transfer = request_sent.elapsed();
+    conn.close(0u32.into(), b"done");
+    endpoint.wait_idle().await;
+    LutEvent::Done(ClientResult {
+        bytes: verifier.received(),
+        handshake_ns: handshake.as_nanos() as u64,
+        transfer_ns: transfer.as_nanos() as u64,
+    })
+    .emit();
+    Ok(())
+}

@@ -1,0 +1,264 @@
+//! The LUT adapter seam: what the orchestrator needs to know about a library under test and how
+//! to start its server and client processes.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::tls::CertFiles;
+
+/// Which UDP I/O path a LUT runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum IoMode {
+    /// The library's own I/O (quinn: quinn-udp with GSO/GRO).
+    Native,
+    /// Nesquic's I/O layer (GSO/GRO + sendmmsg/recvmmsg).
+    Nesquic,
+    /// One sendto/recvfrom per datagram.
+    Plain,
+}
+
+impl std::fmt::Display for IoMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IoMode::Native => "native",
+            IoMode::Nesquic => "nesquic",
+            IoMode::Plain => "plain",
+        })
+    }
+}
+
+/// Errors resolving a LUT.
+#[derive(Debug, thiserror::Error)]
+pub enum LutError {
+    /// No adapter of that name.
+    #[error("unknown LUT '{name}'; known LUTs: {known}")]
+    Unknown {
+        /// What the user asked for.
+        name: String,
+        /// Comma-separated known names.
+        known: String,
+    },
+    /// The adapter exists but its executable is not built.
+    #[error("LUT executable {path} not found; build it with `cargo build --release -p nesquic-lut-adapters` (or `just build`)")]
+    NotBuilt {
+        /// Where it was expected.
+        path: PathBuf,
+    },
+    /// The LUT cannot run on the requested I/O path.
+    #[error("LUT '{lut}' does not support --io {io}; it supports: {supported}")]
+    UnsupportedIo {
+        /// The LUT.
+        lut: &'static str,
+        /// What was asked for.
+        io: IoMode,
+        /// What it supports.
+        supported: String,
+    },
+}
+
+/// Parameters of one server process.
+#[derive(Debug, Clone)]
+pub struct ServerSpec<'a> {
+    /// Address to bind (port 0 picks one; the server reports it).
+    pub listen: SocketAddr,
+    /// Certificate and key.
+    pub certs: &'a CertFiles,
+    /// I/O path.
+    pub io: IoMode,
+}
+
+/// Parameters of one client process.
+#[derive(Debug, Clone)]
+pub struct ClientSpec<'a> {
+    /// Server address.
+    pub connect: SocketAddr,
+    /// Trust anchor (the server's certificate).
+    pub certs: &'a CertFiles,
+    /// Payload bytes to request.
+    pub size: u64,
+    /// I/O path.
+    pub io: IoMode,
+}
+
+/// A library under test. Implementations are small: a name, versions, and the executable that
+/// runs it. Process arguments follow one convention for every LUT (see `src/bin/quinn.rs`).
+pub trait Lut: Send + Sync {
+    /// Short name used on the command line (`--lut NAME`).
+    fn name(&self) -> &'static str;
+    /// The library's version as linked into this build.
+    fn version(&self) -> String;
+    /// One line for `--help` and listings.
+    fn description(&self) -> &'static str;
+    /// The crypto backend, which decides which probe catalog entries apply.
+    fn crypto_backend(&self) -> &'static str;
+    /// I/O paths the adapter supports; the first is the default.
+    fn io_modes(&self) -> &'static [IoMode];
+
+    /// Executable file name, found next to the `nesquic` binary.
+    fn executable_name(&self) -> String {
+        format!("nesquic-lut-{}", self.name())
+    }
+
+    /// The executable (the binary probes attach to) in `dir`, checked to exist.
+    fn binary_path(&self, dir: &Path) -> Result<PathBuf, LutError> {
+        let path = dir.join(self.executable_name());
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(LutError::NotBuilt { path })
+        }
+    }
+
+    /// Checks `io` against [`Lut::io_modes`].
+    fn check_io(&self, io: IoMode) -> Result<(), LutError> {
+        if self.io_modes().contains(&io) {
+            Ok(())
+        } else {
+            let supported = self.io_modes().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+            Err(LutError::UnsupportedIo { lut: self.name(), io, supported })
+        }
+    }
+
+    /// Arguments for the server process.
+    fn server_args(&self, spec: &ServerSpec<'_>) -> Vec<OsString> {
+        vec![
+            "server".into(),
+            "--listen".into(),
+            spec.listen.to_string().into(),
+            "--cert".into(),
+            spec.certs.cert.clone().into(),
+            "--key".into(),
+            spec.certs.key.clone().into(),
+            "--io".into(),
+            spec.io.to_string().into(),
+        ]
+    }
+
+    /// Arguments for the client process.
+    fn client_args(&self, spec: &ClientSpec<'_>) -> Vec<OsString> {
+        vec![
+            "client".into(),
+            "--connect".into(),
+            spec.connect.to_string().into(),
+            "--ca".into(),
+            spec.certs.cert.clone().into(),
+            "--size".into(),
+            spec.size.to_string().into(),
+            "--io".into(),
+            spec.io.to_string().into(),
+        ]
+    }
+}
+
+/// quinn 0.11 with rustls + ring, on its own quinn-udp I/O.
+#[derive(Debug, Default)]
+pub struct QuinnLut;
+
+impl Lut for QuinnLut {
+    fn name(&self) -> &'static str {
+        "quinn"
+    }
+    fn version(&self) -> String {
+        env!("NESQUIC_QUINN_VERSION").to_string()
+    }
+    fn description(&self) -> &'static str {
+        "quinn (tokio, rustls + ring, quinn-udp with GSO/GRO)"
+    }
+    fn crypto_backend(&self) -> &'static str {
+        "ring"
+    }
+    fn io_modes(&self) -> &'static [IoMode] {
+        &[IoMode::Native]
+    }
+}
+
+/// Every LUT this build knows.
+pub fn all_luts() -> Vec<Box<dyn Lut>> {
+    vec![Box::new(QuinnLut)]
+}
+
+/// Finds a LUT by name, or lists the known ones.
+pub fn find_lut(name: &str) -> Result<Box<dyn Lut>, LutError> {
+    let mut luts = all_luts();
+    match luts.iter().position(|l| l.name().eq_ignore_ascii_case(name)) {
+        Some(i) => Ok(luts.swap_remove(i)),
+        None => Err(LutError::Unknown {
+            name: name.to_string(),
+            known: luts.iter().map(|l| l.name()).collect::<Vec<_>>().join(", "),
+        }),
+    }
+}
+
+/// Command-line arguments every LUT executable accepts (the other half of
+/// [`Lut::server_args`]/[`Lut::client_args`]).
+pub mod args {
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+
+    use super::IoMode;
+
+    /// A LUT executable's command line.
+    #[derive(Debug, clap::Parser)]
+    pub struct LutCli {
+        /// Role.
+        #[command(subcommand)]
+        pub role: Role,
+    }
+
+    /// Server or client.
+    #[derive(Debug, clap::Subcommand)]
+    pub enum Role {
+        /// Serve one benchmark connection, then exit.
+        Server {
+            /// Address to bind.
+            #[arg(long)]
+            listen: SocketAddr,
+            /// DER certificate.
+            #[arg(long)]
+            cert: PathBuf,
+            /// DER PKCS#8 key.
+            #[arg(long)]
+            key: PathBuf,
+            /// I/O path.
+            #[arg(long, value_enum, default_value_t = IoMode::Native)]
+            io: IoMode,
+        },
+        /// Download and verify one payload.
+        Client {
+            /// Server address.
+            #[arg(long)]
+            connect: SocketAddr,
+            /// DER certificate to trust.
+            #[arg(long)]
+            ca: PathBuf,
+            /// Bytes to request.
+            #[arg(long)]
+            size: u64,
+            /// I/O path.
+            #[arg(long, value_enum, default_value_t = IoMode::Native)]
+            io: IoMode,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_lut_lists_the_known_ones() {
+        let err = find_lut("nope").err().unwrap().to_string();
+        assert!(err.contains("unknown LUT 'nope'") && err.contains("quinn"), "{err}");
+        assert_eq!(find_lut("QUINN").unwrap().name(), "quinn");
+    }
+
+    #[test]
+    fn quinn_version_comes_from_the_lockfile() {
+        let v = QuinnLut.version();
+        assert!(v.starts_with("0.11."), "{v}");
+    }
+}

@@ -1,0 +1,45 @@
+//! What a LUT process tells the orchestrator: one JSON object per line on stdout.
+
+use serde::{Deserialize, Serialize};
+
+/// One line of a LUT process's stdout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum LutEvent {
+    /// The server is ready for a connection at `addr`.
+    Listening {
+        /// Address the server bound.
+        addr: std::net::SocketAddr,
+    },
+    /// The client has verified `bytes` so far.
+    Progress {
+        /// Verified bytes.
+        bytes: u64,
+    },
+    /// The client verified the whole payload.
+    Done(ClientResult),
+}
+
+/// The client's measurements for one transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientResult {
+    /// Bytes received and verified.
+    pub bytes: u64,
+    /// From starting the connection to the handshake completing, in ns.
+    pub handshake_ns: u64,
+    /// From sending the request to verifying the last byte, in ns.
+    pub transfer_ns: u64,
+}
+
+impl LutEvent {
+    /// Writes the event as one line on stdout (flushed, so the orchestrator sees it at once).
+    pub fn emit(&self) {
+        use std::io::Write;
+        // serde_json cannot fail on these plain structs.
+        if let Ok(line) = serde_json::to_string(self) {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}

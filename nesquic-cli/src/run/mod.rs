@@ -1,0 +1,185 @@
+//! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
+
+mod process;
+mod repetition;
+mod results;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use nesquic_lut_adapters::{find_lut, tls, IoMode};
+use serde::Serialize;
+
+use repetition::NoObserver;
+use repetition::{run_repetition, RepetitionSpec};
+use results::{RepetitionFigures, Spread, Summary};
+
+use crate::units;
+
+/// `nesquic run` arguments.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Library under test (see `nesquic luts`).
+    #[arg(long, default_value = "quinn")]
+    pub lut: String,
+    /// Payload the client downloads: 25MB (10^6), 1GiB (2^30), 4096, ...
+    #[arg(long, default_value = "25MB", value_parser = units::parse_size)]
+    pub size: u64,
+    /// Repetitions; figures are reported per repetition and as median/min/max.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// Time limit for each repetition: 30s, 2m, 500ms.
+    #[arg(long, default_value = "5m", value_parser = units::parse_duration)]
+    pub timeout: Duration,
+    /// UDP I/O path; default: the LUT's first supported one (quinn: native).
+    #[arg(long, value_enum)]
+    pub io: Option<IoMode>,
+    /// Also write every figure as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
+    #[arg(long, env = "NESQUIC_LUT_DIR")]
+    pub lut_dir: Option<PathBuf>,
+}
+
+/// Everything a run produced, as written to `--json`.
+#[derive(Debug, Serialize)]
+pub struct RunReport {
+    /// Nesquic's version.
+    pub nesquic_version: &'static str,
+    /// The LUT.
+    pub lut: LutInfo,
+    /// Payload bytes per repetition.
+    pub size_bytes: u64,
+    /// One entry per repetition.
+    pub repetitions: Vec<RepetitionFigures>,
+    /// Median/min/max over repetitions.
+    pub summary: Summary,
+}
+
+/// What was run.
+#[derive(Debug, Serialize)]
+pub struct LutInfo {
+    /// Adapter name.
+    pub name: &'static str,
+    /// Library version.
+    pub version: String,
+    /// Crypto backend.
+    pub crypto_backend: &'static str,
+    /// I/O path.
+    pub io: IoMode,
+    /// Executable that ran (and that probes attach to).
+    pub binary: PathBuf,
+}
+
+/// Runs `nesquic run`.
+pub fn execute(args: &RunArgs) -> Result<RunReport> {
+    let lut = find_lut(&args.lut)?;
+    let io = args.io.unwrap_or(lut.io_modes()[0]);
+    lut.check_io(io)?;
+    let binary = lut.binary_path(&lut_dir(args.lut_dir.as_deref())?)?;
+    let interrupted = install_signal_flag()?;
+    let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
+    let certs = tls::generate(workdir.path())?;
+
+    eprintln!(
+        "nesquic: {} {} ({}), io {io}, {} bytes x {} repetition(s)",
+        lut.name(),
+        lut.version(),
+        lut.crypto_backend(),
+        args.size,
+        args.repeat
+    );
+    let mut reps = Vec::new();
+    for i in 1..=args.repeat {
+        let label = format!("rep {i}/{}", args.repeat);
+        let spec = RepetitionSpec {
+            lut: lut.as_ref(),
+            binary: &binary,
+            io,
+            size: args.size,
+            certs: &certs,
+            timeout: args.timeout,
+            interrupted: &interrupted,
+            progress_after: Duration::from_secs(2),
+            label: label.clone(),
+        };
+        let outcome =
+            run_repetition(&spec, &mut NoObserver).with_context(|| format!("{} {label} failed", lut.name()))?;
+        let figures = RepetitionFigures::from(&outcome);
+        println!("{}", repetition_line(&label, &figures));
+        reps.push(figures);
+    }
+    // Invariant: repeat >= 1 (clap range), so there is at least one repetition here.
+    let summary = Summary::of(&reps).context("no repetitions")?;
+    let report = RunReport {
+        nesquic_version: env!("CARGO_PKG_VERSION"),
+        lut: LutInfo { name: lut.name(), version: lut.version(), crypto_backend: lut.crypto_backend(), io, binary },
+        size_bytes: args.size,
+        repetitions: reps,
+        summary,
+    };
+    print_summary(&report);
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+        eprintln!("nesquic: JSON written to {}", path.display());
+    }
+    Ok(report)
+}
+
+/// Where the LUT executables are: `--lut-dir`, else the directory of the running `nesquic`.
+fn lut_dir(explicit: Option<&std::path::Path>) -> Result<PathBuf> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_path_buf());
+    }
+    let exe = std::env::current_exe().context("locate the nesquic executable")?;
+    Ok(exe.parent().map(PathBuf::from).unwrap_or_default())
+}
+
+/// SIGINT/SIGTERM set a flag; the run loop sees it, kills the LUT processes and unwinds, so
+/// everything attached is dropped (and detached) on the way out.
+fn install_signal_flag() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, flag.clone()).context("install signal handler")?;
+    }
+    Ok(flag)
+}
+
+fn repetition_line(label: &str, r: &RepetitionFigures) -> String {
+    format!(
+        "{label}: goodput {:.1} Mbit/s, transfer {:.3} s, handshake {:.2} ms, server CPU {:.3} s ({:.0}%), client CPU {:.3} s ({:.0}%)",
+        r.goodput_mbps,
+        r.transfer_s,
+        r.handshake_ms,
+        r.server.cpu_total_s,
+        r.server.cpu_utilisation_pct,
+        r.client.cpu_total_s,
+        r.client.cpu_utilisation_pct
+    )
+}
+
+fn print_summary(report: &RunReport) {
+    let s = &report.summary;
+    println!();
+    println!(
+        "{} {} — {} repetition(s) of {} bytes, payload verified",
+        report.lut.name, report.lut.version, s.repetitions, report.size_bytes
+    );
+    println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
+    let row = |name: &str, sp: &Spread, digits: usize| {
+        println!("{name:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", sp.median, sp.min, sp.max);
+    };
+    row("goodput (Mbit/s)", &s.goodput_mbps, 1);
+    row("transfer (s)", &s.transfer_s, 3);
+    row("handshake (ms)", &s.handshake_ms, 2);
+    row("server CPU (s)", &s.server_cpu_s, 3);
+    row("server CPU (%)", &s.server_cpu_pct, 1);
+    row("client CPU (s)", &s.client_cpu_s, 3);
+    row("client CPU (%)", &s.client_cpu_pct, 1);
+    println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
+}

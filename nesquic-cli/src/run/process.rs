@@ -1,0 +1,332 @@
+//! One LUT process: spawned held at a gate (so probes can be told its pid before it runs a single
+//! instruction of the LUT), watched by reader threads, reaped with `wait4` for the kernel's CPU
+//! accounting, and always killed if the run ends early.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{ChildStderr, ChildStdout, Command, Stdio};
+use std::sync::mpsc::{Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use nesquic_lut_adapters::report::LutEvent;
+use serde::Serialize;
+
+/// Which side of the connection a process plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// The server.
+    Server,
+    /// The client.
+    Client,
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Role::Server => "server",
+            Role::Client => "client",
+        })
+    }
+}
+
+/// What the watcher threads report.
+#[derive(Debug)]
+pub enum ProcessEvent {
+    /// A protocol line from the process's stdout.
+    Report(Role, LutEvent),
+    /// The process exited and was reaped.
+    Exited(Role, Exit),
+}
+
+/// How a process ended, with the kernel's accounting of it.
+#[derive(Debug, Clone, Copy)]
+pub struct Exit {
+    /// Raw wait status.
+    pub status: i32,
+    /// User CPU time of all its threads.
+    pub user: Duration,
+    /// System CPU time of all its threads.
+    pub system: Duration,
+    /// From spawn to reaping.
+    pub wall: Duration,
+    /// Peak resident set, KiB.
+    pub max_rss_kib: u64,
+}
+
+impl Exit {
+    /// Exited with status 0.
+    pub fn success(&self) -> bool {
+        libc::WIFEXITED(self.status) && libc::WEXITSTATUS(self.status) == 0
+    }
+
+    /// "exit code 1", "killed by signal 6 (SIGABRT)".
+    pub fn describe(&self) -> String {
+        if libc::WIFEXITED(self.status) {
+            format!("exit code {}", libc::WEXITSTATUS(self.status))
+        } else if libc::WIFSIGNALED(self.status) {
+            let sig = libc::WTERMSIG(self.status);
+            format!("killed by signal {sig} ({})", signal_name(sig))
+        } else {
+            format!("wait status {:#x}", self.status)
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGILL => "SIGILL",
+        libc::SIGINT => "SIGINT",
+        _ => "signal",
+    }
+}
+
+/// A spawned LUT process.
+#[derive(Debug)]
+pub struct LutProcess {
+    /// Its role.
+    pub role: Role,
+    /// Its pid.
+    pub pid: i32,
+    gate: Option<OwnedFd>,
+    pending: Option<PendingSpawn>,
+    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    reaped: bool,
+}
+
+/// A fork held at the gate. `Command::spawn` only returns once the child has exec'd, so it runs
+/// on its own thread, which then stays as the child's reaper: `PR_SET_PDEATHSIG` fires when the
+/// *thread* that forked exits, so that thread must outlive the child.
+#[derive(Debug)]
+struct PendingSpawn {
+    pipes: Receiver<std::io::Result<(ChildStdout, ChildStderr)>>,
+    events: Sender<ProcessEvent>,
+}
+
+const STDERR_LINES_KEPT: usize = 20;
+/// How long a fork may take to report its pid.
+const FORK_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl LutProcess {
+    /// Forks `binary args…` and holds the child before `exec` until [`LutProcess::release`], so
+    /// an observer can register its pid before it runs one instruction of the LUT.
+    pub fn spawn(role: Role, binary: &Path, args: &[std::ffi::OsString], events: Sender<ProcessEvent>) -> Result<Self> {
+        let (gate_read, gate_write) = pipe().context("create start gate pipe")?;
+        let (pid_read, pid_write) = pipe().context("create pid pipe")?;
+        let gate_fd = gate_read.as_raw_fd();
+        let pid_fd = pid_write.as_raw_fd();
+        let mut command = Command::new(binary);
+        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
+        // functions (prctl, getpid, write, read, close) on values copied into it.
+        unsafe {
+            command.pre_exec(move || {
+                // If nesquic dies for any reason, its LUT processes die with it: no orphans.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let pid = libc::getpid().to_ne_bytes();
+                libc::write(pid_fd, pid.as_ptr().cast(), pid.len());
+                libc::close(pid_fd);
+                // Held here until release() writes a byte (or nesquic closes the gate by dying).
+                let mut byte = 0u8;
+                let n = libc::read(gate_fd, (&mut byte as *mut u8).cast(), 1);
+                libc::close(gate_fd);
+                if n != 1 {
+                    // The gate closed without a release: nesquic gave up on this process.
+                    libc::_exit(127);
+                }
+                Ok(())
+            });
+        }
+        let started = Instant::now();
+        let (pipes_tx, pipes) = std::sync::mpsc::channel();
+        let reaper_events = events.clone();
+        std::thread::Builder::new()
+            .name(format!("spawn-reap-{role}"))
+            .spawn(move || {
+                let spawned = command.spawn();
+                // The child has exec'd (or failed); our copies of its pipe ends can go.
+                drop((gate_read, pid_write));
+                let mut child = match spawned {
+                    Ok(child) => child,
+                    Err(e) => {
+                        let _ = pipes_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let pid = child.id() as i32;
+                match (child.stdout.take(), child.stderr.take()) {
+                    (Some(out), Some(err)) => drop(pipes_tx.send(Ok((out, err)))),
+                    _ => drop(pipes_tx.send(Err(std::io::Error::other("LUT output not piped")))),
+                }
+                // We reap with wait4 ourselves (for rusage); the Child handle is dropped unwaited.
+                drop(child);
+                let exit = reap(pid, started);
+                let _ = reaper_events.send(ProcessEvent::Exited(role, exit));
+            })
+            .context("spawn a thread to start the LUT")?;
+        let pid = match read_pid(&pid_read) {
+            Ok(pid) => pid,
+            Err(wait_err) => {
+                drop(gate_write);
+                let why = match pipes.recv_timeout(FORK_TIMEOUT) {
+                    Ok(Err(e)) => anyhow::Error::new(e),
+                    _ => wait_err,
+                };
+                return Err(why.context(format!("cannot start {}", binary.display())));
+            }
+        };
+        Ok(Self {
+            role,
+            pid,
+            gate: Some(gate_write),
+            pending: Some(PendingSpawn { pipes, events }),
+            stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
+            reaped: false,
+        })
+    }
+
+    /// Lets the process proceed to `exec`, then watches its output and reaps it.
+    pub fn release(&mut self) -> Result<()> {
+        if let Some(gate) = self.gate.take() {
+            let byte = [1u8];
+            // SAFETY: writes one byte from a live buffer to an fd we own.
+            let r = unsafe { libc::write(gate.as_raw_fd(), byte.as_ptr().cast(), 1) };
+            if r != 1 {
+                return Err(std::io::Error::last_os_error()).context("release start gate");
+            }
+        }
+        let Some(pending) = self.pending.take() else { return Ok(()) };
+        let (stdout, stderr) = match pending.pipes.recv_timeout(FORK_TIMEOUT) {
+            Ok(Ok(pipes)) => pipes,
+            Ok(Err(e)) => return Err(e).context("exec of the LUT failed"),
+            Err(_) => anyhow::bail!("the LUT did not start within {FORK_TIMEOUT:?}"),
+        };
+        spawn_stdout_reader(self.role, stdout, pending.events, self.stderr_tail.clone());
+        spawn_stderr_reader(stderr, self.stderr_tail.clone());
+        Ok(())
+    }
+
+    /// Marks the process as reaped (its pid may be reused from now on: never signal it again).
+    pub fn mark_reaped(&mut self) {
+        self.reaped = true;
+    }
+
+    /// SIGKILLs the process unless it was already reaped.
+    pub fn kill(&mut self) {
+        if !self.reaped {
+            // SAFETY: plain syscall; the pid is still ours because we have not reaped it.
+            unsafe { libc::kill(self.pid, libc::SIGKILL) };
+        }
+        self.gate = None;
+        // Never released: its spawner thread reaps it; we must not signal that pid again.
+        if self.pending.take().is_some() {
+            self.reaped = true;
+        }
+    }
+
+    /// Last lines the process wrote to stderr.
+    pub fn stderr_tail(&self) -> String {
+        let tail = self.stderr_tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"));
+        tail.unwrap_or_default()
+    }
+}
+
+impl Drop for LutProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn pipe() -> std::io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two fds into the array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: both fds were just created and are owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Reads the 4-byte pid the forked child writes before it waits at the gate.
+fn read_pid(pipe: &OwnedFd) -> Result<i32> {
+    let mut pfd = libc::pollfd { fd: pipe.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: polls one live pollfd.
+    let ready = unsafe { libc::poll(&mut pfd, 1, FORK_TIMEOUT.as_millis() as i32) };
+    anyhow::ensure!(ready == 1, "the forked child did not report its pid");
+    let mut buf = [0u8; 4];
+    // SAFETY: reads at most 4 bytes into a live buffer.
+    let n = unsafe { libc::read(pipe.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
+    anyhow::ensure!(n == 4, "the forked child exited before reporting its pid");
+    Ok(i32::from_ne_bytes(buf))
+}
+
+fn reap(pid: i32, started: Instant) -> Exit {
+    let mut status = 0;
+    // SAFETY: rusage is plain old data.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    loop {
+        // SAFETY: waits for our own child and writes into live locals.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            break;
+        }
+    }
+    let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Exit {
+        status,
+        user: tv(usage.ru_utime),
+        system: tv(usage.ru_stime),
+        wall: started.elapsed(),
+        max_rss_kib: usage.ru_maxrss.max(0) as u64,
+    }
+}
+
+fn spawn_stdout_reader(
+    role: Role,
+    stdout: impl Read + Send + 'static,
+    events: Sender<ProcessEvent>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            match serde_json::from_str::<LutEvent>(&line) {
+                Ok(event) => {
+                    if events.send(ProcessEvent::Report(role, event)).is_err() {
+                        break;
+                    }
+                }
+                // Anything else the LUT prints is kept for error messages, not interpreted.
+                Err(_) => push_tail(&tail, line),
+            }
+        }
+    });
+}
+
+fn spawn_stderr_reader(stderr: impl Read + Send + 'static, tail: Arc<Mutex<VecDeque<String>>>) {
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            push_tail(&tail, line);
+        }
+    });
+}
+
+fn push_tail(tail: &Mutex<VecDeque<String>>, line: String) {
+    if let Ok(mut t) = tail.lock() {
+        if t.len() == STDERR_LINES_KEPT {
+            t.pop_front();
+        }
+        t.push_back(line);
+    }
+}

@@ -1,0 +1,211 @@
+//! One repetition: start the server, wait until it listens, start the client, follow progress,
+//! collect both exits. Any failure kills what still runs.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use nesquic_lut_adapters::lut::{ClientSpec, ServerSpec};
+use nesquic_lut_adapters::report::{ClientResult, LutEvent};
+use nesquic_lut_adapters::tls::CertFiles;
+use nesquic_lut_adapters::{IoMode, Lut};
+
+use super::process::{Exit, LutProcess, ProcessEvent, Role};
+
+/// Told about each LUT process before it runs (so probes can register its pid) and after it
+/// was reaped.
+pub trait ProcessObserver {
+    /// `pid` is forked and held before `exec`.
+    fn spawned(&mut self, role: Role, pid: i32) -> Result<()>;
+}
+
+/// Observer that does nothing (runs without probes).
+pub struct NoObserver;
+
+impl ProcessObserver for NoObserver {
+    fn spawned(&mut self, _: Role, _: i32) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Everything one repetition needs.
+pub struct RepetitionSpec<'a> {
+    /// The library.
+    pub lut: &'a dyn Lut,
+    /// Its executable.
+    pub binary: &'a Path,
+    /// I/O path.
+    pub io: IoMode,
+    /// Payload bytes.
+    pub size: u64,
+    /// TLS material.
+    pub certs: &'a CertFiles,
+    /// Whole-repetition limit.
+    pub timeout: Duration,
+    /// Set by SIGINT/SIGTERM.
+    pub interrupted: &'a AtomicBool,
+    /// Draw a progress bar once a repetition has run this long.
+    pub progress_after: Duration,
+    /// Label for the progress bar ("rep 2/5").
+    pub label: String,
+}
+
+/// What one repetition measured.
+#[derive(Debug, Clone, Copy)]
+pub struct RepetitionOutcome {
+    /// The client's own measurements.
+    pub client_result: ClientResult,
+    /// The server's exit and accounting.
+    pub server: Exit,
+    /// The client's exit and accounting.
+    pub client: Exit,
+}
+
+const POLL: Duration = Duration::from_millis(50);
+/// How long the client's result line may trail its exit.
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
+/// How long the server may take to exit after the client finished.
+const SERVER_GRACE: Duration = Duration::from_secs(10);
+
+/// Runs one repetition.
+pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObserver) -> Result<RepetitionOutcome> {
+    let (tx, rx) = channel();
+    let deadline = Instant::now() + spec.timeout;
+    let server_args =
+        spec.lut.server_args(&ServerSpec { listen: "127.0.0.1:0".parse()?, certs: spec.certs, io: spec.io });
+    let mut server = LutProcess::spawn(Role::Server, spec.binary, &server_args, tx.clone())?;
+    observer.spawned(Role::Server, server.pid)?;
+    server.release()?;
+
+    let mut watch =
+        Watch { rx, deadline, interrupted: spec.interrupted, server_exit: None, client_exit: None, done: None };
+    let addr = loop {
+        match watch.next(&mut [&mut server])? {
+            Some((Role::Server, LutEvent::Listening { addr })) => break addr,
+            _ if watch.server_exit.is_some() => {
+                bail!(crashed("server", &server, watch.server_exit, "before it listened"))
+            }
+            _ => {}
+        }
+    };
+
+    let client_args =
+        spec.lut.client_args(&ClientSpec { connect: addr, certs: spec.certs, size: spec.size, io: spec.io });
+    let mut client = LutProcess::spawn(Role::Client, spec.binary, &client_args, tx)?;
+    observer.spawned(Role::Client, client.pid)?;
+    client.release()?;
+    let started = Instant::now();
+    let mut bar: Option<ProgressBar> = None;
+    let mut client_exited_at: Option<Instant> = None;
+
+    while watch.client_exit.is_none() || watch.server_exit.is_none() || watch.done.is_none() {
+        let event = watch.next(&mut [&mut server, &mut client])?;
+        if let Some((Role::Client, LutEvent::Progress { bytes })) = event {
+            if bar.is_none() && started.elapsed() >= spec.progress_after {
+                bar = Some(progress_bar(spec.size, &spec.label));
+            }
+            if let Some(bar) = &bar {
+                bar.set_position(bytes);
+            }
+        }
+        if let Some(exit) = watch.client_exit {
+            // The result line travels through a reader thread and may trail the exit a little.
+            let output_late = exit.success() && watch.done.is_none();
+            let waited_enough = client_exited_at.get_or_insert_with(Instant::now).elapsed() > OUTPUT_GRACE;
+            if !exit.success() || (output_late && waited_enough) {
+                server.kill();
+                let why = if exit.success() { "without reporting a result" } else { "" };
+                bail!(crashed("client", &client, Some(exit), why));
+            }
+            // The server should follow promptly once the client has closed the connection.
+            watch.deadline = watch.deadline.min(Instant::now() + SERVER_GRACE);
+        }
+        if let Some(exit) = watch.server_exit {
+            if !exit.success() {
+                client.kill();
+                bail!(crashed("server", &server, Some(exit), "during the transfer"));
+            }
+        }
+    }
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    Ok(RepetitionOutcome {
+        // Invariant: the loop above only ends with a successful client exit after Done.
+        client_result: watch.done.context("client reported no result")?,
+        server: watch.server_exit.context("server exit missing")?,
+        client: watch.client_exit.context("client exit missing")?,
+    })
+}
+
+/// Collects events and enforces the deadline and interruption for a set of processes.
+struct Watch<'a> {
+    rx: Receiver<ProcessEvent>,
+    deadline: Instant,
+    interrupted: &'a AtomicBool,
+    server_exit: Option<Exit>,
+    client_exit: Option<Exit>,
+    done: Option<ClientResult>,
+}
+
+impl Watch<'_> {
+    /// Waits for the next report; records exits and results. Kills `procs` on timeout or signal.
+    fn next(&mut self, procs: &mut [&mut LutProcess]) -> Result<Option<(Role, LutEvent)>> {
+        loop {
+            if self.interrupted.load(Ordering::Relaxed) {
+                procs.iter_mut().for_each(|p| p.kill());
+                bail!("interrupted: LUT processes killed");
+            }
+            let now = Instant::now();
+            if now >= self.deadline {
+                procs.iter_mut().for_each(|p| p.kill());
+                bail!("timed out: the repetition did not finish within the time limit (raise it with --timeout)");
+            }
+            match self.rx.recv_timeout(POLL.min(self.deadline - now)) {
+                Ok(ProcessEvent::Exited(role, exit)) => {
+                    if let Some(p) = procs.iter_mut().find(|p| p.role == role) {
+                        p.mark_reaped();
+                    }
+                    match role {
+                        Role::Server => self.server_exit = Some(exit),
+                        Role::Client => self.client_exit = Some(exit),
+                    }
+                    return Ok(None);
+                }
+                Ok(ProcessEvent::Report(role, event)) => {
+                    if let LutEvent::Done(result) = event {
+                        self.done = Some(result);
+                    }
+                    return Ok(Some((role, event)));
+                }
+                Err(RecvTimeoutError::Timeout) => return Ok(None),
+                Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the LUT processes"),
+            }
+        }
+    }
+}
+
+fn crashed(what: &str, process: &LutProcess, exit: Option<Exit>, when: &str) -> String {
+    let how = exit.map(|e| e.describe()).unwrap_or_else(|| "unknown status".into());
+    let tail = process.stderr_tail();
+    let mut msg = format!("{what} (pid {}) ended with {how} {when}", process.pid);
+    if !tail.is_empty() {
+        msg.push_str(&format!("; its last output:\n{tail}"));
+    }
+    msg
+}
+
+fn progress_bar(total: u64, label: &str) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    // The template is a constant known to be valid; fall back to the default style otherwise.
+    if let Ok(style) =
+        ProgressStyle::with_template("{prefix} [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_prefix(label.to_string());
+    bar
+}

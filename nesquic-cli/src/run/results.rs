@@ -1,0 +1,151 @@
+//! Turning repetition outcomes into the figures Nesquic prints and writes: per repetition and as
+//! median/min/max over repetitions. Every figure comes from a measurement; nothing is estimated.
+
+use serde::Serialize;
+
+use super::process::Exit;
+use super::repetition::RepetitionOutcome;
+
+/// CPU accounting of one process, from the kernel (`wait4` rusage).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct ProcessFigures {
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_system_s: f64,
+    /// User + system.
+    pub cpu_total_s: f64,
+    /// Process lifetime (spawn to exit), seconds.
+    pub wall_s: f64,
+    /// cpu_total / wall, in percent of one core (can exceed 100 with threads).
+    pub cpu_utilisation_pct: f64,
+    /// Peak RSS, KiB.
+    pub max_rss_kib: u64,
+}
+
+impl From<Exit> for ProcessFigures {
+    fn from(e: Exit) -> Self {
+        let user = e.user.as_secs_f64();
+        let system = e.system.as_secs_f64();
+        let wall = e.wall.as_secs_f64();
+        Self {
+            cpu_user_s: user,
+            cpu_system_s: system,
+            cpu_total_s: user + system,
+            wall_s: wall,
+            cpu_utilisation_pct: if wall > 0.0 { 100.0 * (user + system) / wall } else { 0.0 },
+            max_rss_kib: e.max_rss_kib,
+        }
+    }
+}
+
+/// Figures of one repetition.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RepetitionFigures {
+    /// Payload bytes verified by the client.
+    pub bytes: u64,
+    /// Whether the client verified length and content.
+    pub payload_verified: bool,
+    /// Payload bits per second / 10^6, over the transfer time.
+    pub goodput_mbps: f64,
+    /// Request sent to last byte verified, seconds.
+    pub transfer_s: f64,
+    /// Handshake, milliseconds.
+    pub handshake_ms: f64,
+    /// The server process.
+    pub server: ProcessFigures,
+    /// The client process.
+    pub client: ProcessFigures,
+}
+
+impl From<&RepetitionOutcome> for RepetitionFigures {
+    fn from(o: &RepetitionOutcome) -> Self {
+        let transfer_s = o.client_result.transfer_ns as f64 / 1e9;
+        Self {
+            bytes: o.client_result.bytes,
+            // The client exits non-zero on any verification failure, so an outcome exists only
+            // for a verified payload.
+            payload_verified: true,
+            goodput_mbps: if transfer_s > 0.0 { o.client_result.bytes as f64 * 8.0 / transfer_s / 1e6 } else { 0.0 },
+            transfer_s,
+            handshake_ms: o.client_result.handshake_ns as f64 / 1e6,
+            server: o.server.into(),
+            client: o.client.into(),
+        }
+    }
+}
+
+/// Median, minimum and maximum of one figure over repetitions.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Spread {
+    /// Median (mean of the middle two for an even count).
+    pub median: f64,
+    /// Minimum.
+    pub min: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Spread {
+    /// Spread of `values`; `None` when empty.
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
+        let mut v: Vec<f64> = values.into_iter().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+        Some(Self { median, min: v[0], max: v[n - 1] })
+    }
+}
+
+/// Spreads over all repetitions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    /// Repetitions summarised.
+    pub repetitions: usize,
+    /// Goodput, Mbit/s.
+    pub goodput_mbps: Spread,
+    /// Transfer time, s.
+    pub transfer_s: Spread,
+    /// Handshake time, ms.
+    pub handshake_ms: Spread,
+    /// Server CPU seconds.
+    pub server_cpu_s: Spread,
+    /// Server CPU utilisation, %.
+    pub server_cpu_pct: Spread,
+    /// Client CPU seconds.
+    pub client_cpu_s: Spread,
+    /// Client CPU utilisation, %.
+    pub client_cpu_pct: Spread,
+}
+
+impl Summary {
+    /// Summarises; `None` when there are no repetitions.
+    pub fn of(reps: &[RepetitionFigures]) -> Option<Self> {
+        let spread = |f: &dyn Fn(&RepetitionFigures) -> f64| Spread::of(reps.iter().map(f));
+        Some(Self {
+            repetitions: reps.len(),
+            goodput_mbps: spread(&|r| r.goodput_mbps)?,
+            transfer_s: spread(&|r| r.transfer_s)?,
+            handshake_ms: spread(&|r| r.handshake_ms)?,
+            server_cpu_s: spread(&|r| r.server.cpu_total_s)?,
+            server_cpu_pct: spread(&|r| r.server.cpu_utilisation_pct)?,
+            client_cpu_s: spread(&|r| r.client.cpu_total_s)?,
+            client_cpu_pct: spread(&|r| r.client.cpu_utilisation_pct)?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_of_odd_and_even_counts() {
+        assert_eq!(Spread::of([3.0, 1.0, 2.0]), Some(Spread { median: 2.0, min: 1.0, max: 3.0 }));
+        assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]), Some(Spread { median: 2.5, min: 1.0, max: 4.0 }));
+        assert_eq!(Spread::of([]), None);
+    }
+}

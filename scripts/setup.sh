@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian/Ubuntu machine lacks to build and run Nesquic:
+# clang-19 + llvm-19 (eBPF programs), bpftool (vmlinux.h, link checks), libbpf headers,
+# and `just` (not packaged in Debian 12, so it comes from crates.io).
+# Idempotent: does nothing when everything is present.
+set -euo pipefail
+
+need_apt=()
+command -v clang-19 >/dev/null 2>&1 || need_apt+=(clang-19 llvm-19)
+command -v bpftool >/dev/null 2>&1 || need_apt+=(bpftool)
+[ -e /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
+command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
+command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+
+if [ ${#need_apt[@]} -gt 0 ]; then
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "setup: need root to install: ${need_apt[*]} (run: sudo $0)" >&2
+        exit 1
+    fi
+    echo "setup: installing ${need_apt[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "setup: cargo not found; install Rust (https://rustup.rs) first" >&2
+    exit 1
+fi
+
+if ! command -v just >/dev/null 2>&1; then
+    echo "setup: installing just from crates.io"
+    cargo install just --locked --quiet
+fi
+
+# tracefs is needed by tracepoint probes; a fresh boot may not have it mounted.
+if [ "$(id -u)" -eq 0 ] && [ ! -e /sys/kernel/tracing/events ]; then
+    mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || \
+        echo "setup: warning: could not mount tracefs at /sys/kernel/tracing" >&2
+fi
+echo "setup: ok"
