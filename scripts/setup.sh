@@ -20,7 +20,7 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     echo "setup: installing ${need_apt[*]}"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
-    apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+    apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

@@ -1,4 +1,5 @@
 //! Real sockets on loopback: every combination of GSO, GRO and mmsg, with exact counts.
+#![allow(clippy::unwrap_used)] // tests: a panic is the failure report
 
 use std::io::IoSliceMut;
 use std::net::SocketAddr;

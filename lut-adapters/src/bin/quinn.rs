@@ -15,7 +15,9 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Test hook: the server aborts (SIGABRT) after writing this many payload bytes, so tests can
 /// check how `nesquic run` handles a LUT that crashes mid-transfer.
+/// Test hooks: make the server abort after N payload bytes, or flip the payload byte at offset N.
 const FAULT_ENV: &str = "NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES";
+const CORRUPT_ENV: &str = "NESQUIC_FAULT_SERVER_CORRUPT_AT";
 const CHUNK: usize = 64 * 1024;
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
@@ -71,6 +73,7 @@ async fn server(listen: std::net::SocketAddr, cert: &std::path::Path, key: &std:
     LutEvent::Listening { addr: endpoint.local_addr()? }.emit();
 
     let abort_after: Option<u64> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
+    let corrupt_at: Option<u64> = std::env::var(CORRUPT_ENV).ok().and_then(|v| v.parse().ok());
     let incoming = endpoint.accept().await.context("endpoint closed before a connection arrived")?;
     let conn = incoming.await.context("handshake")?;
     let (mut send, mut recv) = conn.accept_bi().await.context("accept stream")?;
@@ -82,6 +85,9 @@ async fn server(listen: std::net::SocketAddr, cert: &std::path::Path, key: &std:
     while offset < size {
         let n = (size - offset).min(CHUNK as u64) as usize;
         protocol::fill_pattern(offset, &mut buf[..n]);
+        if let Some(at) = corrupt_at.filter(|at| (offset..offset + n as u64).contains(at)) {
+            buf[(at - offset) as usize] ^= 0xff;
+        }
         send.write_all(&buf[..n]).await.context("write payload")?;
         offset += n as u64;
         if abort_after.is_some_and(|limit| offset >= limit) {

@@ -154,36 +154,34 @@ struct Watch<'a> {
 impl Watch<'_> {
     /// Waits for the next report; records exits and results. Kills `procs` on timeout or signal.
     fn next(&mut self, procs: &mut [&mut LutProcess]) -> Result<Option<(Role, LutEvent)>> {
-        loop {
-            if self.interrupted.load(Ordering::Relaxed) {
-                procs.iter_mut().for_each(|p| p.kill());
-                bail!("interrupted: LUT processes killed");
-            }
-            let now = Instant::now();
-            if now >= self.deadline {
-                procs.iter_mut().for_each(|p| p.kill());
-                bail!("timed out: the repetition did not finish within the time limit (raise it with --timeout)");
-            }
-            match self.rx.recv_timeout(POLL.min(self.deadline - now)) {
-                Ok(ProcessEvent::Exited(role, exit)) => {
-                    if let Some(p) = procs.iter_mut().find(|p| p.role == role) {
-                        p.mark_reaped();
-                    }
-                    match role {
-                        Role::Server => self.server_exit = Some(exit),
-                        Role::Client => self.client_exit = Some(exit),
-                    }
-                    return Ok(None);
+        if self.interrupted.load(Ordering::Relaxed) {
+            procs.iter_mut().for_each(|p| p.kill());
+            bail!("interrupted: LUT processes killed");
+        }
+        let now = Instant::now();
+        if now >= self.deadline {
+            procs.iter_mut().for_each(|p| p.kill());
+            bail!("timed out: the repetition did not finish within the time limit (raise it with --timeout)");
+        }
+        match self.rx.recv_timeout(POLL.min(self.deadline - now)) {
+            Ok(ProcessEvent::Exited(role, exit)) => {
+                if let Some(p) = procs.iter_mut().find(|p| p.role == role) {
+                    p.mark_reaped();
                 }
-                Ok(ProcessEvent::Report(role, event)) => {
-                    if let LutEvent::Done(result) = event {
-                        self.done = Some(result);
-                    }
-                    return Ok(Some((role, event)));
+                match role {
+                    Role::Server => self.server_exit = Some(exit),
+                    Role::Client => self.client_exit = Some(exit),
                 }
-                Err(RecvTimeoutError::Timeout) => return Ok(None),
-                Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the LUT processes"),
+                Ok(None)
             }
+            Ok(ProcessEvent::Report(role, event)) => {
+                if let LutEvent::Done(result) = event {
+                    self.done = Some(result);
+                }
+                Ok(Some((role, event)))
+            }
+            Err(RecvTimeoutError::Timeout) => Ok(None),
+            Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the LUT processes"),
         }
     }
 }

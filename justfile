@@ -1,0 +1,34 @@
+# Nesquic recipes. CI calls the same ones (`.ci/run` -> `just test`).
+# On a fresh machine run `./scripts/setup.sh` once first (it installs `just` itself).
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# Show the recipes.
+default:
+    @just --list
+
+# Install what a fresh machine lacks (clang-19, llvm-19, bpftool, libbpf headers, just).
+setup:
+    ./scripts/setup.sh
+
+# Build every binary (nesquic and the LUT executables), release profile.
+build: setup
+    cargo build --release --workspace --bins
+
+# The main job: `just run` = nesquic run --lut quinn; extra arguments go to `nesquic run`.
+run *ARGS: build
+    ./target/release/nesquic run {{ARGS}}
+
+# Formatting, clippy with warnings as errors, and docs without warnings.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --release --workspace --all-targets -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
+
+# Everything CI runs: lint, then every test (real sockets, real processes; eBPF tests need root).
+test: build lint
+    cargo test --release --workspace
+
+# I/O layer alone: fast paths vs one datagram per syscall; results go to docs/io-bench.md.
+bench-io: setup
+    cargo run --release -p nesquic-io --example io_bench -- docs/io-bench.md

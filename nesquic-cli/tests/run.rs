@@ -1,0 +1,157 @@
+//! `nesquic run` end to end: real LUT processes over loopback.
+//!
+//! The LUT executables live next to `nesquic` in the target directory; `cargo test --workspace`
+//! (what `just test` runs) builds them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nesquic() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_nesquic"))
+}
+
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_nesquic")).parent().expect("binary has a directory").to_path_buf()
+}
+
+fn require_lut_binaries() {
+    let lut = target_dir().join("nesquic-lut-quinn");
+    assert!(lut.exists(), "{} is missing: run the tests with `cargo test --workspace` (just test)", lut.display());
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Pids of live processes whose environment carries `token` (LUT children inherit it).
+fn processes_with_token(token: &str) -> Vec<u32> {
+    let needle = format!("NESQUIC_TEST_TOKEN={token}");
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("procfs").flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        if let Ok(env) = std::fs::read(entry.path().join("environ")) {
+            if env.split(|b| *b == 0).any(|kv| kv == needle.as_bytes()) {
+                // Zombies still show up until reaped; only count live processes.
+                let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+                if !state.contains(") Z") {
+                    found.push(pid);
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn quinn_transfers_verified_payload_with_per_side_figures() {
+    require_lut_binaries();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out = nesquic()
+        .args(["run", "--lut", "quinn", "--size", "5MB", "--repeat", "2", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "nesquic run failed: {}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("json");
+    assert_eq!(report["size_bytes"], 5_000_000);
+    assert_eq!(report["lut"]["name"], "quinn");
+    assert!(report["lut"]["version"].as_str().expect("version").starts_with("0.11"));
+    let reps = report["repetitions"].as_array().expect("repetitions");
+    assert_eq!(reps.len(), 2);
+    let cores = std::thread::available_parallelism().expect("cores").get() as f64;
+    for rep in reps {
+        assert_eq!(rep["bytes"], 5_000_000);
+        assert_eq!(rep["payload_verified"], true);
+        let goodput = rep["goodput_mbps"].as_f64().expect("goodput");
+        let transfer = rep["transfer_s"].as_f64().expect("transfer");
+        // Goodput is recomputed from its inputs: bits (not bytes) per second, 10^6 per Mbit.
+        assert!(goodput > 0.0);
+        assert!((goodput - 5_000_000.0 * 8.0 / transfer / 1e6).abs() < 1e-6 * goodput);
+        assert!(rep["handshake_ms"].as_f64().expect("handshake") > 0.0);
+        for side in ["server", "client"] {
+            let cpu = rep[side]["cpu_utilisation_pct"].as_f64().expect("cpu pct");
+            assert!(cpu > 0.0 && cpu <= 100.0 * cores, "{side} CPU {cpu}% implausible on {cores} cores");
+            let total = rep[side]["cpu_total_s"].as_f64().expect("cpu total");
+            let user = rep[side]["cpu_user_s"].as_f64().expect("user");
+            let sys = rep[side]["cpu_system_s"].as_f64().expect("sys");
+            assert!((total - user - sys).abs() < 1e-9 && total > 0.0);
+        }
+    }
+    let median = report["summary"]["goodput_mbps"]["median"].as_f64().expect("median");
+    let (a, b) = (reps[0]["goodput_mbps"].as_f64().expect("a"), reps[1]["goodput_mbps"].as_f64().expect("b"));
+    assert!((median - (a + b) / 2.0).abs() < 1e-9, "median of two is their mean");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("goodput (Mbit/s)") && stdout.contains("payload verified"), "{stdout}");
+}
+
+#[test]
+fn unknown_lut_lists_known_ones() {
+    let out = nesquic().args(["run", "--lut", "nosuchquic"]).output().expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("nosuchquic") && err.contains("quinn"), "{err}");
+}
+
+#[test]
+fn bad_size_is_rejected_with_an_explanation() {
+    let out = nesquic().args(["run", "--size", "12 parsecs"]).output().expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("--size") && err.contains("12 parsecs"), "{err}");
+}
+
+#[test]
+fn server_dying_mid_transfer_fails_the_run_without_orphans() {
+    require_lut_binaries();
+    let token = format!("crash-{}", std::process::id());
+    let out = nesquic()
+        .args(["run", "--size", "50MB", "--timeout", "60s"])
+        .env("NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES", "1000000")
+        .env("NESQUIC_TEST_TOKEN", &token)
+        .output()
+        .expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("server") && err.contains("SIGABRT"), "{err}");
+    assert_eq!(processes_with_token(&token), Vec::<u32>::new(), "orphaned LUT processes");
+}
+
+#[test]
+fn timeout_kills_both_sides() {
+    require_lut_binaries();
+    let token = format!("timeout-{}", std::process::id());
+    let out = nesquic()
+        .args(["run", "--size", "100GB", "--timeout", "1500ms"])
+        .env("NESQUIC_TEST_TOKEN", &token)
+        .output()
+        .expect("run nesquic");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("timed out"), "{}", stderr(&out));
+    assert_eq!(processes_with_token(&token), Vec::<u32>::new(), "orphaned LUT processes");
+}
+
+#[test]
+fn missing_lut_executable_says_where_it_looked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = nesquic().args(["run", "--lut-dir"]).arg(dir.path()).output().expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("nesquic-lut-quinn") && err.contains(&*dir.path().to_string_lossy()), "{err}");
+}
+
+#[test]
+fn corrupted_payload_fails_the_run() {
+    require_lut_binaries();
+    let token = format!("corrupt-{}", std::process::id());
+    let out = nesquic()
+        .args(["run", "--size", "2MB"])
+        .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
+        .env("NESQUIC_TEST_TOKEN", &token)
+        .output()
+        .expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("client") && err.contains("1234567"), "{err}");
+    assert_eq!(processes_with_token(&token), Vec::<u32>::new(), "orphaned LUT processes");
+}
