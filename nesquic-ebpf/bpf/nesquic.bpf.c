@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Nesquic's eBPF programs.
+ *
+ * - Syscall tracepoints (enter + exit) for send/receive: per (role, syscall) calls, bytes (from the
+ *   return value / msg_len at exit, never buffer sizes), datagrams (UDP_SEGMENT on send, UDP_GRO
+ *   stride on receive), errors, EAGAIN and a log2 latency histogram.
+ * - One uprobe/uretprobe pair shared by every probed function; the attach cookie says which.
+ * Only processes in `targets` (LUT pids, filled by the loader before they exec) are measured.
+ * Everything is aggregated here in per-CPU maps: no event per call crosses to user space. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include "nesquic.h"
+
+#define SOL_UDP 17
+#define UDP_SEGMENT 103
+#define UDP_GRO 104
+#define EAGAIN 11
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* tgid -> role */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} targets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NQ_MAX_ROLES * NQ_SYSCALLS);
+	__type(key, __u32);
+	__type(value, struct nq_stats);
+} io_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NQ_MAX_ROLES * NQ_MAX_FUNCS);
+	__type(key, __u32);
+	__type(value, struct nq_stats);
+} func_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NQ_MAX_FUNCS);
+	__type(key, __u32);
+	__type(value, struct nq_func_config);
+} func_config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nq_health);
+} health SEC(".maps");
+
+struct io_call {
+	__u64 start_ns;
+	__u64 msg;   /* user pointer: msghdr or mmsghdr array (0 for sendto/recvfrom) */
+	__u32 kind;
+	__u32 role;
+};
+
+/* thread (pid_tgid) -> syscall in flight */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);
+	__type(value, struct io_call);
+} io_inflight SEC(".maps");
+
+struct func_key {
+	__u64 pid_tgid;
+	__u64 cookie;
+};
+
+struct func_call {
+	__u64 start_ns;
+	__u64 bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct func_key);
+	__type(value, struct func_call);
+} func_inflight SEC(".maps");
+
+static __always_inline struct nq_health *health_slot(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&health, &zero);
+}
+
+static __always_inline __u32 log2_bucket(__u64 v)
+{
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r < NQ_HIST_BUCKETS ? r : NQ_HIST_BUCKETS - 1;
+}
+
+static __always_inline void record_time(struct nq_stats *s, __u64 ns)
+{
+	s->calls += 1;
+	s->total_ns += ns;
+	__u32 b = log2_bucket(ns);
+	if (b < NQ_HIST_BUCKETS)
+		s->hist[b] += 1;
+}
+
+static __always_inline __u32 *role_of_current(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	return bpf_map_lookup_elem(&targets, &tgid);
+}
+
+/* ---- packet I/O ---- */
+
+static __always_inline int io_enter(__u32 kind, __u64 msg)
+{
+	__u32 *role = role_of_current();
+	if (!role)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	struct io_call call = { .start_ns = bpf_ktime_get_ns(), .msg = msg, .kind = kind, .role = *role };
+	if (bpf_map_update_elem(&io_inflight, &id, &call, BPF_ANY) != 0) {
+		struct nq_health *h = health_slot();
+		if (h)
+			h->inflight_full += 1;
+	}
+	return 0;
+}
+
+/* The UDP_SEGMENT (send) or UDP_GRO (receive) value in a message's control data, 0 if absent. */
+static __always_inline __u32 udp_cmsg_value(const struct user_msghdr *m, int type, struct nq_health *h)
+{
+	void *control = NULL;
+	__u64 controllen = 0;
+	if (bpf_probe_read_user(&control, sizeof(control), &m->msg_control) ||
+	    bpf_probe_read_user(&controllen, sizeof(controllen), &m->msg_controllen)) {
+		if (h)
+			h->user_read_failures += 1;
+		return 0;
+	}
+	__u64 off = 0;
+	for (int i = 0; i < NQ_MAX_CMSGS; i++) {
+		struct cmsghdr c;
+		if (!control || off + sizeof(c) > controllen)
+			break;
+		if (bpf_probe_read_user(&c, sizeof(c), control + off)) {
+			if (h)
+				h->user_read_failures += 1;
+			break;
+		}
+		if (c.cmsg_len < sizeof(c))
+			break;
+		if (c.cmsg_level == SOL_UDP && c.cmsg_type == type) {
+			if (type == UDP_SEGMENT) {
+				__u16 seg = 0;
+				bpf_probe_read_user(&seg, sizeof(seg), control + off + sizeof(c));
+				return seg;
+			}
+			int stride = 0;
+			bpf_probe_read_user(&stride, sizeof(stride), control + off + sizeof(c));
+			return stride > 0 ? (__u32)stride : 0;
+		}
+		off += (c.cmsg_len + 7) & ~7ULL;
+	}
+	return 0;
+}
+
+static __always_inline __u64 datagrams_in(__u64 len, __u32 unit)
+{
+	if (len == 0)
+		return 1; /* an empty datagram is still one */
+	if (unit == 0 || unit >= len)
+		return 1;
+	return (len + unit - 1) / unit;
+}
+
+static __always_inline int io_exit(long ret)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct io_call *call = bpf_map_lookup_elem(&io_inflight, &id);
+	if (!call)
+		return 0;
+	struct io_call c = *call;
+	bpf_map_delete_elem(&io_inflight, &id);
+	if (c.role >= NQ_MAX_ROLES || c.kind >= NQ_SYSCALLS)
+		return 0;
+	__u32 idx = c.role * NQ_SYSCALLS + c.kind;
+	struct nq_stats *s = bpf_map_lookup_elem(&io_stats, &idx);
+	if (!s)
+		return 0;
+	record_time(s, bpf_ktime_get_ns() - c.start_ns);
+	if (ret < 0) {
+		if (ret == -EAGAIN)
+			s->eagain += 1;
+		else
+			s->errors += 1;
+		return 0;
+	}
+	struct nq_health *h = health_slot();
+	int is_send = c.kind <= NQ_SENDTO;
+	int cmsg_type = is_send ? UDP_SEGMENT : UDP_GRO;
+	switch (c.kind) {
+	case NQ_SENDTO:
+	case NQ_RECVFROM:
+		s->bytes += ret;
+		s->datagrams += 1;
+		break;
+	case NQ_SENDMSG:
+	case NQ_RECVMSG: {
+		const struct user_msghdr *m = (const void *)c.msg;
+		s->bytes += ret;
+		s->datagrams += datagrams_in(ret, udp_cmsg_value(m, cmsg_type, h));
+		break;
+	}
+	case NQ_SENDMMSG:
+	case NQ_RECVMMSG: {
+		/* ret = messages processed; each one's byte count is its msg_len. */
+		const struct mmsghdr *v = (const void *)c.msg;
+		for (int i = 0; i < NQ_MAX_BATCH; i++) {
+			if (i >= ret)
+				break;
+			__u32 len = 0;
+			if (bpf_probe_read_user(&len, sizeof(len), &v[i].msg_len)) {
+				if (h)
+					h->user_read_failures += 1;
+				break;
+			}
+			s->bytes += len;
+			s->datagrams += datagrams_in(len, udp_cmsg_value(&v[i].msg_hdr, cmsg_type, h));
+		}
+		if (ret > NQ_MAX_BATCH && h)
+			h->truncated_batches += 1;
+		break;
+	}
+	}
+	return 0;
+}
+
+#define IO_PROBES(name, kind, msg_arg)                                                    \
+	SEC("tracepoint/syscalls/sys_enter_" #name)                                       \
+	int nq_enter_##name(struct trace_event_raw_sys_enter *ctx)                        \
+	{                                                                                 \
+		return io_enter(kind, msg_arg);                                           \
+	}                                                                                 \
+	SEC("tracepoint/syscalls/sys_exit_" #name)                                        \
+	int nq_exit_##name(struct trace_event_raw_sys_exit *ctx)                          \
+	{                                                                                 \
+		return io_exit(ctx->ret);                                                 \
+	}
+
+IO_PROBES(sendmsg, NQ_SENDMSG, ctx->args[1])
+IO_PROBES(sendmmsg, NQ_SENDMMSG, ctx->args[1])
+IO_PROBES(sendto, NQ_SENDTO, 0)
+IO_PROBES(recvmsg, NQ_RECVMSG, ctx->args[1])
+IO_PROBES(recvmmsg, NQ_RECVMMSG, ctx->args[1])
+IO_PROBES(recvfrom, NQ_RECVFROM, 0)
+
+/* A LUT that forks: its children inherit the role. (Threads land here too; their tids are never
+ * looked up as a tgid while they live, and the loader clears the map between runs.) */
+SEC("tracepoint/sched/sched_process_fork")
+int nq_fork(struct trace_event_raw_sched_process_fork *ctx)
+{
+	__u32 *role = role_of_current();
+	if (!role)
+		return 0;
+	__u32 child = ctx->child_pid;
+	__u32 r = *role;
+	bpf_map_update_elem(&targets, &child, &r, BPF_NOEXIST);
+	return 0;
+}
+
+/* ---- functions (uprobes) ---- */
+
+static __always_inline __u64 register_arg(struct pt_regs *ctx, __u32 n)
+{
+	/* Load every argument register at a constant offset first: the verifier rejects context
+	 * accesses at a computed offset, which is what a switch on n would compile into. */
+	__u64 regs[6];
+	regs[0] = ctx->di;
+	regs[1] = ctx->si;
+	regs[2] = ctx->dx;
+	regs[3] = ctx->cx;
+	regs[4] = ctx->r8;
+	regs[5] = ctx->r9;
+	if (n < 1 || n > 6)
+		return 0;
+	return regs[n - 1];
+}
+
+SEC("uprobe")
+int nq_func_enter(struct pt_regs *ctx)
+{
+	if (!role_of_current())
+		return 0;
+	struct func_key key = { .pid_tgid = bpf_get_current_pid_tgid(), .cookie = bpf_get_attach_cookie(ctx) };
+	struct func_call call = { .start_ns = bpf_ktime_get_ns() };
+	__u32 cfg_key = key.cookie;
+	struct nq_func_config *cfg = bpf_map_lookup_elem(&func_config, &cfg_key);
+	if (cfg && cfg->bytes_arg)
+		call.bytes = register_arg(ctx, cfg->bytes_arg);
+	struct nq_health *h = health_slot();
+	if (bpf_map_update_elem(&func_inflight, &key, &call, BPF_NOEXIST) != 0) {
+		/* Either re-entered (recursion) or the map is full. */
+		if (bpf_map_lookup_elem(&func_inflight, &key)) {
+			if (h)
+				h->nested_overwrites += 1;
+			bpf_map_update_elem(&func_inflight, &key, &call, BPF_ANY);
+		} else if (h) {
+			h->inflight_full += 1;
+		}
+	}
+	return 0;
+}
+
+SEC("uretprobe")
+int nq_func_exit(struct pt_regs *ctx)
+{
+	__u32 *role = role_of_current();
+	if (!role)
+		return 0;
+	struct func_key key = { .pid_tgid = bpf_get_current_pid_tgid(), .cookie = bpf_get_attach_cookie(ctx) };
+	struct func_call *call = bpf_map_lookup_elem(&func_inflight, &key);
+	if (!call) {
+		struct nq_health *h = health_slot();
+		if (h)
+			h->exit_without_entry += 1;
+		return 0;
+	}
+	__u64 ns = bpf_ktime_get_ns() - call->start_ns;
+	__u64 bytes = call->bytes;
+	bpf_map_delete_elem(&func_inflight, &key);
+	__u32 r = *role;
+	if (r >= NQ_MAX_ROLES || key.cookie >= NQ_MAX_FUNCS)
+		return 0;
+	__u32 idx = r * NQ_MAX_FUNCS + (__u32)key.cookie;
+	struct nq_stats *s = bpf_map_lookup_elem(&func_stats, &idx);
+	if (!s)
+		return 0;
+	record_time(s, ns);
+	s->bytes += bytes;
+	return 0;
+}

@@ -1,0 +1,56 @@
+/* Layouts shared by the eBPF programs and the Rust loader (mirrored in src/layout.rs, whose tests
+ * check the sizes). Only fixed-size integer fields: no implicit padding. */
+#ifndef NESQUIC_H
+#define NESQUIC_H
+
+#define NQ_MAX_ROLES 4
+/* Bucket b counts durations with floor(log2(ns)) == b; bucket 0 also holds 0 ns. */
+#define NQ_HIST_BUCKETS 40
+#define NQ_MAX_FUNCS 256
+/* Messages of one sendmmsg/recvmmsg whose GSO/GRO control data is parsed; larger batches are
+ * counted in nq_health.truncated_batches (their calls and bytes stay exact). */
+#define NQ_MAX_BATCH 64
+#define NQ_MAX_CMSGS 4
+
+enum nq_syscall {
+	NQ_SENDMSG = 0,
+	NQ_SENDMMSG = 1,
+	NQ_SENDTO = 2,
+	NQ_RECVMSG = 3,
+	NQ_RECVMMSG = 4,
+	NQ_RECVFROM = 5,
+	NQ_SYSCALLS = 6,
+};
+
+/* One (role, syscall) or (role, function) aggregate, per CPU. */
+struct nq_stats {
+	__u64 calls;
+	__u64 errors;     /* failed calls other than EAGAIN */
+	__u64 eagain;     /* EAGAIN/EWOULDBLOCK */
+	__u64 bytes;      /* syscalls: moved; functions: from the configured argument */
+	__u64 datagrams;  /* syscalls only: GSO sends split by segment size, GRO receives by stride */
+	__u64 total_ns;
+	__u64 hist[NQ_HIST_BUCKETS];
+};
+
+/* Per-function settings, indexed by the attach cookie. */
+struct nq_func_config {
+	__u32 bytes_arg;  /* 1-6: argument (register) holding a byte count; 0: none */
+	__u32 reserved;
+};
+
+/* What could not be measured, per CPU: printed with every report, never hidden. */
+struct nq_health {
+	__u64 inflight_full;       /* entry not recorded: in-flight map full */
+	__u64 exit_without_entry;  /* return seen without its entry (attached mid-call, or nesting) */
+	__u64 nested_overwrites;   /* a function re-entered before returning: outer call lost */
+	__u64 user_read_failures;  /* user memory (msghdr, cmsg) could not be read */
+	__u64 truncated_batches;   /* mmsg batch larger than NQ_MAX_BATCH: datagrams partly counted */
+};
+
+/* Sizes the Rust mirror asserts too (src/layout.rs). */
+_Static_assert(sizeof(struct nq_stats) == 368, "nq_stats layout changed: update src/layout.rs");
+_Static_assert(sizeof(struct nq_func_config) == 8, "nq_func_config layout changed");
+_Static_assert(sizeof(struct nq_health) == 40, "nq_health layout changed");
+
+#endif

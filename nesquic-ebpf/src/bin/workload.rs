@@ -1,0 +1,118 @@
+//! `nesquic-workload`: a process whose packet I/O and function calls are known exactly, for
+//! checking what the probes report. It makes, over loopback:
+//! - 7 `sendmsg` of one 1000-byte datagram, received by 7 `recvmsg`, then 1 `recvmsg` -> EAGAIN;
+//! - 3 `sendmmsg` of 2 GSO messages x 5 segments x 1200 bytes (30 datagrams), received with
+//!   GRO + `recvmmsg` (how many calls the kernel needs is counted by the I/O layer);
+//! - 4 `sendto` of 500 bytes, received by 4 `recvfrom`;
+//! - 50 calls of `nesquic_workload_tick` and 5 of `nesquic_workload_sleep_1ms`.
+//!
+//! It writes what it did (from its own counters) as JSON to the path given with `--report`.
+
+use std::io::IoSliceMut;
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use nesquic_io::{IoConfig, IoSwitches, RecvMeta, Transmit, UdpIo};
+
+pub const TICKS: u64 = 50;
+pub const SLEEPS: u64 = 5;
+
+/// A function the uprobe tests count.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nesquic_workload_tick(i: u64) -> u64 {
+    std::hint::black_box(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
+/// A function the uprobe tests time (~1 ms).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nesquic_workload_sleep_1ms() {
+    std::thread::sleep(Duration::from_millis(1));
+}
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("nesquic-workload: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let report = match args.iter().position(|a| a == "--report") {
+        Some(i) => args.get(i + 1).cloned().ok_or("--report needs a path")?,
+        None => return Err("usage: nesquic-workload --report PATH".into()),
+    };
+    let local: SocketAddr = "127.0.0.1:0".parse()?;
+    let plain = IoConfig { switches: IoSwitches { gso: false, gro: false, mmsg: false }, ..IoConfig::default() };
+    let fast = IoConfig::default();
+
+    // 7 x sendmsg -> 7 x recvmsg, then one EAGAIN.
+    let (tx, rx) = (UdpIo::bind(local, &plain)?, UdpIo::bind(local, &plain)?);
+    rx.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let payload = [7u8; 1000];
+    for _ in 0..7 {
+        tx.send(&[Transmit { destination: rx.local_addr()?, contents: &payload, segment_size: None }])?;
+    }
+    let mut buf = vec![0u8; 65536];
+    let mut meta = [RecvMeta::default(); 1];
+    for _ in 0..7 {
+        rx.recv(&mut [IoSliceMut::new(&mut buf)], &mut meta)?;
+    }
+    rx.set_nonblocking(true)?;
+    let would_block = rx.recv(&mut [IoSliceMut::new(&mut buf)], &mut meta);
+    if !matches!(&would_block, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock) {
+        return Err(format!("expected EAGAIN, got {would_block:?}").into());
+    }
+
+    // 3 x sendmmsg of two GSO messages -> GRO + recvmmsg.
+    let (ftx, frx) = (UdpIo::bind(local, &fast)?, UdpIo::bind(local, &fast)?);
+    frx.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let gso = vec![9u8; 5 * 1200];
+    for _ in 0..3 {
+        let t = Transmit { destination: frx.local_addr()?, contents: &gso, segment_size: Some(1200) };
+        ftx.send(&[t, t])?;
+    }
+    let mut storage = vec![vec![0u8; 65536]; 32];
+    let mut metas = [RecvMeta::default(); 32];
+    while frx.counters().recv.bytes < 36_000 {
+        let mut bufs: Vec<IoSliceMut<'_>> = storage.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+        frx.recv(&mut bufs, &mut metas)?;
+    }
+
+    // 4 x sendto -> 4 x recvfrom (std uses exactly these syscalls).
+    let (stx, srx) = (UdpSocket::bind(local)?, UdpSocket::bind(local)?);
+    srx.set_read_timeout(Some(Duration::from_secs(5)))?;
+    for _ in 0..4 {
+        stx.send_to(&[5u8; 500], srx.local_addr()?)?;
+    }
+    let mut std_bytes = 0;
+    for _ in 0..4 {
+        std_bytes += srx.recv_from(&mut buf)?.0;
+    }
+
+    let mut acc = 0u64;
+    for i in 0..TICKS {
+        acc = acc.wrapping_add(nesquic_workload_tick(i));
+    }
+    for _ in 0..SLEEPS {
+        nesquic_workload_sleep_1ms();
+    }
+    std::hint::black_box(acc);
+
+    let (p, f) = (tx.counters().send, ftx.counters().send);
+    let (pr, fr) = (rx.counters().recv, frx.counters().recv);
+    let json = serde_json::json!({
+        "sendmsg": { "calls": p.syscalls, "bytes": p.bytes, "datagrams": p.datagrams, "eagain": p.would_block },
+        "sendmmsg": { "calls": f.syscalls, "bytes": f.bytes, "datagrams": f.datagrams, "eagain": f.would_block },
+        "sendto": { "calls": 4, "bytes": 2000, "datagrams": 4, "eagain": 0 },
+        "recvmsg": { "calls": pr.syscalls, "bytes": pr.bytes, "datagrams": pr.datagrams, "eagain": pr.would_block },
+        "recvmmsg": { "calls": fr.syscalls, "bytes": fr.bytes, "datagrams": fr.datagrams, "eagain": fr.would_block },
+        "recvfrom": { "calls": 4, "bytes": std_bytes, "datagrams": 4, "eagain": 0 },
+        "nesquic_workload_tick": TICKS,
+        "nesquic_workload_sleep_1ms": SLEEPS,
+    });
+    std::fs::write(&report, serde_json::to_string_pretty(&json)?)?;
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! Rust mirrors of `bpf/nesquic.h`: the map value layouts and limits. Both sides assert the same
+//! sizes at compile time, so a change on one side without the other fails the build.
+
+/// Roles the maps have room for.
+pub const MAX_ROLES: u32 = 4;
+/// log2 latency buckets per aggregate.
+pub const HIST_BUCKETS: usize = 40;
+/// Probed functions per session (attach cookies 0..MAX_FUNCS).
+pub const MAX_FUNCS: u32 = 256;
+
+/// Syscalls the I/O probes follow, in the order of `enum nq_syscall`.
+pub const SYSCALLS: [&str; 6] = ["sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom"];
+
+/// `struct nq_stats`: one aggregate, per CPU.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NqStats {
+    /// Calls completed.
+    pub calls: u64,
+    /// Failed calls other than EAGAIN.
+    pub errors: u64,
+    /// Calls that returned EAGAIN.
+    pub eagain: u64,
+    /// Bytes moved (syscalls) or taken from an argument (functions).
+    pub bytes: u64,
+    /// Datagrams (syscalls).
+    pub datagrams: u64,
+    /// Sum of durations.
+    pub total_ns: u64,
+    /// `hist[b]` counts durations with `floor(log2(ns)) == b`.
+    pub hist: [u64; HIST_BUCKETS],
+}
+
+impl Default for NqStats {
+    fn default() -> Self {
+        Self { calls: 0, errors: 0, eagain: 0, bytes: 0, datagrams: 0, total_ns: 0, hist: [0; HIST_BUCKETS] }
+    }
+}
+
+impl NqStats {
+    /// Adds another CPU's aggregate.
+    pub fn add(&mut self, other: &NqStats) {
+        self.calls += other.calls;
+        self.errors += other.errors;
+        self.eagain += other.eagain;
+        self.bytes += other.bytes;
+        self.datagrams += other.datagrams;
+        self.total_ns += other.total_ns;
+        for (a, b) in self.hist.iter_mut().zip(other.hist.iter()) {
+            *a += b;
+        }
+    }
+}
+
+/// `struct nq_func_config`, indexed by attach cookie.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NqFuncConfig {
+    /// 1-6: the argument holding a byte count; 0: none.
+    pub bytes_arg: u32,
+    /// Padding.
+    pub reserved: u32,
+}
+
+/// `struct nq_health`: what the kernel side could not measure, per CPU.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NqHealth {
+    /// Entries not recorded because an in-flight map was full.
+    pub inflight_full: u64,
+    /// Returns seen without their entry.
+    pub exit_without_entry: u64,
+    /// Re-entered functions whose outer call was lost.
+    pub nested_overwrites: u64,
+    /// User memory that could not be read.
+    pub user_read_failures: u64,
+    /// mmsg batches larger than the parsed maximum.
+    pub truncated_batches: u64,
+}
+
+impl NqHealth {
+    /// Adds another CPU's counts.
+    pub fn add(&mut self, o: &NqHealth) {
+        self.inflight_full += o.inflight_full;
+        self.exit_without_entry += o.exit_without_entry;
+        self.nested_overwrites += o.nested_overwrites;
+        self.user_read_failures += o.user_read_failures;
+        self.truncated_batches += o.truncated_batches;
+    }
+
+    /// Nothing was lost.
+    pub fn is_clean(&self) -> bool {
+        *self == NqHealth::default()
+    }
+}
+
+// SAFETY: plain `repr(C)` structs of integers without padding (sizes asserted below).
+unsafe impl aya::Pod for NqStats {}
+// SAFETY: as above.
+unsafe impl aya::Pod for NqFuncConfig {}
+// SAFETY: as above.
+unsafe impl aya::Pod for NqHealth {}
+
+const _: () = assert!(std::mem::size_of::<NqStats>() == 368);
+const _: () = assert!(std::mem::size_of::<NqFuncConfig>() == 8);
+const _: () = assert!(std::mem::size_of::<NqHealth>() == 40);

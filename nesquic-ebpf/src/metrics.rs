@@ -1,0 +1,182 @@
+//! What the probes measured, read out of the per-CPU maps and summed: per role, per syscall and
+//! per probed function. Percentiles come from the log2 histograms and are reported as the upper
+//! bound of the bucket holding them (`p50_le_ns`: half the calls took at most this long).
+
+use serde::Serialize;
+
+use crate::layout::{NqHealth, NqStats, HIST_BUCKETS, SYSCALLS};
+
+/// Everything one measurement window saw.
+#[derive(Debug, Clone, Serialize)]
+pub struct Metrics {
+    /// How packet I/O was measured ("syscall tracepoints").
+    pub io_mechanism: Option<&'static str>,
+    /// How functions were timed ("uprobe+uretprobe").
+    pub function_mechanism: Option<&'static str>,
+    /// Whether this kernel has kprobes (not needed by the tracepoint path; recorded for context).
+    pub kprobes_available: bool,
+    /// Per role.
+    pub roles: Vec<RoleMetrics>,
+    /// What the kernel side could not measure (all zero when nothing was lost).
+    pub lost: NqHealth,
+}
+
+/// One role (server, client, process).
+#[derive(Debug, Clone, Serialize)]
+pub struct RoleMetrics {
+    /// Role name.
+    pub role: String,
+    /// Per syscall, only those called.
+    pub io: Vec<SyscallMetrics>,
+    /// Per probed function, only those called.
+    pub functions: Vec<FunctionMetrics>,
+}
+
+/// Aggregates shared by syscalls and functions.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timing {
+    /// Calls.
+    pub calls: u64,
+    /// Total time inside, ns.
+    pub total_ns: u64,
+    /// Median, as the upper bound of its log2 bucket.
+    pub p50_le_ns: u64,
+    /// 99th percentile, as the upper bound of its log2 bucket.
+    pub p99_le_ns: u64,
+    /// `hist[b]`: calls with floor(log2(ns)) == b.
+    pub hist: Vec<u64>,
+}
+
+impl Timing {
+    fn from_stats(s: &NqStats) -> Self {
+        Self {
+            calls: s.calls,
+            total_ns: s.total_ns,
+            p50_le_ns: quantile_upper_bound(&s.hist, 0.50),
+            p99_le_ns: quantile_upper_bound(&s.hist, 0.99),
+            hist: s.hist.to_vec(),
+        }
+    }
+
+    /// Mean duration, ns.
+    pub fn mean_ns(&self) -> f64 {
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.total_ns as f64 / self.calls as f64
+        }
+    }
+}
+
+/// One syscall of one role.
+#[derive(Debug, Clone, Serialize)]
+pub struct SyscallMetrics {
+    /// `sendmsg`, `recvmmsg`, ...
+    pub syscall: &'static str,
+    /// `send` or `recv`.
+    pub direction: &'static str,
+    /// Calls and time.
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// Failed calls other than EAGAIN.
+    pub errors: u64,
+    /// Calls that returned EAGAIN.
+    pub eagain: u64,
+    /// Bytes moved (return values / msg_len).
+    pub bytes: u64,
+    /// Datagrams moved (GSO/GRO split).
+    pub datagrams: u64,
+}
+
+/// One probed function of one role.
+#[derive(Debug, Clone, Serialize)]
+pub struct FunctionMetrics {
+    /// Category (`crypto.seal`) or `uprobe:<glob>`.
+    pub category: String,
+    /// Demangled name.
+    pub name: String,
+    /// Object file.
+    pub object: String,
+    /// Calls and time.
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// Bytes from the catalog's byte-count argument (0 if none).
+    pub bytes: u64,
+}
+
+/// A function as the session knows it (index = attach cookie).
+#[derive(Debug, Clone)]
+pub struct FunctionLabel {
+    /// Category.
+    pub category: String,
+    /// Name.
+    pub name: String,
+    /// Object.
+    pub object: String,
+}
+
+impl RoleMetrics {
+    /// Builds one role's metrics from summed per-syscall and per-function stats.
+    pub fn build(role: &str, io: &[NqStats], functions: &[(FunctionLabel, NqStats)]) -> Self {
+        let io = io
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.calls > 0)
+            .map(|(i, s)| SyscallMetrics {
+                syscall: SYSCALLS[i],
+                direction: if i < 3 { "send" } else { "recv" },
+                timing: Timing::from_stats(s),
+                errors: s.errors,
+                eagain: s.eagain,
+                bytes: s.bytes,
+                datagrams: s.datagrams,
+            })
+            .collect();
+        let functions = functions
+            .iter()
+            .filter(|(_, s)| s.calls > 0)
+            .map(|(l, s)| FunctionMetrics {
+                category: l.category.clone(),
+                name: l.name.clone(),
+                object: l.object.clone(),
+                timing: Timing::from_stats(s),
+                bytes: s.bytes,
+            })
+            .collect();
+        Self { role: role.to_string(), io, functions }
+    }
+}
+
+/// Upper bound (2^(b+1) ns) of the log2 bucket holding quantile `q`; 0 without calls.
+pub fn quantile_upper_bound(hist: &[u64], q: f64) -> u64 {
+    let total: u64 = hist.iter().sum();
+    if total == 0 {
+        return 0;
+    }
+    // The rank of the q-quantile call, 1-based: ceil(q * total).
+    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+    let mut seen = 0;
+    for (b, count) in hist.iter().enumerate().take(HIST_BUCKETS) {
+        seen += count;
+        if seen >= rank {
+            return 1u64 << (b + 1).min(63);
+        }
+    }
+    1u64 << HIST_BUCKETS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_come_from_the_right_bucket() {
+        let mut h = [0u64; HIST_BUCKETS];
+        h[10] = 98; // 1024..2047 ns
+        h[20] = 2; // ~1 ms
+        assert_eq!(quantile_upper_bound(&h, 0.5), 2048);
+        assert_eq!(quantile_upper_bound(&h, 0.98), 2048);
+        assert_eq!(quantile_upper_bound(&h, 0.99), 1 << 21);
+        assert_eq!(quantile_upper_bound(&[0; HIST_BUCKETS], 0.5), 0);
+    }
+}

@@ -1,0 +1,74 @@
+//! Checks before anything is loaded, each with an actionable message: privileges, tracefs, BTF.
+//! Also detects which kernel mechanisms exist, so reports can say which one ran.
+
+use std::path::Path;
+
+use crate::EbpfError;
+
+const TRACEFS: &str = "/sys/kernel/tracing";
+const DEBUGFS_TRACING: &str = "/sys/kernel/debug/tracing";
+const BTF: &str = "/sys/kernel/btf/vmlinux";
+
+/// Capability bits (linux/capability.h).
+const CAP_SYS_ADMIN: u32 = 21;
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Runs every check; mounts tracefs if it is missing and we may.
+pub fn check() -> Result<(), EbpfError> {
+    check_privileges()?;
+    ensure_tracefs()?;
+    if !Path::new(BTF).exists() {
+        return Err(EbpfError::Unsupported(format!(
+            "{BTF} is missing: the kernel was built without BTF (CONFIG_DEBUG_INFO_BTF=y), which the CO-RE probes need"
+        )));
+    }
+    Ok(())
+}
+
+/// Root, or CAP_BPF + CAP_PERFMON (or CAP_SYS_ADMIN) in the effective set.
+pub fn check_privileges() -> Result<(), EbpfError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let eff = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |cap: u32| eff & (1u64 << cap) != 0;
+    if has(CAP_SYS_ADMIN) || (has(CAP_BPF) && has(CAP_PERFMON)) {
+        return Ok(());
+    }
+    Err(EbpfError::NotPrivileged)
+}
+
+/// The directory holding trace events, mounting tracefs when it is not mounted.
+pub fn ensure_tracefs() -> Result<&'static str, EbpfError> {
+    for dir in [TRACEFS, DEBUGFS_TRACING] {
+        if Path::new(dir).join("events").is_dir() {
+            return Ok(dir);
+        }
+    }
+    let target = std::ffi::CString::new(TRACEFS).map_err(|e| EbpfError::Unsupported(e.to_string()))?;
+    let fstype = c"tracefs";
+    // SAFETY: valid NUL-terminated strings; no data argument.
+    let r = unsafe { libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null()) };
+    if r == 0 && Path::new(TRACEFS).join("events").is_dir() {
+        log::info!("mounted tracefs at {TRACEFS}");
+        return Ok(TRACEFS);
+    }
+    let err = std::io::Error::last_os_error();
+    Err(EbpfError::Unsupported(format!(
+        "tracefs is not mounted and mounting it failed ({err}); run: mount -t tracefs tracefs {TRACEFS}"
+    )))
+}
+
+/// Whether the kernel has kprobes (the kprobe PMU or kprobe_events).
+pub fn kprobes_available() -> bool {
+    Path::new("/sys/bus/event_source/devices/kprobe").exists()
+        || Path::new(TRACEFS).join("kprobe_events").exists()
+        || Path::new(DEBUGFS_TRACING).join("kprobe_events").exists()
+}

@@ -1,0 +1,226 @@
+//! A probe session: the loaded eBPF object, its attachments and maps. Dropping it detaches every
+//! probe and unloads the programs; nothing is pinned, so even a killed nesquic leaves nothing
+//! behind (the kernel releases the links with the file descriptors).
+
+use std::collections::HashMap;
+use std::num::NonZeroU32;
+
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues};
+use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope};
+use aya::programs::{TracePoint, UProbe};
+use aya::Ebpf;
+
+use crate::catalog::ResolvedFunction;
+use crate::layout::{NqFuncConfig, NqHealth, NqStats, MAX_FUNCS, MAX_ROLES, SYSCALLS};
+use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
+use crate::{preflight, EbpfError};
+
+/// The compiled eBPF object (built by build.rs).
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nesquic.bpf.o"));
+
+const FUNC_ENTER: &str = "nq_func_enter";
+const FUNC_EXIT: &str = "nq_func_exit";
+
+/// Loaded probes, ready to follow processes.
+pub struct ProbeSession {
+    ebpf: Ebpf,
+    targets: BpfHashMap<MapData, u32, u32>,
+    io_stats: PerCpuArray<MapData, NqStats>,
+    func_stats: PerCpuArray<MapData, NqStats>,
+    health: PerCpuArray<MapData, NqHealth>,
+    io: bool,
+    functions: Vec<ResolvedFunction>,
+    /// uprobe links per tracked pid: (enter, exit) per function.
+    links: HashMap<u32, Vec<(UProbeLinkId, UProbeLinkId)>>,
+    nr_cpus: usize,
+}
+
+impl ProbeSession {
+    /// Checks the machine, loads the programs, attaches the I/O tracepoints (if `io`) and
+    /// prepares the function probes (attached per process by [`ProbeSession::track`]).
+    pub fn open(io: bool, functions: Vec<ResolvedFunction>) -> Result<Self, EbpfError> {
+        preflight::check()?;
+        if functions.len() > MAX_FUNCS as usize {
+            return Err(EbpfError::TooManyFunctions { found: functions.len(), max: MAX_FUNCS as usize });
+        }
+        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| EbpfError::Load(format!("{e:#}")))?;
+        let nr_cpus = aya::util::nr_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;
+        let targets = take_map(&mut ebpf, "targets", BpfHashMap::try_from)?;
+        let io_stats = take_map(&mut ebpf, "io_stats", PerCpuArray::try_from)?;
+        let func_stats = take_map(&mut ebpf, "func_stats", PerCpuArray::try_from)?;
+        let health = take_map(&mut ebpf, "health", PerCpuArray::try_from)?;
+        let mut func_config: Array<MapData, NqFuncConfig> = take_map(&mut ebpf, "func_config", Array::try_from)?;
+        for (cookie, f) in functions.iter().enumerate() {
+            let cfg = NqFuncConfig { bytes_arg: f.bytes_arg, reserved: 0 };
+            func_config.set(cookie as u32, cfg, 0).map_err(|e| EbpfError::Map(format!("func_config: {e}")))?;
+        }
+        let mut session =
+            Self { ebpf, targets, io_stats, func_stats, health, io, functions, links: HashMap::new(), nr_cpus };
+        session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
+        if io {
+            for name in SYSCALLS {
+                session.attach_tracepoint(&format!("nq_enter_{name}"), "syscalls", &format!("sys_enter_{name}"))?;
+                session.attach_tracepoint(&format!("nq_exit_{name}"), "syscalls", &format!("sys_exit_{name}"))?;
+            }
+        }
+        if !session.functions.is_empty() {
+            for name in [FUNC_ENTER, FUNC_EXIT] {
+                session.uprobe(name)?.load().map_err(|e| EbpfError::Load(format!("{name}: {e:#}")))?;
+            }
+        }
+        Ok(session)
+    }
+
+    /// The functions this session times, in cookie order.
+    pub fn functions(&self) -> &[ResolvedFunction] {
+        &self.functions
+    }
+
+    /// Starts measuring `pid` (and its threads and children) under `role`. Call it before the
+    /// process runs (nesquic holds LUTs before `exec`) so nothing is missed.
+    pub fn track(&mut self, pid: u32, role: u32) -> Result<(), EbpfError> {
+        if role >= MAX_ROLES {
+            return Err(EbpfError::Map(format!("role index {role} out of range")));
+        }
+        self.targets.insert(pid, role, 0).map_err(|e| EbpfError::Map(format!("targets: {e}")))?;
+        let Some(scope_pid) = NonZeroU32::new(pid) else { return Ok(()) };
+        let mut links = Vec::with_capacity(self.functions.len());
+        let functions = self.functions.clone();
+        for (cookie, f) in functions.iter().enumerate() {
+            let mut attach = |program: &str| -> Result<UProbeLinkId, EbpfError> {
+                let point = UProbeAttachPoint {
+                    location: UProbeAttachLocation::AbsoluteOffset(f.file_offset),
+                    cookie: Some(cookie as u64),
+                };
+                self.uprobe(program)?.attach(point, &f.object, UProbeScope::OneProcess(scope_pid)).map_err(|e| {
+                    EbpfError::Attach {
+                        what: format!("{program} on {} in {}", f.name, f.object.display()),
+                        reason: format!("{e:#}"),
+                    }
+                })
+            };
+            let enter = attach(FUNC_ENTER)?;
+            let exit = attach(FUNC_EXIT)?;
+            links.push((enter, exit));
+        }
+        self.links.insert(pid, links);
+        Ok(())
+    }
+
+    /// Stops measuring `pid` and detaches its uprobes.
+    pub fn untrack(&mut self, pid: u32) -> Result<(), EbpfError> {
+        // Absent keys (never tracked, or already removed) are fine.
+        let _ = self.targets.remove(&pid);
+        for (enter, exit) in self.links.remove(&pid).unwrap_or_default() {
+            self.uprobe(FUNC_ENTER)?.detach(enter).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
+            self.uprobe(FUNC_EXIT)?.detach(exit).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Stops measuring every process, including children the kernel side added.
+    pub fn untrack_all(&mut self) -> Result<(), EbpfError> {
+        let pids: Vec<u32> = self.links.keys().copied().collect();
+        for pid in pids {
+            self.untrack(pid)?;
+        }
+        let keys: Vec<u32> = self.targets.keys().filter_map(Result::ok).collect();
+        for k in keys {
+            let _ = self.targets.remove(&k);
+        }
+        Ok(())
+    }
+
+    /// Zeroes every aggregate (between repetitions).
+    pub fn reset(&mut self) -> Result<(), EbpfError> {
+        let zero_stats = || PerCpuValues::try_from(vec![NqStats::default(); self.nr_cpus]);
+        for i in 0..MAX_ROLES * SYSCALLS.len() as u32 {
+            let v = zero_stats().map_err(|e| EbpfError::Map(e.to_string()))?;
+            self.io_stats.set(i, v, 0).map_err(|e| EbpfError::Map(format!("io_stats: {e}")))?;
+        }
+        for role in 0..MAX_ROLES {
+            for cookie in 0..self.functions.len() as u32 {
+                let v = zero_stats().map_err(|e| EbpfError::Map(e.to_string()))?;
+                self.func_stats
+                    .set(role * MAX_FUNCS + cookie, v, 0)
+                    .map_err(|e| EbpfError::Map(format!("func_stats: {e}")))?;
+            }
+        }
+        let v = PerCpuValues::try_from(vec![NqHealth::default(); self.nr_cpus])
+            .map_err(|e| EbpfError::Map(e.to_string()))?;
+        self.health.set(0, v, 0).map_err(|e| EbpfError::Map(format!("health: {e}")))?;
+        Ok(())
+    }
+
+    /// Reads and sums the aggregates. `roles` names the role indices to report.
+    pub fn snapshot(&self, roles: &[(u32, &str)]) -> Result<Metrics, EbpfError> {
+        let mut out = Vec::new();
+        for &(role, name) in roles {
+            let mut io = Vec::new();
+            for i in 0..SYSCALLS.len() as u32 {
+                io.push(self.sum(&self.io_stats, role * SYSCALLS.len() as u32 + i)?);
+            }
+            let mut functions = Vec::new();
+            for (cookie, f) in self.functions.iter().enumerate() {
+                let label = FunctionLabel {
+                    category: f.category.clone(),
+                    name: f.name.clone(),
+                    object: f.object.display().to_string(),
+                };
+                functions.push((label, self.sum(&self.func_stats, role * MAX_FUNCS + cookie as u32)?));
+            }
+            out.push(RoleMetrics::build(name, &io, &functions));
+        }
+        let mut lost = NqHealth::default();
+        for cpu in self.health.get(&0, 0).map_err(|e| EbpfError::Map(format!("health: {e}")))?.iter() {
+            lost.add(cpu);
+        }
+        Ok(Metrics {
+            io_mechanism: self.io.then_some("syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)"),
+            function_mechanism: (!self.functions.is_empty()).then_some("uprobe + uretprobe"),
+            kprobes_available: preflight::kprobes_available(),
+            roles: out,
+            lost,
+        })
+    }
+
+    fn sum(&self, map: &PerCpuArray<MapData, NqStats>, index: u32) -> Result<NqStats, EbpfError> {
+        let mut total = NqStats::default();
+        for cpu in map.get(&index, 0).map_err(|e| EbpfError::Map(format!("read stats: {e}")))?.iter() {
+            total.add(cpu);
+        }
+        Ok(total)
+    }
+
+    fn attach_tracepoint(&mut self, program: &str, category: &str, name: &str) -> Result<(), EbpfError> {
+        let tp: &mut TracePoint = self
+            .ebpf
+            .program_mut(program)
+            .ok_or_else(|| EbpfError::Load(format!("program {program} missing from the object")))?
+            .try_into()
+            .map_err(|e| EbpfError::Load(format!("{program}: {e}")))?;
+        tp.load().map_err(|e| EbpfError::Load(format!("{program}: {e:#}")))?;
+        tp.attach(category, name).map_err(|e| EbpfError::Attach {
+            what: format!("tracepoint {category}:{name}"),
+            reason: format!("{e:#}"),
+        })?;
+        Ok(())
+    }
+
+    fn uprobe(&mut self, program: &str) -> Result<&mut UProbe, EbpfError> {
+        self.ebpf
+            .program_mut(program)
+            .ok_or_else(|| EbpfError::Load(format!("program {program} missing from the object")))?
+            .try_into()
+            .map_err(|e| EbpfError::Load(format!("{program}: {e}")))
+    }
+}
+
+fn take_map<T>(
+    ebpf: &mut Ebpf,
+    name: &str,
+    convert: impl FnOnce(aya::maps::Map) -> Result<T, aya::maps::MapError>,
+) -> Result<T, EbpfError> {
+    let map = ebpf.take_map(name).ok_or_else(|| EbpfError::Load(format!("map {name} missing from the object")))?;
+    convert(map).map_err(|e| EbpfError::Map(format!("{name}: {e}")))
+}
