@@ -2,7 +2,9 @@
 //! time goes. This crate owns the command line, orchestration of LUT processes and reporting; it
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
+mod probes;
 mod run;
+mod trace;
 mod units;
 
 use std::process::ExitCode;
@@ -14,6 +16,9 @@ use clap::{Parser, Subcommand};
 /// Examples:
 ///   nesquic run                          # quinn, 25 MB over loopback
 ///   nesquic run --lut quinn --size 1GiB --repeat 5 --json out.json
+///   nesquic run --probe io,crypto        # + eBPF: syscalls, bytes, datagrams, crypto calls (root)
+///   nesquic probes --lut quinn           # what --probe crypto attaches to, without running
+///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic luts                         # libraries this build can run
 #[derive(Debug, Parser)]
 #[command(name = "nesquic", version, verbatim_doc_comment)]
@@ -28,6 +33,28 @@ enum Command {
     Run(run::RunArgs),
     /// List the libraries under test this build knows, with versions and I/O paths.
     Luts,
+    /// Show what a probe list resolves to in a LUT (functions, addresses, objects) and which
+    /// patterns matched nothing, without running a transfer.
+    Probes(ProbesArgs),
+    /// Run any command under the eBPF probes and report what they measured.
+    Trace(trace::TraceArgs),
+}
+
+/// `nesquic probes` arguments.
+#[derive(Debug, clap::Args)]
+struct ProbesArgs {
+    /// Library under test whose executable is searched.
+    #[arg(long, default_value = "quinn")]
+    lut: String,
+    /// Probe list (see `nesquic run --help`).
+    #[arg(long, value_name = "LIST", default_value = "crypto")]
+    probe: String,
+    /// Search this executable instead of the LUT's.
+    #[arg(long)]
+    binary: Option<std::path::PathBuf>,
+    /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
+    #[arg(long, env = "NESQUIC_LUT_DIR")]
+    lut_dir: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -38,6 +65,8 @@ fn main() -> ExitCode {
             list_luts();
             Ok(())
         }
+        Command::Probes(args) => list_probes(&args),
+        Command::Trace(args) => trace::execute(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -46,6 +75,17 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn list_probes(args: &ProbesArgs) -> anyhow::Result<()> {
+    let binary = match &args.binary {
+        Some(b) => b.clone(),
+        None => {
+            let lut = nesquic_lut_adapters::find_lut(&args.lut)?;
+            lut.binary_path(&run::lut_dir(args.lut_dir.as_deref())?)?
+        }
+    };
+    probes::list(&args.probe, &binary)
 }
 
 fn list_luts() {

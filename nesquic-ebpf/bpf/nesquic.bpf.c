@@ -291,6 +291,12 @@ static __always_inline __u64 register_arg(struct pt_regs *ctx, __u32 n)
 	regs[3] = ctx->cx;
 	regs[4] = ctx->r8;
 	regs[5] = ctx->r9;
+	if (n >= 7 && n <= 8) {
+		/* Stack arguments: at function entry [sp] is the return address, then arg 7, 8. */
+		__u64 v = 0;
+		bpf_probe_read_user(&v, sizeof(v), (void *)(ctx->sp + 8 * (n - 6)));
+		return v;
+	}
 	if (n < 1 || n > 6)
 		return 0;
 	return regs[n - 1];

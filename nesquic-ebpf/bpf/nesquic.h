@@ -35,7 +35,7 @@ struct nq_stats {
 
 /* Per-function settings, indexed by the attach cookie. */
 struct nq_func_config {
-	__u32 bytes_arg;  /* 1-6: argument (register) holding a byte count; 0: none */
+	__u32 bytes_arg;  /* 1-6: argument register, 7-8: stack argument, holding a byte count; 0: none */
 	__u32 reserved;
 };
 

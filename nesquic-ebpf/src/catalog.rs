@@ -26,7 +26,7 @@ pub struct CatalogEntry {
     pub backend: String,
     /// Where the names were checked.
     pub seen_in: String,
-    /// Argument (1-6) holding the call's byte count.
+    /// Argument (1-8, x86-64 SysV order; 7-8 are on the stack) holding the call's byte count.
     #[serde(default)]
     pub bytes_arg: u32,
     /// Match names with their version prefix removed too.
@@ -57,8 +57,8 @@ impl Catalog {
     pub fn parse(text: &str) -> Result<Self, EbpfError> {
         let catalog: Catalog = toml::from_str(text).map_err(|e| EbpfError::Catalog(e.to_string()))?;
         for e in &catalog.entries {
-            if e.bytes_arg > 6 {
-                return Err(EbpfError::Catalog(format!("{} / {}: bytes_arg must be 1-6", e.category, e.backend)));
+            if e.bytes_arg > 8 {
+                return Err(EbpfError::Catalog(format!("{} / {}: bytes_arg must be 1-8", e.category, e.backend)));
             }
             for group in &e.alternatives {
                 for p in group {
@@ -236,10 +236,7 @@ impl ProbeSpec for CustomSpec {
     }
 }
 
-fn find<'a>(
-    objects: &'a [ObjectSymbols],
-    pred: impl Fn(&FunctionSymbol) -> bool,
-) -> Vec<(&'a Path, &'a FunctionSymbol)> {
+fn find(objects: &[ObjectSymbols], pred: impl Fn(&FunctionSymbol) -> bool) -> Vec<(&Path, &FunctionSymbol)> {
     objects.iter().flat_map(|o| o.functions.iter().filter(|f| pred(f)).map(move |f| (o.path.as_path(), f))).collect()
 }
 
@@ -393,7 +390,7 @@ mod tests {
         let r = ProbeRequest::parse("crypto.seal", &c).expect("parse").resolve(&c, &objs);
         assert_eq!(r.functions.len(), 1, "{:?}", r.functions);
         assert_eq!(r.functions[0].name, api);
-        assert_eq!(r.functions[0].bytes_arg, 6);
+        assert_eq!(r.functions[0].bytes_arg, 7);
         // Inlined API-level function: the leaf is used instead.
         let objs = objects(&["ring::aead::algorithm::aes_gcm_seal"]);
         let r = ProbeRequest::parse("crypto.seal", &c).expect("parse").resolve(&c, &objs);

@@ -56,7 +56,7 @@ impl NqStats {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NqFuncConfig {
-    /// 1-6: the argument holding a byte count; 0: none.
+    /// 1-6: argument register, 7-8: stack argument, holding a byte count; 0: none.
     pub bytes_arg: u32,
     /// Padding.
     pub reserved: u32,

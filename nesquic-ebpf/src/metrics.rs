@@ -165,6 +165,59 @@ pub fn quantile_upper_bound(hist: &[u64], q: f64) -> u64 {
     1u64 << HIST_BUCKETS
 }
 
+impl Timing {
+    fn absorb(&mut self, other: &Timing) {
+        self.calls += other.calls;
+        self.total_ns += other.total_ns;
+        for (a, b) in self.hist.iter_mut().zip(&other.hist) {
+            *a += b;
+        }
+        self.p50_le_ns = quantile_upper_bound(&self.hist, 0.50);
+        self.p99_le_ns = quantile_upper_bound(&self.hist, 0.99);
+    }
+}
+
+impl Metrics {
+    /// Sums several windows (repetitions) into one; percentiles are recomputed from the merged
+    /// histograms. `None` for an empty list.
+    pub fn merge(all: &[Metrics]) -> Option<Metrics> {
+        let mut out = all.first()?.clone();
+        for m in &all[1..] {
+            out.lost.add(&m.lost);
+            for role in &m.roles {
+                let Some(mine) = out.roles.iter_mut().find(|r| r.role == role.role) else {
+                    out.roles.push(role.clone());
+                    continue;
+                };
+                for s in &role.io {
+                    match mine.io.iter_mut().find(|x| x.syscall == s.syscall) {
+                        Some(x) => {
+                            x.timing.absorb(&s.timing);
+                            x.errors += s.errors;
+                            x.eagain += s.eagain;
+                            x.bytes += s.bytes;
+                            x.datagrams += s.datagrams;
+                        }
+                        None => mine.io.push(s.clone()),
+                    }
+                }
+                for f in &role.functions {
+                    let same =
+                        |x: &&mut FunctionMetrics| x.category == f.category && x.name == f.name && x.object == f.object;
+                    match mine.functions.iter_mut().find(same) {
+                        Some(x) => {
+                            x.timing.absorb(&f.timing);
+                            x.bytes += f.bytes;
+                        }
+                        None => mine.functions.push(f.clone()),
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,7 +25,7 @@ fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .filter_map(|line| {
             let line = line.trim();
             let path = match line.split_once("=>") {
-                Some((_, rest)) => rest.trim().split_whitespace().next()?,
+                Some((_, rest)) => rest.split_whitespace().next()?,
                 None => line.split_whitespace().next()?,
             };
             path.starts_with('/').then(|| PathBuf::from(path))

@@ -1,7 +1,7 @@
 //! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
 
-mod process;
-mod repetition;
+pub(crate) mod process;
+pub(crate) mod repetition;
 mod results;
 
 use std::path::PathBuf;
@@ -13,8 +13,7 @@ use anyhow::{Context, Result};
 use nesquic_lut_adapters::{find_lut, tls, IoMode};
 use serde::Serialize;
 
-use repetition::NoObserver;
-use repetition::{run_repetition, RepetitionSpec};
+use repetition::{run_repetition, NoObserver, ProcessObserver, RepetitionSpec};
 use results::{RepetitionFigures, Spread, Summary};
 
 use crate::units;
@@ -43,6 +42,11 @@ pub struct RunArgs {
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
+    /// eBPF probes (root): io, crypto, crypto.seal, crypto.open, crypto.header_protection,
+    /// crypto.handshake, all, uprobe:GLOB, uprobe:BINARY:GLOB; comma-separated.
+    /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
+    #[arg(long, value_name = "LIST")]
+    pub probe: Option<String>,
 }
 
 /// Everything a run produced, as written to `--json`.
@@ -81,7 +85,12 @@ pub fn execute(args: &RunArgs) -> Result<RunReport> {
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
     let binary = lut.binary_path(&lut_dir(args.lut_dir.as_deref())?)?;
+    // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
+    let mut session = match &args.probe {
+        Some(list) => Some(crate::probes::ProbePlan::new(list, &binary)?.open_session()?),
+        None => None,
+    };
     let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
     let certs = tls::generate(workdir.path())?;
 
@@ -107,9 +116,17 @@ pub fn execute(args: &RunArgs) -> Result<RunReport> {
             progress_after: Duration::from_secs(2),
             label: label.clone(),
         };
-        let outcome =
-            run_repetition(&spec, &mut NoObserver).with_context(|| format!("{} {label} failed", lut.name()))?;
-        let figures = RepetitionFigures::from(&outcome);
+        let outcome = match session.as_mut() {
+            Some(session) => run_repetition(&spec, &mut ProbeObserver { session }),
+            None => run_repetition(&spec, &mut NoObserver),
+        }
+        .with_context(|| format!("{} {label} failed", lut.name()))?;
+        let mut figures = RepetitionFigures::from(&outcome);
+        if let Some(session) = session.as_mut() {
+            figures.probes = Some(session.snapshot(&[(0, "server"), (1, "client")])?);
+            session.untrack_all()?;
+            session.reset()?;
+        }
         println!("{}", repetition_line(&label, &figures));
         reps.push(figures);
     }
@@ -123,6 +140,9 @@ pub fn execute(args: &RunArgs) -> Result<RunReport> {
         summary,
     };
     print_summary(&report);
+    print_probe_summary(&report);
+    // Probes detach here, before the JSON is written.
+    drop(session);
     if let Some(path) = &args.json {
         let text = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
@@ -131,8 +151,30 @@ pub fn execute(args: &RunArgs) -> Result<RunReport> {
     Ok(report)
 }
 
+/// Registers each LUT process with the probes while it is held before `exec`.
+struct ProbeObserver<'a> {
+    session: &'a mut nesquic_ebpf::ProbeSession,
+}
+
+impl ProcessObserver for ProbeObserver<'_> {
+    fn spawned(&mut self, role: process::Role, pid: i32) -> Result<()> {
+        let pid = u32::try_from(pid).context("negative pid")?;
+        self.session.track(pid, role.index()).with_context(|| format!("attach probes to the {role} (pid {pid})"))
+    }
+}
+
+fn print_probe_summary(report: &RunReport) {
+    let all: Vec<nesquic_ebpf::Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
+    let Some(merged) = nesquic_ebpf::Metrics::merge(&all) else { return };
+    let mut cpu = std::collections::BTreeMap::new();
+    cpu.insert("server".to_string(), report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
+    cpu.insert("client".to_string(), report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
+    let window = format!("totals over {} repetition(s); %CPU = time inside / the process's CPU time", all.len());
+    crate::probes::print_summary(&merged, &cpu, &window);
+}
+
 /// Where the LUT executables are: `--lut-dir`, else the directory of the running `nesquic`.
-fn lut_dir(explicit: Option<&std::path::Path>) -> Result<PathBuf> {
+pub(crate) fn lut_dir(explicit: Option<&std::path::Path>) -> Result<PathBuf> {
     if let Some(dir) = explicit {
         return Ok(dir.to_path_buf());
     }
@@ -142,7 +184,7 @@ fn lut_dir(explicit: Option<&std::path::Path>) -> Result<PathBuf> {
 
 /// SIGINT/SIGTERM set a flag; the run loop sees it, kills the LUT processes and unwinds, so
 /// everything attached is dropped (and detached) on the way out.
-fn install_signal_flag() -> Result<Arc<AtomicBool>> {
+pub(crate) fn install_signal_flag() -> Result<Arc<AtomicBool>> {
     let flag = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(signal, flag.clone()).context("install signal handler")?;

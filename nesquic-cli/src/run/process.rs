@@ -24,6 +24,19 @@ pub enum Role {
     Server,
     /// The client.
     Client,
+    /// Any other command (`nesquic trace`).
+    Process,
+}
+
+impl Role {
+    /// Index of this role in the eBPF maps.
+    pub fn index(self) -> u32 {
+        match self {
+            Role::Server => 0,
+            Role::Client => 1,
+            Role::Process => 2,
+        }
+    }
 }
 
 impl std::fmt::Display for Role {
@@ -31,6 +44,7 @@ impl std::fmt::Display for Role {
         f.write_str(match self {
             Role::Server => "server",
             Role::Client => "client",
+            Role::Process => "process",
         })
     }
 }
@@ -109,7 +123,7 @@ pub struct LutProcess {
 /// *thread* that forked exits, so that thread must outlive the child.
 #[derive(Debug)]
 struct PendingSpawn {
-    pipes: Receiver<std::io::Result<(ChildStdout, ChildStderr)>>,
+    pipes: Receiver<std::io::Result<(Option<ChildStdout>, Option<ChildStderr>)>>,
     events: Sender<ProcessEvent>,
 }
 
@@ -121,12 +135,35 @@ impl LutProcess {
     /// Forks `binary args…` and holds the child before `exec` until [`LutProcess::release`], so
     /// an observer can register its pid before it runs one instruction of the LUT.
     pub fn spawn(role: Role, binary: &Path, args: &[std::ffi::OsString], events: Sender<ProcessEvent>) -> Result<Self> {
+        Self::spawn_with(role, binary, args, events, true)
+    }
+
+    /// Like [`LutProcess::spawn`], but the process writes to nesquic's own stdout and stderr.
+    pub fn spawn_inheriting_output(
+        role: Role,
+        binary: &Path,
+        args: &[std::ffi::OsString],
+        events: Sender<ProcessEvent>,
+    ) -> Result<Self> {
+        Self::spawn_with(role, binary, args, events, false)
+    }
+
+    fn spawn_with(
+        role: Role,
+        binary: &Path,
+        args: &[std::ffi::OsString],
+        events: Sender<ProcessEvent>,
+        capture: bool,
+    ) -> Result<Self> {
         let (gate_read, gate_write) = pipe().context("create start gate pipe")?;
         let (pid_read, pid_write) = pipe().context("create pid pipe")?;
         let gate_fd = gate_read.as_raw_fd();
         let pid_fd = pid_write.as_raw_fd();
         let mut command = Command::new(binary);
-        command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        command.args(args).stdin(Stdio::null());
+        if capture {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
         // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
         // functions (prctl, getpid, write, read, close) on values copied into it.
         unsafe {
@@ -166,10 +203,7 @@ impl LutProcess {
                     }
                 };
                 let pid = child.id() as i32;
-                match (child.stdout.take(), child.stderr.take()) {
-                    (Some(out), Some(err)) => drop(pipes_tx.send(Ok((out, err)))),
-                    _ => drop(pipes_tx.send(Err(std::io::Error::other("LUT output not piped")))),
-                }
+                let _ = pipes_tx.send(Ok((child.stdout.take(), child.stderr.take())));
                 // We reap with wait4 ourselves (for rusage); the Child handle is dropped unwaited.
                 drop(child);
                 let exit = reap(pid, started);
@@ -213,8 +247,12 @@ impl LutProcess {
             Ok(Err(e)) => return Err(e).context("exec of the LUT failed"),
             Err(_) => anyhow::bail!("the LUT did not start within {FORK_TIMEOUT:?}"),
         };
-        spawn_stdout_reader(self.role, stdout, pending.events, self.stderr_tail.clone());
-        spawn_stderr_reader(stderr, self.stderr_tail.clone());
+        if let Some(stdout) = stdout {
+            spawn_stdout_reader(self.role, stdout, pending.events, self.stderr_tail.clone());
+        }
+        if let Some(stderr) = stderr {
+            spawn_stderr_reader(stderr, self.stderr_tail.clone());
+        }
         Ok(())
     }
 

@@ -170,7 +170,7 @@ impl Watch<'_> {
                 }
                 match role {
                     Role::Server => self.server_exit = Some(exit),
-                    Role::Client => self.client_exit = Some(exit),
+                    Role::Client | Role::Process => self.client_exit = Some(exit),
                 }
                 Ok(None)
             }

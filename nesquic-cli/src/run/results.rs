@@ -40,7 +40,7 @@ impl From<Exit> for ProcessFigures {
 }
 
 /// Figures of one repetition.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct RepetitionFigures {
     /// Payload bytes verified by the client.
     pub bytes: u64,
@@ -56,6 +56,9 @@ pub struct RepetitionFigures {
     pub server: ProcessFigures,
     /// The client process.
     pub client: ProcessFigures,
+    /// What the eBPF probes measured in this repetition (with `--probe`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub probes: Option<nesquic_ebpf::Metrics>,
 }
 
 impl From<&RepetitionOutcome> for RepetitionFigures {
@@ -71,6 +74,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             handshake_ms: o.client_result.handshake_ns as f64 / 1e6,
             server: o.server.into(),
             client: o.client.into(),
+            probes: None,
         }
     }
 }

@@ -1,0 +1,273 @@
+//! `--probe` handling shared by `run`, `trace` and `probes`: resolving a request against a
+//! binary, opening the session, and printing what the probes measured.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use nesquic_ebpf::catalog::Unmatched;
+use nesquic_ebpf::metrics::Timing;
+use nesquic_ebpf::{Catalog, Metrics, ObjectSymbols, ProbeRequest, ProbeSession, Resolution, RoleMetrics};
+
+/// A parsed and resolved `--probe` list.
+pub struct ProbePlan {
+    /// What was asked.
+    pub request: ProbeRequest,
+    /// What it resolved to.
+    pub resolution: Resolution,
+    /// Symbols of the objects searched (for suggestions).
+    pub objects: Vec<ObjectSymbols>,
+}
+
+impl ProbePlan {
+    /// Parses `text` and resolves its function probes against `binary` and its libraries.
+    pub fn new(text: &str, binary: &Path) -> Result<Self> {
+        let catalog = Catalog::builtin()?;
+        let request = ProbeRequest::parse(text, &catalog)?;
+        let mut objects = Vec::new();
+        if request.wants_functions() {
+            for (i, path) in nesquic_ebpf::objects::objects_of(binary)?.into_iter().enumerate() {
+                match ObjectSymbols::load(&path) {
+                    Ok(o) => objects.push(o),
+                    // The executable itself must be probe-able; a library we cannot read is skipped.
+                    Err(e) if i == 0 => return Err(e.into()),
+                    Err(e) => eprintln!("nesquic: skipping {}: {e}", path.display()),
+                }
+            }
+        }
+        let resolution = request.resolve(&catalog, &objects);
+        Ok(Self { request, resolution, objects })
+    }
+
+    /// Fails when a requested category or glob found no function, naming the nearest symbols.
+    pub fn require_matches(&self) -> Result<()> {
+        let mut wanted: Vec<String> = self.request.categories.iter().cloned().collect();
+        wanted.extend(self.request.custom.iter().map(nesquic_ebpf::ProbeSpec::category));
+        for category in wanted {
+            if self.resolution.functions.iter().any(|f| f.category == category) {
+                continue;
+            }
+            let tried: Vec<&Unmatched> = self.resolution.unmatched.iter().filter(|u| u.category == category).collect();
+            let patterns: Vec<&str> = tried.iter().flat_map(|u| u.patterns.iter().map(String::as_str)).collect();
+            let mut near = Vec::new();
+            for p in &patterns {
+                for f in nesquic_ebpf::symbols::nearest(p, &self.objects, 3) {
+                    if !near.contains(&f.demangled) {
+                        near.push(f.demangled.clone());
+                    }
+                }
+            }
+            near.truncate(6);
+            let searched: Vec<String> = self.objects.iter().map(|o| o.path.display().to_string()).collect();
+            let mut msg = format!(
+                "probe {category} matched no function in {} (patterns tried: {})",
+                searched.join(", "),
+                patterns.join(", ")
+            );
+            if near.is_empty() {
+                msg.push_str("; no similar symbol either");
+            } else {
+                msg.push_str(&format!("; nearest symbols:\n  {}", near.join("\n  ")));
+            }
+            bail!(msg);
+        }
+        Ok(())
+    }
+
+    /// Loads and attaches (root).
+    pub fn open_session(&self) -> Result<ProbeSession> {
+        self.require_matches()?;
+        ProbeSession::open(self.request.io, self.resolution.functions.clone()).context("cannot start the eBPF probes")
+    }
+}
+
+/// Prints the probe figures. `cpu_s` gives each role's CPU seconds over the same window.
+pub fn print_summary(metrics: &Metrics, cpu_s: &BTreeMap<String, f64>, window: &str) {
+    let mut how = Vec::new();
+    how.extend(metrics.io_mechanism);
+    how.extend(metrics.function_mechanism);
+    println!();
+    println!("probes ({}), {window}:", how.join("; "));
+    for role in &metrics.roles {
+        let cpu_ns = cpu_s.get(&role.role).copied().unwrap_or(0.0) * 1e9;
+        println!("{}", role.role);
+        print_io(role, cpu_ns);
+        print_functions(role, cpu_ns);
+    }
+    if metrics.lost.is_clean() {
+        println!("lost: nothing (every call entered was matched with its return)");
+    } else {
+        println!("lost: {:?}", metrics.lost);
+    }
+}
+
+fn print_io(role: &RoleMetrics, cpu_ns: f64) {
+    if role.io.is_empty() {
+        return;
+    }
+    println!(
+        "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>6} {:>6}",
+        "I/O",
+        "calls",
+        "bytes",
+        "dgrams",
+        "time",
+        "mean",
+        "p50<=",
+        "p99<=",
+        "B/call",
+        "dg/call",
+        "ns/dg",
+        "EAGAIN",
+        "%CPU"
+    );
+    for dir in ["send", "recv"] {
+        for s in role.io.iter().filter(|s| s.direction == dir) {
+            let t = &s.timing;
+            println!(
+                "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8.0} {:>7.2} {:>8.0} {:>6} {:>6}",
+                s.syscall,
+                t.calls,
+                s.bytes,
+                s.datagrams,
+                duration(t.total_ns as f64),
+                duration(t.mean_ns()),
+                duration(t.p50_le_ns as f64),
+                duration(t.p99_le_ns as f64),
+                ratio(s.bytes as f64, t.calls as f64),
+                ratio(s.datagrams as f64, t.calls as f64),
+                ratio(t.total_ns as f64, s.datagrams as f64),
+                s.eagain,
+                share(t.total_ns as f64, cpu_ns),
+            );
+        }
+    }
+}
+
+fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
+    if role.functions.is_empty() {
+        return;
+    }
+    let sent: u64 = role.io.iter().filter(|s| s.direction == "send").map(|s| s.datagrams).sum();
+    let received: u64 = role.io.iter().filter(|s| s.direction == "recv").map(|s| s.datagrams).sum();
+    // Catalog categories are summed over their functions; custom globs list each function.
+    let mut by_category: BTreeMap<String, (Timing, u64)> = BTreeMap::new();
+    for f in &role.functions {
+        let key = if f.category.starts_with("uprobe:") { f.name.clone() } else { f.category.clone() };
+        let e = by_category.entry(key).or_insert_with(|| (empty_timing(), 0));
+        merge_timing(&mut e.0, &f.timing);
+        e.1 += f.bytes;
+    }
+    println!(
+        "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}",
+        "function", "calls", "time", "mean", "p50<=", "p99<=", "bytes", "call/dg", "ns/dg", "%CPU"
+    );
+    for (category, (t, bytes)) in by_category {
+        // Seal runs per packet sent, open per packet received; the rest against both.
+        let datagrams = match category.as_str() {
+            "crypto.seal" => sent,
+            "crypto.open" => received,
+            _ => sent + received,
+        } as f64;
+        println!(
+            "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}",
+            truncate(&category, 26),
+            t.calls,
+            duration(t.total_ns as f64),
+            duration(t.mean_ns()),
+            duration(t.p50_le_ns as f64),
+            duration(t.p99_le_ns as f64),
+            bytes,
+            if datagrams > 0.0 { format!("{:.2}", t.calls as f64 / datagrams) } else { "-".into() },
+            if datagrams > 0.0 { format!("{:.0}", t.total_ns as f64 / datagrams) } else { "-".into() },
+            share(t.total_ns as f64, cpu_ns),
+        );
+    }
+}
+
+fn empty_timing() -> Timing {
+    Timing { calls: 0, total_ns: 0, p50_le_ns: 0, p99_le_ns: 0, hist: vec![0; nesquic_ebpf::layout::HIST_BUCKETS] }
+}
+
+fn merge_timing(into: &mut Timing, from: &Timing) {
+    into.calls += from.calls;
+    into.total_ns += from.total_ns;
+    for (a, b) in into.hist.iter_mut().zip(&from.hist) {
+        *a += b;
+    }
+    into.p50_le_ns = nesquic_ebpf::metrics::quantile_upper_bound(&into.hist, 0.5);
+    into.p99_le_ns = nesquic_ebpf::metrics::quantile_upper_bound(&into.hist, 0.99);
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+fn share(ns: f64, cpu_ns: f64) -> String {
+    if cpu_ns > 0.0 {
+        format!("{:.1}", 100.0 * ns / cpu_ns)
+    } else {
+        "-".into()
+    }
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n - 1).collect::<String>())
+    }
+}
+
+/// 1.23s, 4.5ms, 12.3us, 870ns.
+pub fn duration(ns: f64) -> String {
+    if ns >= 1e9 {
+        format!("{:.2}s", ns / 1e9)
+    } else if ns >= 1e6 {
+        format!("{:.2}ms", ns / 1e6)
+    } else if ns >= 1e3 {
+        format!("{:.1}us", ns / 1e3)
+    } else {
+        format!("{ns:.0}ns")
+    }
+}
+
+/// `nesquic probes`: what a probe list resolves to for a binary, without running anything.
+pub fn list(text: &str, binary: &Path) -> Result<()> {
+    let plan = ProbePlan::new(text, binary)?;
+    if plan.request.io {
+        println!(
+            "io: syscall tracepoints sys_enter_/sys_exit_{{sendmsg,sendmmsg,sendto,recvmsg,recvmmsg,recvfrom}} (kprobes on this kernel: {})",
+            if nesquic_ebpf::preflight::kprobes_available() { "available, not needed" } else { "not available" }
+        );
+    }
+    for f in &plan.resolution.functions {
+        let bytes = if f.bytes_arg > 0 { format!(" bytes=arg{}", f.bytes_arg) } else { String::new() };
+        println!(
+            "{:<26} {:<18} {:#014x} {}  [{}]{bytes}\n{:<46}{}",
+            f.category,
+            f.backend,
+            f.address,
+            f.name,
+            f.object.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            "",
+            f.object.display()
+        );
+    }
+    let matched: std::collections::HashSet<&str> =
+        plan.resolution.functions.iter().map(|f| f.category.as_str()).collect();
+    let mut shown_header = false;
+    for u in &plan.resolution.unmatched {
+        if !shown_header {
+            println!("\nmatched nothing (expected for backends this LUT does not use):");
+            shown_header = true;
+        }
+        let note = if matched.contains(u.category.as_str()) { "" } else { "   <- category has no function" };
+        println!("  {:<26} {:<38} {}{note}", u.category, u.backend, u.patterns.join(" | "));
+    }
+    plan.require_matches()
+}

@@ -1,0 +1,111 @@
+//! `nesquic trace -- CMD ARGS`: run any command under the probes (role "process"). Useful for
+//! programs that are not LUTs, and how the probes' exact counts are tested.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::Serialize;
+
+use crate::probes::ProbePlan;
+use crate::run::process::{LutProcess, ProcessEvent, Role};
+use crate::units;
+
+/// `nesquic trace` arguments.
+#[derive(Debug, clap::Args)]
+pub struct TraceArgs {
+    /// Probes, as for `nesquic run --probe` (uprobe globs resolve against the command's binary).
+    #[arg(long, value_name = "LIST", default_value = "io")]
+    pub probe: String,
+    /// Also write the figures as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Kill the command after this long.
+    #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
+    pub timeout: Duration,
+    /// The command to run, after `--`.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+/// What `--json` holds.
+#[derive(Debug, Serialize)]
+struct TraceReport {
+    command: Vec<String>,
+    exit: String,
+    cpu_user_s: f64,
+    cpu_system_s: f64,
+    wall_s: f64,
+    probes: nesquic_ebpf::Metrics,
+}
+
+/// Runs `nesquic trace`.
+pub fn execute(args: &TraceArgs) -> Result<()> {
+    // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
+    let interrupted = crate::run::install_signal_flag()?;
+    let binary = find_executable(&args.command[0])?;
+    let plan = ProbePlan::new(&args.probe, &binary)?;
+    let mut session = plan.open_session()?;
+    let (tx, rx) = channel();
+    let mut process = LutProcess::spawn_inheriting_output(Role::Process, &binary, &args.command[1..], tx)?;
+    let pid = u32::try_from(process.pid).context("negative pid")?;
+    session.track(pid, Role::Process.index())?;
+    process.release()?;
+    let deadline = Instant::now() + args.timeout;
+    let exit = loop {
+        if interrupted.load(Ordering::Relaxed) {
+            process.kill();
+            bail!("interrupted: command killed, probes detached");
+        }
+        if Instant::now() >= deadline {
+            process.kill();
+            bail!("timed out after {:?}: command killed (raise it with --timeout)", args.timeout);
+        }
+        match rx.recv_timeout(Duration::from_millis(50)) {
+            Ok(ProcessEvent::Exited(_, exit)) => {
+                process.mark_reaped();
+                break exit;
+            }
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the command"),
+        }
+    };
+    let metrics = session.snapshot(&[(Role::Process.index(), "process")])?;
+    drop(session);
+    let cpu = (exit.user + exit.system).as_secs_f64();
+    crate::probes::print_summary(&metrics, &BTreeMap::from([("process".to_string(), cpu)]), "whole command");
+    if let Some(path) = &args.json {
+        let report = TraceReport {
+            command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
+            exit: exit.describe(),
+            cpu_user_s: exit.user.as_secs_f64(),
+            cpu_system_s: exit.system.as_secs_f64(),
+            wall_s: exit.wall.as_secs_f64(),
+            probes: metrics,
+        };
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    if !exit.success() {
+        bail!("{} ended with {}", binary.display(), exit.describe());
+    }
+    Ok(())
+}
+
+/// `cmd` as given if it holds a `/`, else the first match on `PATH`.
+fn find_executable(cmd: &OsString) -> Result<PathBuf> {
+    let p = PathBuf::from(cmd);
+    if p.components().count() > 1 {
+        anyhow::ensure!(p.is_file(), "{} not found", p.display());
+        return Ok(p);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(&p))
+        .find(|c| c.is_file())
+        .with_context(|| format!("{} not found on PATH", p.display()))
+}

@@ -1,0 +1,280 @@
+//! eBPF probes end to end, as root on the build machine's kernel. Each test checks exact figures
+//! against a workload that knows what it did, and that no probe stays attached afterwards.
+//! Tests run one at a time: "nothing attached" is a machine-wide fact.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_nesquic")).parent().expect("binary has a directory").to_path_buf()
+}
+
+fn workload() -> PathBuf {
+    let w = target_dir().join("nesquic-workload");
+    assert!(w.exists(), "{} missing: run `cargo test --workspace` (just test)", w.display());
+    w
+}
+
+fn nesquic() -> Command {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "the eBPF tests load probes: run them as root (just test does in CI)");
+    Command::new(env!("CARGO_BIN_EXE_nesquic"))
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Names of loaded BPF programs that are ours (`nq_` prefix).
+fn our_programs() -> Vec<String> {
+    let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("bpftool");
+    let progs: Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    progs
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| n.starts_with("nq_"))
+        .map(String::from)
+        .collect()
+}
+
+fn assert_nothing_attached() {
+    // Program teardown after the last fd closes is immediate, but give the kernel a moment.
+    for _ in 0..50 {
+        if our_programs().is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("probes still loaded: {:?}", our_programs());
+}
+
+fn syscall<'a>(role: &'a Value, name: &str) -> &'a Value {
+    role["io"].as_array().expect("io").iter().find(|s| s["syscall"] == name).unwrap_or(&Value::Null)
+}
+
+#[test]
+fn workload_counts_are_exact() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (json, report) = (dir.path().join("trace.json"), dir.path().join("workload.json"));
+    let out = nesquic()
+        .args(["trace", "--probe", "io,uprobe:nesquic_workload_*", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(workload())
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let traced: Value = serde_json::from_slice(&std::fs::read(&json).expect("trace json")).expect("json");
+    let did: Value = serde_json::from_slice(&std::fs::read(&report).expect("workload json")).expect("json");
+    let role = &traced["probes"]["roles"][0];
+    assert_eq!(role["role"], "process");
+    // What the workload is built to do, independent of its own counters...
+    let fixed = [
+        ("sendmsg", 7, 7000, 7, 0),
+        ("sendmmsg", 3, 36000, 30, 0),
+        ("sendto", 4, 2000, 4, 0),
+        ("recvmsg", 8, 7000, 7, 1),
+        ("recvfrom", 4, 2000, 4, 0),
+    ];
+    for (name, calls, bytes, datagrams, eagain) in fixed {
+        let s = syscall(role, name);
+        assert_eq!(
+            (s["calls"].as_u64(), s["bytes"].as_u64(), s["datagrams"].as_u64(), s["eagain"].as_u64()),
+            (Some(calls), Some(bytes), Some(datagrams), Some(eagain)),
+            "{name}: {s}"
+        );
+    }
+    // ...and, where the kernel decides how many calls it takes (GRO batching), its own counters.
+    for name in ["sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom"] {
+        let s = syscall(role, name);
+        for field in ["calls", "bytes", "datagrams", "eagain"] {
+            assert_eq!(s[field], did[name][field], "{name}.{field}: probes {s} vs workload {}", did[name]);
+        }
+        assert_eq!(s["errors"], 0, "{name}");
+    }
+    let functions = role["functions"].as_array().expect("functions");
+    let f = |name: &str| functions.iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} missing"));
+    assert_eq!(f("nesquic_workload_tick")["calls"], did["nesquic_workload_tick"]);
+    assert_eq!(f("nesquic_workload_tick")["calls"], 50);
+    let sleep = f("nesquic_workload_sleep_1ms");
+    assert_eq!(sleep["calls"], 5);
+    let mean_ms = sleep["total_ns"].as_f64().expect("ns") / 5.0 / 1e6;
+    assert!((1.0..5.0).contains(&mean_ms), "a 1 ms sleep measured {mean_ms} ms");
+    assert_eq!(traced["probes"]["lost"]["exit_without_entry"], 0);
+    assert_eq!(traced["probes"]["lost"]["inflight_full"], 0);
+    assert_nothing_attached();
+}
+
+#[test]
+fn quinn_with_io_and_crypto_probes() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let size = 5_000_000u64;
+    let out = nesquic()
+        .args(["run", "--lut", "quinn", "--size", "5MB", "--probe", "io,crypto", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let probes = &report["repetitions"][0]["probes"];
+    let roles = probes["roles"].as_array().expect("roles");
+    let role = |name: &str| roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"));
+    let calls = |r: &Value, category: &str| -> u64 {
+        r["functions"]
+            .as_array()
+            .expect("functions")
+            .iter()
+            .filter(|f| f["category"] == category)
+            .map(|f| f["calls"].as_u64().expect("calls"))
+            .sum()
+    };
+    let sent = |r: &Value, field: &str| -> u64 {
+        r["io"]
+            .as_array()
+            .expect("io")
+            .iter()
+            .filter(|s| s["direction"] == "send")
+            .map(|s| s[field].as_u64().expect("n"))
+            .sum()
+    };
+    for name in ["server", "client"] {
+        let r = role(name);
+        assert!(calls(r, "crypto.seal") > 0 && calls(r, "crypto.open") > 0, "{name}: {r}");
+        assert!(calls(r, "crypto.header_protection") > 0, "{name}");
+        assert!(calls(r, "crypto.handshake") > 0, "{name}");
+    }
+    let server = role("server");
+    // Every packet is sealed; a datagram can hold several coalesced packets, never less than one.
+    assert!(calls(server, "crypto.seal") >= sent(server, "datagrams"), "{server}");
+    assert!(sent(server, "bytes") >= size, "server sent {} bytes for a {size}-byte payload", sent(server, "bytes"));
+    let seal_bytes: u64 = server["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .filter(|f| f["category"] == "crypto.seal")
+        .map(|f| f["bytes"].as_u64().expect("bytes"))
+        .sum();
+    assert!(seal_bytes >= size && seal_bytes < 2 * size, "server sealed {seal_bytes} bytes for {size}");
+    assert_nothing_attached();
+}
+
+#[test]
+fn probes_lists_quinn_crypto_targets() {
+    let _g = serial();
+    let out = nesquic().args(["probes", "--lut", "quinn", "--probe", "crypto"]).output().expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for needle in
+        ["crypto.seal", "encrypt_in_place", "crypto.open", "decrypt_in_place", "nesquic-lut-quinn", "matched nothing"]
+    {
+        assert!(text.contains(needle), "{needle} missing from:\n{text}");
+    }
+}
+
+#[test]
+fn unmatched_glob_suggests_near_symbols() {
+    let _g = serial();
+    let out = nesquic()
+        .args(["trace", "--probe", "uprobe:nesquic_workload_tik", "--"])
+        .arg(workload())
+        .args(["--report", "/dev/null"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("matched no function") && err.contains("nesquic_workload_tick"), "{err}");
+    assert_nothing_attached();
+}
+
+#[test]
+fn stripped_binary_is_refused() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let stripped = dir.path().join("stripped-workload");
+    let st = Command::new("strip").arg("-o").arg(&stripped).arg(workload()).status().expect("strip");
+    assert!(st.success());
+    let out =
+        nesquic().args(["trace", "--probe", "uprobe:nesquic_workload_*", "--"]).arg(&stripped).output().expect("run");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("stripped"), "{}", stderr(&out));
+}
+
+#[test]
+fn unprivileged_user_gets_a_clear_error() {
+    let _g = serial();
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
+        .arg(env!("CARGO_BIN_EXE_nesquic"))
+        .args(["trace", "--probe", "io", "--", "/bin/true"])
+        .output()
+        .expect("setpriv");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("need root"), "{}", stderr(&out));
+}
+
+#[test]
+fn sigint_detaches_probes_and_kills_the_command() {
+    let _g = serial();
+    let token = format!("sigint-{}", std::process::id());
+    let child = nesquic()
+        .args(["trace", "--probe", "io", "--", "/bin/sleep", "30"])
+        .env("NESQUIC_TEST_TOKEN", &token)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Wait until the probes are attached.
+    for _ in 0..100 {
+        if !our_programs().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!our_programs().is_empty(), "probes never attached");
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().expect("wait");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    assert_nothing_attached();
+    let sleepers = std::fs::read_dir("/proc")
+        .expect("proc")
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("environ"))
+                .map(|env| env.split(|b| *b == 0).any(|kv| kv == format!("NESQUIC_TEST_TOKEN={token}").as_bytes()))
+                .unwrap_or(false)
+        })
+        .count();
+    assert_eq!(sleepers, 0, "the traced command outlived nesquic");
+}
+
+#[test]
+fn crashing_lut_leaves_no_probe_behind() {
+    let _g = serial();
+    let out = nesquic()
+        .args(["run", "--size", "20MB", "--probe", "io,crypto.seal"])
+        .env("NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES", "1000000")
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("SIGABRT"), "{}", stderr(&out));
+    assert_nothing_attached();
+}
