@@ -170,7 +170,7 @@ mod tests {
             "ring::aead::algorithm::aes_gcm_seal"
         );
         assert_eq!(
-            demangle("_ZN4bssl12ssl_run_handshakeEP13SSL_HANDSHAKEPb"),
+            demangle("_ZN4bssl17ssl_run_handshakeEP13SSL_HANDSHAKEPb"),
             "bssl::ssl_run_handshake(SSL_HANDSHAKE*, bool*)"
         );
         assert_eq!(demangle("EVP_AEAD_CTX_open"), "EVP_AEAD_CTX_open");
