@@ -32,3 +32,17 @@ test: build lint
 # I/O layer alone: fast paths vs one datagram per syscall; results go to docs/io-bench.md.
 bench-io: setup
     cargo run --release -p nesquic-io --example io_bench -- docs/io-bench.md
+
+# Probe cost: quinn with and without io / crypto probes, alternating; -> docs/probe-overhead.md
+bench-probes: build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    out=docs/probe-overhead.md
+    cmd="nesquic run --lut quinn --size 100MB --repeat 5 --probe io,crypto --overhead"
+    table=$(./target/release/$cmd --json bench/probe-overhead.json | sed -n '/^probe overhead/,$p')
+    { echo "# Probe overhead"; echo; echo "Produced by \`just bench-probes\` ($cmd) on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."; \
+      echo "Raw figures: bench/probe-overhead.json."; echo; echo '```'; echo "$table"; echo '```'; } > "$out"
+    cat "$out"
+
+# Every benchmark.
+bench: bench-io bench-probes

@@ -278,3 +278,28 @@ fn crashing_lut_leaves_no_probe_behind() {
     assert!(stderr(&out).contains("SIGABRT"), "{}", stderr(&out));
     assert_nothing_attached();
 }
+
+#[test]
+fn overhead_compares_probe_sets_against_no_probes() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("overhead.json");
+    let out = nesquic()
+        .args(["run", "--size", "5MB", "--repeat", "2", "--probe", "io", "--overhead", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let sets = report["sets"].as_array().expect("sets");
+    assert_eq!(sets.iter().map(|s| s["probes"].as_str().expect("name")).collect::<Vec<_>>(), ["", "io"]);
+    assert_eq!(sets[0]["goodput_ratio"], 1.0);
+    for s in sets {
+        assert_eq!(s["repetitions"].as_array().expect("reps").len(), 2);
+        assert!(s["goodput_ratio"].as_f64().expect("ratio") > 0.0);
+    }
+    // Probed repetitions carry their measurements; unprobed ones none.
+    assert!(sets[1]["repetitions"][0]["probes"].is_object());
+    assert!(sets[0]["repetitions"][0]["probes"].is_null());
+    assert_nothing_attached();
+}

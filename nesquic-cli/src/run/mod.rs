@@ -1,5 +1,6 @@
 //! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
 
+mod overhead;
 pub(crate) mod process;
 pub(crate) mod repetition;
 mod results;
@@ -14,7 +15,7 @@ use nesquic_lut_adapters::{find_lut, tls, IoMode};
 use serde::Serialize;
 
 use repetition::{run_repetition, NoObserver, ProcessObserver, RepetitionSpec};
-use results::{RepetitionFigures, Spread, Summary};
+pub(crate) use results::{RepetitionFigures, Spread, Summary};
 
 use crate::units;
 
@@ -47,6 +48,11 @@ pub struct RunArgs {
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
     #[arg(long, value_name = "LIST")]
     pub probe: Option<String>,
+    /// Measure the probes' cost instead: per round, run without probes, with each item of
+    /// --probe alone and with all of them, in rotating order; report goodput and CPU ratios.
+    /// --repeat sets the rounds.
+    #[arg(long, requires = "probe")]
+    pub overhead: bool,
 }
 
 /// Everything a run produced, as written to `--json`.
@@ -80,7 +86,8 @@ pub struct LutInfo {
 }
 
 /// Runs `nesquic run`.
-pub fn execute(args: &RunArgs) -> Result<RunReport> {
+/// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
+pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let lut = find_lut(&args.lut)?;
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
@@ -88,11 +95,28 @@ pub fn execute(args: &RunArgs) -> Result<RunReport> {
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
     let mut session = match &args.probe {
-        Some(list) => Some(crate::probes::ProbePlan::new(list, &binary)?.open_session()?),
-        None => None,
+        // With --overhead each probe set gets its own session, opened only for its repetitions.
+        Some(list) if !args.overhead => Some(crate::probes::ProbePlan::new(list, &binary)?.open_session()?),
+        _ => None,
     };
     let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
     let certs = tls::generate(workdir.path())?;
+    if args.overhead {
+        let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
+        let base = RepetitionSpec {
+            lut: lut.as_ref(),
+            binary: &binary,
+            io,
+            size: args.size,
+            certs: &certs,
+            timeout: args.timeout,
+            interrupted: &interrupted,
+            progress_after: Duration::from_secs(2),
+            label: String::new(),
+        };
+        overhead::execute(&base, list, args.repeat, args.json.as_deref())?;
+        return Ok(None);
+    }
 
     eprintln!(
         "nesquic: {} {} ({}), io {io}, {} bytes x {} repetition(s)",
@@ -116,17 +140,7 @@ pub fn execute(args: &RunArgs) -> Result<RunReport> {
             progress_after: Duration::from_secs(2),
             label: label.clone(),
         };
-        let outcome = match session.as_mut() {
-            Some(session) => run_repetition(&spec, &mut ProbeObserver { session }),
-            None => run_repetition(&spec, &mut NoObserver),
-        }
-        .with_context(|| format!("{} {label} failed", lut.name()))?;
-        let mut figures = RepetitionFigures::from(&outcome);
-        if let Some(session) = session.as_mut() {
-            figures.probes = Some(session.snapshot(&[(0, "server"), (1, "client")])?);
-            session.untrack_all()?;
-            session.reset()?;
-        }
+        let figures = measure(&spec, session.as_mut()).with_context(|| format!("{} {label} failed", lut.name()))?;
         println!("{}", repetition_line(&label, &figures));
         reps.push(figures);
     }
@@ -148,7 +162,24 @@ pub fn execute(args: &RunArgs) -> Result<RunReport> {
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
         eprintln!("nesquic: JSON written to {}", path.display());
     }
-    Ok(report)
+    Ok(Some(report))
+}
+
+/// Runs one repetition, with probes if a session is given (left clean for the next one).
+pub(crate) fn measure(
+    spec: &RepetitionSpec<'_>,
+    session: Option<&mut nesquic_ebpf::ProbeSession>,
+) -> Result<RepetitionFigures> {
+    let Some(session) = session else {
+        return Ok(RepetitionFigures::from(&run_repetition(spec, &mut NoObserver)?));
+    };
+    let outcome = run_repetition(spec, &mut ProbeObserver { session });
+    let probes = outcome.as_ref().ok().map(|_| session.snapshot(&[(0, "server"), (1, "client")])).transpose();
+    session.untrack_all()?;
+    session.reset()?;
+    let mut figures = RepetitionFigures::from(&outcome?);
+    figures.probes = probes?;
+    Ok(figures)
 }
 
 /// Registers each LUT process with the probes while it is held before `exec`.
