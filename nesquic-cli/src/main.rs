@@ -3,6 +3,8 @@
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
 mod probes;
+mod qlog;
+mod report;
 mod run;
 mod trace;
 mod units;
@@ -19,6 +21,7 @@ use clap::{Parser, Subcommand};
 ///   nesquic run --probe io,crypto        # + eBPF: syscalls, bytes, datagrams, crypto calls (root)
 ///   nesquic probes --lut quinn           # what --probe crypto attaches to, without running
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
+///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
 ///   nesquic luts                         # libraries this build can run
 #[derive(Debug, Parser)]
 #[command(name = "nesquic", version, verbatim_doc_comment)]
@@ -38,6 +41,8 @@ enum Command {
     Probes(ProbesArgs),
     /// Run any command under the eBPF probes and report what they measured.
     Trace(trace::TraceArgs),
+    /// Print what a run recorded, from its qlog traces (run directory or .sqlog file).
+    Report(report::ReportArgs),
 }
 
 /// `nesquic probes` arguments.
@@ -67,6 +72,7 @@ fn main() -> ExitCode {
         }
         Command::Probes(args) => list_probes(&args),
         Command::Trace(args) => trace::execute(&args),
+        Command::Report(args) => report::execute(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

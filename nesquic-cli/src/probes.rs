@@ -84,8 +84,8 @@ impl ProbePlan {
 /// Prints the probe figures. `cpu_s` gives each role's CPU seconds over the same window.
 pub fn print_summary(metrics: &Metrics, cpu_s: &BTreeMap<String, f64>, window: &str) {
     let mut how = Vec::new();
-    how.extend(metrics.io_mechanism);
-    how.extend(metrics.function_mechanism);
+    how.extend(metrics.io_mechanism.as_deref());
+    how.extend(metrics.function_mechanism.as_deref());
     println!();
     println!("probes ({}), {window}:", how.join("; "));
     for role in &metrics.roles {

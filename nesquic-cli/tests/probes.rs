@@ -28,7 +28,9 @@ fn workload() -> PathBuf {
 fn nesquic() -> Command {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "the eBPF tests load probes: run them as root (just test does in CI)");
-    Command::new(env!("CARGO_BIN_EXE_nesquic"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
+    c
 }
 
 fn stderr(o: &Output) -> String {

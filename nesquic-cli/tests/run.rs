@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn nesquic() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_nesquic"))
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    // Run directories (nesquic-runs/...) land in cargo's scratch space, not the source tree.
+    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
+    c
 }
 
 fn target_dir() -> PathBuf {

@@ -64,7 +64,7 @@ pub struct NqFuncConfig {
 
 /// `struct nq_health`: what the kernel side could not measure, per CPU.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NqHealth {
     /// Entries not recorded because an in-flight map was full.
     pub inflight_full: u64,

@@ -2,17 +2,17 @@
 //! per probed function. Percentiles come from the log2 histograms and are reported as the upper
 //! bound of the bucket holding them (`p50_le_ns`: half the calls took at most this long).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::layout::{NqHealth, NqStats, HIST_BUCKETS, SYSCALLS};
 
 /// Everything one measurement window saw.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Metrics {
     /// How packet I/O was measured ("syscall tracepoints").
-    pub io_mechanism: Option<&'static str>,
+    pub io_mechanism: Option<String>,
     /// How functions were timed ("uprobe+uretprobe").
-    pub function_mechanism: Option<&'static str>,
+    pub function_mechanism: Option<String>,
     /// Whether this kernel has kprobes (not needed by the tracepoint path; recorded for context).
     pub kprobes_available: bool,
     /// Per role.
@@ -22,7 +22,7 @@ pub struct Metrics {
 }
 
 /// One role (server, client, process).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RoleMetrics {
     /// Role name.
     pub role: String,
@@ -33,7 +33,7 @@ pub struct RoleMetrics {
 }
 
 /// Aggregates shared by syscalls and functions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timing {
     /// Calls.
     pub calls: u64,
@@ -69,12 +69,12 @@ impl Timing {
 }
 
 /// One syscall of one role.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SyscallMetrics {
     /// `sendmsg`, `recvmmsg`, ...
-    pub syscall: &'static str,
+    pub syscall: String,
     /// `send` or `recv`.
-    pub direction: &'static str,
+    pub direction: String,
     /// Calls and time.
     #[serde(flatten)]
     pub timing: Timing,
@@ -89,7 +89,7 @@ pub struct SyscallMetrics {
 }
 
 /// One probed function of one role.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FunctionMetrics {
     /// Category (`crypto.seal`) or `uprobe:<glob>`.
     pub category: String,
@@ -123,8 +123,8 @@ impl RoleMetrics {
             .enumerate()
             .filter(|(_, s)| s.calls > 0)
             .map(|(i, s)| SyscallMetrics {
-                syscall: SYSCALLS[i],
-                direction: if i < 3 { "send" } else { "recv" },
+                syscall: SYSCALLS[i].to_string(),
+                direction: if i < 3 { "send" } else { "recv" }.to_string(),
                 timing: Timing::from_stats(s),
                 errors: s.errors,
                 eagain: s.eagain,

@@ -176,8 +176,8 @@ impl ProbeSession {
             lost.add(cpu);
         }
         Ok(Metrics {
-            io_mechanism: self.io.then_some("syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)"),
-            function_mechanism: (!self.functions.is_empty()).then_some("uprobe + uretprobe"),
+            io_mechanism: self.io.then(|| "syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)".to_string()),
+            function_mechanism: (!self.functions.is_empty()).then(|| "uprobe + uretprobe".to_string()),
             kprobes_available: preflight::kprobes_available(),
             roles: out,
             lost,

@@ -2,19 +2,22 @@
 
 mod overhead;
 pub(crate) mod process;
+mod record;
 pub(crate) mod repetition;
 mod results;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use nesquic_lut_adapters::{find_lut, tls, IoMode};
 use serde::Serialize;
+use serde_json::json;
 
-use repetition::{run_repetition, NoObserver, ProcessObserver, RepetitionSpec};
+use process::Role;
+use repetition::{run_repetition, ProcessObserver, RepetitionSpec};
 pub(crate) use results::{RepetitionFigures, Spread, Summary};
 
 use crate::units;
@@ -37,9 +40,16 @@ pub struct RunArgs {
     /// UDP I/O path; default: the LUT's first supported one (quinn: native).
     #[arg(long, value_enum)]
     pub io: Option<IoMode>,
-    /// Also write every figure as JSON to this file.
+    /// Also write every figure as JSON to this file (the run directory always gets summary.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Run directory for server.sqlog, client.sqlog and summary.json; must not hold files yet.
+    /// Default: ./nesquic-runs/UTCTIME-LUT/.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Period of the `nesquic:metrics_updated` qlog snapshots: 100ms, 1s, ...
+    #[arg(long, default_value = "100ms", value_parser = units::parse_duration)]
+    pub interval: Duration,
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
@@ -126,6 +136,20 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         args.size,
         args.repeat
     );
+    let out_dir = match &args.out {
+        Some(dir) => dir.clone(),
+        None => record::default_out_dir(lut.name()),
+    };
+    record::prepare_out_dir(&out_dir)?;
+    let title = format!("nesquic {} {} bulk {} bytes", lut.name(), lut.version(), args.size);
+    let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
+    let started = run_started(args, lut.as_ref(), &binary, io, session.as_ref());
+    recorder.both("nesquic:run_started", |role| {
+        let mut data = started.clone();
+        data["role"] = json!(role.to_string());
+        data
+    })?;
+
     let mut reps = Vec::new();
     for i in 1..=args.repeat {
         let label = format!("rep {i}/{}", args.repeat);
@@ -140,7 +164,8 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             progress_after: Duration::from_secs(2),
             label: label.clone(),
         };
-        let figures = measure(&spec, session.as_mut()).with_context(|| format!("{} {label} failed", lut.name()))?;
+        let figures = measure(&spec, session.as_mut(), Some(&mut recorder), i)
+            .with_context(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
         println!("{}", repetition_line(&label, &figures));
         reps.push(figures);
     }
@@ -154,54 +179,188 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         summary,
     };
     print_summary(&report);
-    print_probe_summary(&report);
-    // Probes detach here, before the JSON is written.
+    let merged = print_probe_summary(&report);
+    // Probes detach here, before anything is written.
     drop(session);
+    recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
+    recorder.finish()?;
+    let text = serde_json::to_string_pretty(&report)?;
+    let summary_path = out_dir.join("summary.json");
+    std::fs::write(&summary_path, &text).with_context(|| format!("write {}", summary_path.display()))?;
     if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
         eprintln!("nesquic: JSON written to {}", path.display());
     }
+    eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
     Ok(Some(report))
 }
 
-/// Runs one repetition, with probes if a session is given (left clean for the next one).
+/// Runs one repetition, with probes if a session is given (left clean for the next one) and
+/// qlog snapshots if a recorder is given.
 pub(crate) fn measure(
     spec: &RepetitionSpec<'_>,
-    session: Option<&mut nesquic_ebpf::ProbeSession>,
+    mut session: Option<&mut nesquic_ebpf::ProbeSession>,
+    recorder: Option<&mut record::Recorder>,
+    repetition: u32,
 ) -> Result<RepetitionFigures> {
-    let Some(session) = session else {
-        return Ok(RepetitionFigures::from(&run_repetition(spec, &mut NoObserver)?));
+    let now = Instant::now();
+    let mut observer = RunObserver {
+        session: session.as_deref_mut(),
+        recorder,
+        pids: Vec::new(),
+        started: now,
+        last: now,
+        repetition,
     };
-    let outcome = run_repetition(spec, &mut ProbeObserver { session });
-    let probes = outcome.as_ref().ok().map(|_| session.snapshot(&[(0, "server"), (1, "client")])).transpose();
-    session.untrack_all()?;
-    session.reset()?;
+    let outcome = run_repetition(spec, &mut observer);
+    let probes = match (&outcome, observer.session.as_deref()) {
+        (Ok(_), Some(session)) => Some(session.snapshot(&[(0, "server"), (1, "client")])?),
+        _ => None,
+    };
+    if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
+        for role in [Role::Server, Role::Client] {
+            let progress = (role == Role::Client).then_some(o.client_result.bytes);
+            let event = record::snapshot_event(role, repetition, now, None, progress, probes.as_ref(), true);
+            recorder.trace(role).event("nesquic:metrics_updated", &event)?;
+        }
+    }
+    if let Some(session) = session {
+        session.untrack_all()?;
+        session.reset()?;
+    }
     let mut figures = RepetitionFigures::from(&outcome?);
-    figures.probes = probes?;
+    figures.probes = probes;
     Ok(figures)
 }
 
-/// Registers each LUT process with the probes while it is held before `exec`.
-struct ProbeObserver<'a> {
-    session: &'a mut nesquic_ebpf::ProbeSession,
+/// Registers each LUT process with the probes while it is held before `exec`, and writes
+/// periodic qlog snapshots while the transfer runs.
+struct RunObserver<'a> {
+    session: Option<&'a mut nesquic_ebpf::ProbeSession>,
+    recorder: Option<&'a mut record::Recorder>,
+    pids: Vec<(Role, i32)>,
+    started: Instant,
+    last: Instant,
+    repetition: u32,
 }
 
-impl ProcessObserver for ProbeObserver<'_> {
-    fn spawned(&mut self, role: process::Role, pid: i32) -> Result<()> {
+impl ProcessObserver for RunObserver<'_> {
+    fn spawned(&mut self, role: Role, pid: i32) -> Result<()> {
+        self.pids.push((role, pid));
+        let Some(session) = self.session.as_deref_mut() else { return Ok(()) };
         let pid = u32::try_from(pid).context("negative pid")?;
-        self.session.track(pid, role.index()).with_context(|| format!("attach probes to the {role} (pid {pid})"))
+        session.track(pid, role.index()).with_context(|| format!("attach probes to the {role} (pid {pid})"))
+    }
+
+    fn tick(&mut self, progress_bytes: u64) -> Result<()> {
+        let Some(recorder) = self.recorder.as_deref_mut() else { return Ok(()) };
+        if self.last.elapsed() < recorder.interval {
+            return Ok(());
+        }
+        self.last = Instant::now();
+        let metrics = match self.session.as_deref() {
+            Some(s) => Some(s.snapshot(&[(0, "server"), (1, "client")])?),
+            None => None,
+        };
+        for &(role, pid) in &self.pids {
+            let progress = (role == Role::Client).then_some(progress_bytes);
+            let event = record::snapshot_event(
+                role,
+                self.repetition,
+                self.started,
+                Some(pid),
+                progress,
+                metrics.as_ref(),
+                false,
+            );
+            recorder.trace(role).event("nesquic:metrics_updated", &event)?;
+        }
+        Ok(())
     }
 }
 
-fn print_probe_summary(report: &RunReport) {
+/// The `nesquic:run_started` data (the role is added per trace).
+fn run_started(
+    args: &RunArgs,
+    lut: &dyn nesquic_lut_adapters::Lut,
+    binary: &std::path::Path,
+    io: IoMode,
+    session: Option<&nesquic_ebpf::ProbeSession>,
+) -> serde_json::Value {
+    let functions: Vec<serde_json::Value> = session
+        .map(|s| {
+            s.functions()
+                .iter()
+                .map(|f| json!({"category": f.category, "name": f.name, "object": f.object, "address": f.address}))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "lut": {"name": lut.name(), "version": lut.version(), "crypto_backend": lut.crypto_backend(), "binary": binary},
+        "testcase": {"name": "bulk", "size_bytes": args.size, "repetitions": args.repeat, "timeout_s": args.timeout.as_secs_f64()},
+        "io": {"mode": io, "stack": io_stack(io)},
+        "probes": {
+            "requested": args.probe,
+            "io_mechanism": session.filter(|_| args.probe.as_deref().is_some_and(|p| p.split(',').any(|i| i.trim() == "io" || i.trim() == "all"))).map(|_| "syscall tracepoints"),
+            "function_mechanism": (!functions.is_empty()).then_some("uprobe + uretprobe"),
+            "functions": functions,
+            "kprobes_available": nesquic_ebpf::preflight::kprobes_available(),
+        },
+        "nesquic": {"version": env!("CARGO_PKG_VERSION"), "git_revision": env!("NESQUIC_GIT_REVISION")},
+        "host": record::host(),
+        "snapshot_interval_ms": args.interval.as_secs_f64() * 1e3,
+    })
+}
+
+fn io_stack(io: IoMode) -> &'static str {
+    match io {
+        IoMode::Native => "the LUT's own UDP I/O (quinn: quinn-udp with GSO/GRO)",
+        _ => "nesquic-io",
+    }
+}
+
+/// The `nesquic:run_summary` data for one role: what the terminal printed.
+fn run_summary_event(report: &RunReport, role: Role, merged: Option<&nesquic_ebpf::Metrics>) -> serde_json::Value {
+    let s = &report.summary;
+    let (cpu_s, cpu_pct) = match role {
+        Role::Server => (&s.server_cpu_s, &s.server_cpu_pct),
+        _ => (&s.client_cpu_s, &s.client_cpu_pct),
+    };
+    let probes = merged.map(|m| {
+        let mut m = m.clone();
+        m.roles.retain(|r| r.role == role.to_string());
+        m
+    });
+    json!({
+        "role": role.to_string(),
+        "repetitions": s.repetitions,
+        "size_bytes": report.size_bytes,
+        "payload_verified": report.repetitions.iter().all(|r| r.payload_verified),
+        "goodput_mbps": s.goodput_mbps,
+        "transfer_s": s.transfer_s,
+        "handshake_ms": s.handshake_ms,
+        "cpu_s": cpu_s,
+        "cpu_pct": cpu_pct,
+        "per_repetition": report.repetitions.iter().map(|r| json!({
+            "goodput_mbps": r.goodput_mbps,
+            "transfer_s": r.transfer_s,
+            "handshake_ms": r.handshake_ms,
+            "cpu_s": if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s },
+        })).collect::<Vec<_>>(),
+        "probes": probes,
+    })
+}
+
+/// Prints the probe tables (totals over repetitions) and returns the merged metrics.
+fn print_probe_summary(report: &RunReport) -> Option<nesquic_ebpf::Metrics> {
     let all: Vec<nesquic_ebpf::Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
-    let Some(merged) = nesquic_ebpf::Metrics::merge(&all) else { return };
+    let merged = nesquic_ebpf::Metrics::merge(&all)?;
     let mut cpu = std::collections::BTreeMap::new();
     cpu.insert("server".to_string(), report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
     cpu.insert("client".to_string(), report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
     let window = format!("totals over {} repetition(s); %CPU = time inside / the process's CPU time", all.len());
     crate::probes::print_summary(&merged, &cpu, &window);
+    Some(merged)
 }
 
 /// Where the LUT executables are: `--lut-dir`, else the directory of the running `nesquic`.

@@ -57,7 +57,8 @@ pub fn execute(base: &RepetitionSpec<'_>, list: &str, rounds: u32, json: Option<
                 Some(plan) => Some(plan.open_session()?),
                 None => None,
             };
-            let figures = measure(&spec, session.as_mut()).with_context(|| format!("{} failed", spec.label))?;
+            let figures =
+                measure(&spec, session.as_mut(), None, round + 1).with_context(|| format!("{} failed", spec.label))?;
             drop(session);
             println!("{}: goodput {:.1} Mbit/s, CPU {:.3} s", spec.label, figures.goodput_mbps, cpu_s(&figures));
             results[i].push(figures);

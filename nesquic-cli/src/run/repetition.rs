@@ -20,13 +20,10 @@ use super::process::{Exit, LutProcess, ProcessEvent, Role};
 pub trait ProcessObserver {
     /// `pid` is forked and held before `exec`.
     fn spawned(&mut self, role: Role, pid: i32) -> Result<()>;
-}
 
-/// Observer that does nothing (runs without probes).
-pub struct NoObserver;
-
-impl ProcessObserver for NoObserver {
-    fn spawned(&mut self, _: Role, _: i32) -> Result<()> {
+    /// Called at least every 50 ms while the transfer runs, with the client's verified bytes so
+    /// far (for periodic snapshots).
+    fn tick(&mut self, _progress_bytes: u64) -> Result<()> {
         Ok(())
     }
 }
@@ -100,10 +97,16 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     let started = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     let mut client_exited_at: Option<Instant> = None;
+    let mut progress = 0;
 
     while watch.client_exit.is_none() || watch.server_exit.is_none() || watch.done.is_none() {
         let event = watch.next(&mut [&mut server, &mut client])?;
+        if let Some((_, LutEvent::Done(result))) = &event {
+            progress = result.bytes;
+        }
+        observer.tick(progress)?;
         if let Some((Role::Client, LutEvent::Progress { bytes })) = event {
+            progress = bytes;
             if bar.is_none() && started.elapsed() >= spec.progress_after {
                 bar = Some(progress_bar(spec.size, &spec.label));
             }

@@ -1,0 +1,22 @@
+//! Records the git revision nesquic was built from (run metadata), "unknown" outside a checkout.
+
+use std::process::Command;
+
+fn main() {
+    println!("cargo:rerun-if-changed=../.git/HEAD");
+    println!("cargo:rerun-if-changed=../.git/index");
+    let rev = Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into());
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .output()
+        .ok()
+        .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
+    let rev = if dirty && rev != "unknown" { format!("{rev}-dirty") } else { rev };
+    println!("cargo:rustc-env=NESQUIC_GIT_REVISION={rev}");
+}

@@ -1,0 +1,102 @@
+//! A strict JSON-SEQ qlog reader: every problem is reported with the record number and byte
+//! offset, so a truncated or corrupt file is diagnosed instead of silently skipped.
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+/// A parsed trace.
+#[derive(Debug)]
+pub struct QlogTrace {
+    /// The header record.
+    pub header: Value,
+    /// Every event, in file order.
+    pub events: Vec<Value>,
+}
+
+impl QlogTrace {
+    /// Events with this name.
+    pub fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+        self.events.iter().filter(move |e| e["name"] == name)
+    }
+
+    /// `trace.vantage_point.type`.
+    pub fn vantage(&self) -> &str {
+        self.header["trace"]["vantage_point"]["type"].as_str().unwrap_or("unknown")
+    }
+}
+
+/// Reads and validates `path`.
+pub fn read(path: &Path) -> Result<QlogTrace> {
+    let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
+    parse(&bytes).with_context(|| format!("{} is not a valid JSON-SEQ qlog", path.display()))
+}
+
+/// Parses JSON-SEQ bytes: records start with 0x1E and end with LF; the first is the header.
+pub fn parse(bytes: &[u8]) -> Result<QlogTrace> {
+    if bytes.is_empty() {
+        bail!("the file is empty");
+    }
+    if bytes[0] != 0x1e {
+        bail!("byte 0 is {:#04x}, not the record separator 0x1E: not JSON-SEQ (RFC 7464)", bytes[0]);
+    }
+    let mut header = None;
+    let mut events = Vec::new();
+    let mut offset = 0;
+    let mut last_time = f64::NEG_INFINITY;
+    for (index, record) in bytes.split(|b| *b == 0x1e).enumerate().skip(1) {
+        let at = offset + 1;
+        offset += record.len() + 1;
+        let n = index; // 1-based record number
+        if record.last() != Some(&b'\n') {
+            bail!("record {n} (byte {at}) is truncated: it does not end with a line feed");
+        }
+        let value: Value = serde_json::from_slice(record)
+            .map_err(|e| anyhow::anyhow!("record {n} (byte {at}) is not valid JSON: {e}"))?;
+        if header.is_none() {
+            for field in ["file_schema", "serialization_format", "trace"] {
+                if value.get(field).is_none() {
+                    bail!("record 1 (the header) has no `{field}`");
+                }
+            }
+            header = Some(value);
+            continue;
+        }
+        let time = value["time"].as_f64().with_context(|| format!("record {n} (byte {at}) has no numeric `time`"))?;
+        if value["name"].as_str().is_none() {
+            bail!("record {n} (byte {at}) has no `name`");
+        }
+        if time < last_time {
+            bail!("record {n} (byte {at}) goes back in time ({time} ms after {last_time} ms)");
+        }
+        last_time = time;
+        events.push(value);
+    }
+    Ok(QlogTrace { header: header.context("no header record")?, events })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &[u8] = b"\x1e{\"file_schema\":\"x\",\"serialization_format\":\"y\",\"trace\":{}}\n\x1e{\"time\":1.5,\"name\":\"nesquic:a\",\"data\":{}}\n";
+
+    #[test]
+    fn reads_a_good_trace() {
+        let t = parse(GOOD).expect("parses");
+        assert_eq!(t.events.len(), 1);
+        assert_eq!(t.named("nesquic:a").count(), 1);
+    }
+
+    #[test]
+    fn problems_name_the_record() {
+        let truncated = &GOOD[..GOOD.len() - 5];
+        assert!(format!("{:#}", parse(truncated).expect_err("truncated")).contains("record 2"));
+        let corrupt = [&GOOD[..GOOD.len() - 3], b"x}\n"].concat();
+        assert!(format!("{:#}", parse(&corrupt).expect_err("corrupt")).contains("record 2 (byte"));
+        assert!(format!("{:#}", parse(b"{}\n").expect_err("plain json")).contains("0x1E"));
+        let backwards = [GOOD, b"\x1e{\"time\":1.0,\"name\":\"n\",\"data\":{}}\n"].concat();
+        assert!(format!("{:#}", parse(&backwards).expect_err("time")).contains("back in time"));
+    }
+}

@@ -1,0 +1,149 @@
+//! Every run writes qlog traces that standard readers load, with the same figures as the JSON
+//! summary and the terminal; `nesquic report` reads them back and diagnoses broken files.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn nesquic() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
+    c
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn run_into(dir: &Path) -> Output {
+    let out = nesquic()
+        .args(["run", "--size", "5MB", "--repeat", "2", "--interval", "10ms", "--out"])
+        .arg(dir)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
+#[test]
+fn run_writes_loadable_qlog_matching_the_summary() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("run");
+    let out = run_into(&dir);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("json");
+    let median = summary["summary"]["goodput_mbps"]["median"].as_f64().expect("median");
+    let terminal = String::from_utf8_lossy(&out.stdout);
+    assert!(terminal.contains(&format!("{median:.1}")), "terminal lacks {median:.1}:\n{terminal}");
+
+    for role in ["server", "client"] {
+        let path = dir.join(format!("{role}.sqlog"));
+        let bytes = std::fs::read(&path).expect("sqlog");
+        let head = String::from_utf8_lossy(&bytes[..bytes.len().min(1024)]);
+        assert!(head.contains("\"qlog_version\"") && head.contains("\"qlog_format\":\"JSON-SEQ\""), "{head}");
+
+        // The qlog crate's own reader loads it; unknown nesquic: events come back as JSON events.
+        let reader = qlog::reader::QlogSeqReader::with_file(&path).expect("qlog crate reads the header");
+        assert_eq!(reader.qlog.file_schema, qlog::QLOGFILESEQ_URI);
+        let vp = reader.qlog.trace.vantage_point.clone().expect("vantage point");
+        assert_eq!(serde_json::to_value(&vp.ty).expect("ty"), role);
+        let events: Vec<qlog::reader::Event> = reader.collect();
+        let names: Vec<String> = events
+            .iter()
+            .map(|e| match e {
+                qlog::reader::Event::Json(j) => j.name.clone(),
+                qlog::reader::Event::Qlog(q) => format!("{:?}", q.data),
+            })
+            .collect();
+        // A plain JSON-SEQ split sees every record the qlog reader saw: nothing was skipped.
+        let records = bytes.split(|b| *b == 0x1e).filter(|r| !r.is_empty()).count();
+        assert_eq!(events.len() + 1, records, "{names:?}");
+        assert_eq!(names.first().map(String::as_str), Some("nesquic:run_started"));
+        assert_eq!(names.last().map(String::as_str), Some("nesquic:run_summary"));
+        let snapshots = names.iter().filter(|n| *n == "nesquic:metrics_updated").count();
+        assert!(snapshots >= 2, "{role}: {snapshots} snapshots (one final per repetition at least)");
+
+        let times: Vec<f64> = events
+            .iter()
+            .filter_map(|e| match e {
+                qlog::reader::Event::Json(j) => Some(j.time),
+                qlog::reader::Event::Qlog(_) => None,
+            })
+            .collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "times not monotone: {times:?}");
+
+        let trace = strict_events(&bytes);
+        let started = trace.iter().find(|e| e["name"] == "nesquic:run_started").expect("run_started");
+        let d = &started["data"];
+        assert_eq!(d["role"], role);
+        assert_eq!(d["lut"]["name"], "quinn");
+        assert_eq!(d["testcase"]["size_bytes"], 5_000_000);
+        for field in ["kernel", "cpu_model", "cores"] {
+            assert!(!d["host"][field].is_null(), "host.{field} missing");
+        }
+        assert!(d["nesquic"]["git_revision"].as_str().is_some_and(|r| !r.is_empty()));
+
+        let s = &trace.last().expect("events")["data"];
+        assert_eq!(s["goodput_mbps"], summary["summary"]["goodput_mbps"]);
+        assert_eq!(s["transfer_s"], summary["summary"]["transfer_s"]);
+        assert_eq!(s["cpu_s"], summary["summary"][format!("{role}_cpu_s")]);
+        let finals: Vec<&Value> =
+            trace.iter().filter(|e| e["name"] == "nesquic:metrics_updated" && e["data"]["final"] == true).collect();
+        assert_eq!(finals.len(), 2, "one final snapshot per repetition");
+        if role == "client" {
+            assert_eq!(finals[0]["data"]["progress_bytes"], 5_000_000);
+        }
+    }
+
+    // `nesquic report` prints the same figures back.
+    let report = nesquic().arg("report").arg(&dir).output().expect("report");
+    assert!(report.status.success(), "{}", stderr(&report));
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(text.contains(&format!("{median:.1}")) && text.contains("server") && text.contains("client"), "{text}");
+}
+
+fn strict_events(bytes: &[u8]) -> Vec<Value> {
+    bytes
+        .split(|b| *b == 0x1e)
+        .filter(|r| !r.is_empty())
+        .skip(1)
+        .map(|r| serde_json::from_slice(r).expect("each record is JSON"))
+        .collect()
+}
+
+#[test]
+fn out_dir_with_files_is_never_overwritten() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::write(tmp.path().join("keep.txt"), "precious").expect("write");
+    let out = nesquic().args(["run", "--size", "1MB", "--out"]).arg(tmp.path()).output().expect("run");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("never overwrites"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(tmp.path().join("keep.txt")).expect("kept"), "precious");
+}
+
+#[test]
+fn broken_qlog_files_are_diagnosed_by_record() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("run");
+    run_into(&dir);
+    let good = std::fs::read(dir.join("server.sqlog")).expect("sqlog");
+
+    let truncated = tmp.path().join("truncated.sqlog");
+    std::fs::write(&truncated, &good[..good.len() - 10]).expect("write");
+    let out = nesquic().arg("report").arg(&truncated).output().expect("report");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("truncated") && stderr(&out).contains("record"), "{}", stderr(&out));
+
+    let mut corrupt = good.clone();
+    let second = corrupt.iter().enumerate().filter(|(_, b)| **b == 0x1e).nth(2).map(|(i, _)| i).expect("3 records");
+    corrupt[second + 1] = b'#'; // the record's opening brace
+    let corrupt_path = tmp.path().join("corrupt.sqlog");
+    std::fs::write(&corrupt_path, &corrupt).expect("write");
+    let out = nesquic().arg("report").arg(&corrupt_path).output().expect("report");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("record 3") && stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
+
+    let out = nesquic().arg("report").arg(tmp.path().join("missing")).output().expect("report");
+    assert!(!out.status.success() && stderr(&out).contains("does not exist"), "{}", stderr(&out));
+}
