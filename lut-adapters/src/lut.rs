@@ -69,6 +69,8 @@ pub struct ServerSpec<'a> {
     pub certs: &'a CertFiles,
     /// I/O path.
     pub io: IoMode,
+    /// Where the library writes its own qlog, if asked (`--lut-qlog`).
+    pub qlog: Option<&'a std::path::Path>,
 }
 
 /// Parameters of one client process.
@@ -82,6 +84,8 @@ pub struct ClientSpec<'a> {
     pub size: u64,
     /// I/O path.
     pub io: IoMode,
+    /// Where the library writes its own qlog, if asked (`--lut-qlog`).
+    pub qlog: Option<&'a std::path::Path>,
 }
 
 /// A library under test. Implementations are small: a name, versions, and the executable that
@@ -125,7 +129,7 @@ pub trait Lut: Send + Sync {
 
     /// Arguments for the server process.
     fn server_args(&self, spec: &ServerSpec<'_>) -> Vec<OsString> {
-        vec![
+        let mut args: Vec<OsString> = vec![
             "server".into(),
             "--listen".into(),
             spec.listen.to_string().into(),
@@ -135,12 +139,16 @@ pub trait Lut: Send + Sync {
             spec.certs.key.clone().into(),
             "--io".into(),
             spec.io.to_string().into(),
-        ]
+        ];
+        if let Some(q) = spec.qlog {
+            args.extend(["--qlog".into(), q.into()]);
+        }
+        args
     }
 
     /// Arguments for the client process.
     fn client_args(&self, spec: &ClientSpec<'_>) -> Vec<OsString> {
-        vec![
+        let mut args: Vec<OsString> = vec![
             "client".into(),
             "--connect".into(),
             spec.connect.to_string().into(),
@@ -150,7 +158,11 @@ pub trait Lut: Send + Sync {
             spec.size.to_string().into(),
             "--io".into(),
             spec.io.to_string().into(),
-        ]
+        ];
+        if let Some(q) = spec.qlog {
+            args.extend(["--qlog".into(), q.into()]);
+        }
+        args
     }
 }
 
@@ -226,6 +238,9 @@ pub mod args {
             /// I/O path.
             #[arg(long, value_enum, default_value_t = IoMode::Native)]
             io: IoMode,
+            /// Write the library's own qlog (JSON-SEQ) here.
+            #[arg(long)]
+            qlog: Option<PathBuf>,
         },
         /// Download and verify one payload.
         Client {
@@ -241,6 +256,9 @@ pub mod args {
             /// I/O path.
             #[arg(long, value_enum, default_value_t = IoMode::Native)]
             io: IoMode,
+            /// Write the library's own qlog (JSON-SEQ) here.
+            #[arg(long)]
+            qlog: Option<PathBuf>,
         },
     }
 }

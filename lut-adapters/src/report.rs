@@ -18,6 +18,14 @@ pub enum LutEvent {
     },
     /// The client verified the whole payload.
     Done(ClientResult),
+    /// The library writes its own qlog to `path`; its event times are milliseconds since
+    /// `start_unix_ns` (wall clock), so nesquic can put them on its own clock.
+    Qlog {
+        /// The qlog file.
+        path: std::path::PathBuf,
+        /// Wall-clock time of the library's qlog time zero, ns since the Unix epoch.
+        start_unix_ns: u64,
+    },
 }
 
 /// The client's measurements for one transfer.

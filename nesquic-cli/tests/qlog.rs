@@ -147,3 +147,31 @@ fn broken_qlog_files_are_diagnosed_by_record() {
     let out = nesquic().arg("report").arg(tmp.path().join("missing")).output().expect("report");
     assert!(!out.status.success() && stderr(&out).contains("does not exist"), "{}", stderr(&out));
 }
+
+#[test]
+fn lut_qlog_is_merged_on_one_clock() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("run");
+    let out = nesquic().args(["run", "--size", "2MB", "--lut-qlog", "--out"]).arg(&dir).output().expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    for role in ["server", "client"] {
+        let path = dir.join(format!("{role}.sqlog"));
+        assert!(dir.join(format!("lut-{role}-1.sqlog")).exists(), "raw LUT qlog kept");
+        let bytes = std::fs::read(&path).expect("sqlog");
+        let events = strict_events(&bytes);
+        let quic = events.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("quic:"))).count();
+        let ours = events.iter().filter(|e| e["name"].as_str().is_some_and(|n| n.starts_with("nesquic:"))).count();
+        assert!(quic > 100 && ours >= 3, "{role}: {quic} quic events, {ours} nesquic events");
+        assert!(events.iter().any(|e| e["name"] == "quic:packet_sent"), "{role}: no packet_sent");
+        let times: Vec<f64> = events.iter().map(|e| e["time"].as_f64().expect("time")).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{role}: not sorted by time");
+        // On one clock: the library's events fall between run_started and run_summary.
+        let first_quic =
+            events.iter().find(|e| e["name"].as_str().is_some_and(|n| n.starts_with("quic:"))).expect("quic");
+        assert!(first_quic["time"].as_f64() > events[0]["time"].as_f64(), "{role}: library event before run_started");
+        assert_eq!(events.last().expect("events")["name"], "nesquic:run_summary");
+        // Still loadable by the qlog crate.
+        let reader = qlog::reader::QlogSeqReader::with_file(&path).expect("header");
+        assert_eq!(reader.count(), events.len());
+    }
+}

@@ -13,8 +13,6 @@ use nesquic_lut_adapters::{tls, IoMode};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-/// Test hook: the server aborts (SIGABRT) after writing this many payload bytes, so tests can
-/// check how `nesquic run` handles a LUT that crashes mid-transfer.
 /// Test hooks: make the server abort after N payload bytes, or flip the payload byte at offset N.
 const FAULT_ENV: &str = "NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES";
 const CORRUPT_ENV: &str = "NESQUIC_FAULT_SERVER_CORRUPT_AT";
@@ -32,13 +30,13 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match cli.role {
-            Role::Server { listen, cert, key, io } => {
+            Role::Server { listen, cert, key, io, qlog } => {
                 ensure_native(io)?;
-                server(listen, &cert, &key).await
+                server(listen, &cert, &key, transport(qlog.as_deref(), "server")?).await
             }
-            Role::Client { connect, ca, size, io } => {
+            Role::Client { connect, ca, size, io, qlog } => {
                 ensure_native(io)?;
-                client(connect, &ca, size).await
+                client(connect, &ca, size, transport(qlog.as_deref(), "client")?).await
             }
         }
     });
@@ -55,11 +53,32 @@ fn ensure_native(io: IoMode) -> Result<()> {
     Ok(())
 }
 
+/// quinn's default transport, plus its own qlog when asked (reported to nesquic with the wall
+/// clock of the qlog's time zero).
+fn transport(qlog: Option<&std::path::Path>, role: &str) -> Result<Arc<quinn::TransportConfig>> {
+    let mut transport = quinn::TransportConfig::default();
+    if let Some(path) = qlog {
+        let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
+        let (start, wall) = (Instant::now(), std::time::SystemTime::now());
+        let mut config = quinn::QlogConfig::default();
+        config.writer(Box::new(std::io::BufWriter::new(file))).title(Some(format!("quinn {role}"))).start_time(start);
+        transport.qlog_stream(config.into_stream());
+        let start_unix_ns = wall.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        LutEvent::Qlog { path: path.to_path_buf(), start_unix_ns }.emit();
+    }
+    Ok(Arc::new(transport))
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-async fn server(listen: std::net::SocketAddr, cert: &std::path::Path, key: &std::path::Path) -> Result<()> {
+async fn server(
+    listen: std::net::SocketAddr,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<()> {
     let cert = CertificateDer::from(tls::read(cert)?);
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(tls::read(key)?));
     let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
@@ -68,7 +87,8 @@ async fn server(listen: std::net::SocketAddr, cert: &std::path::Path, key: &std:
         .with_single_cert(vec![cert], key)
         .context("server certificate")?;
     crypto.alpn_protocols = vec![ALPN.to_vec()];
-    let config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+    config.transport_config(transport);
     let endpoint = quinn::Endpoint::server(config, listen).with_context(|| format!("bind {listen}"))?;
     LutEvent::Listening { addr: endpoint.local_addr()? }.emit();
 
@@ -102,7 +122,12 @@ async fn server(listen: std::net::SocketAddr, cert: &std::path::Path, key: &std:
     Ok(())
 }
 
-async fn client(connect: std::net::SocketAddr, ca: &std::path::Path, size: u64) -> Result<()> {
+async fn client(
+    connect: std::net::SocketAddr,
+    ca: &std::path::Path,
+    size: u64,
+    transport: Arc<quinn::TransportConfig>,
+) -> Result<()> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(tls::read(ca)?)).context("trust anchor")?;
     let mut crypto = rustls::ClientConfig::builder_with_provider(provider())
@@ -110,7 +135,8 @@ async fn client(connect: std::net::SocketAddr, ca: &std::path::Path, size: u64) 
         .with_root_certificates(roots)
         .with_no_client_auth();
     crypto.alpn_protocols = vec![ALPN.to_vec()];
-    let config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
+    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
+    config.transport_config(transport);
     let bind: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
     let endpoint = quinn::Endpoint::client(bind)?;
 

@@ -47,6 +47,10 @@ pub struct RunArgs {
     /// Default: ./nesquic-runs/UTCTIME-LUT/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Also turn on the library's own qlog and merge its events (renamed into the `quic:`
+    /// namespace) into the role's trace, on Nesquic's clock. The raw files stay as lut-*.sqlog.
+    #[arg(long)]
+    pub lut_qlog: bool,
     /// Period of the `nesquic:metrics_updated` qlog snapshots: 100ms, 1s, ...
     #[arg(long, default_value = "100ms", value_parser = units::parse_duration)]
     pub interval: Duration,
@@ -123,6 +127,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             interrupted: &interrupted,
             progress_after: Duration::from_secs(2),
             label: String::new(),
+            lut_qlog: None,
         };
         overhead::execute(&base, list, args.repeat, args.json.as_deref())?;
         return Ok(None);
@@ -163,6 +168,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             interrupted: &interrupted,
             progress_after: Duration::from_secs(2),
             label: label.clone(),
+            lut_qlog: args.lut_qlog.then_some((out_dir.as_path(), i)),
         };
         let figures = measure(&spec, session.as_mut(), Some(&mut recorder), i)
             .with_context(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
@@ -183,7 +189,18 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     // Probes detach here, before anything is written.
     drop(session);
     recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
-    recorder.finish()?;
+    let epoch = recorder.epoch();
+    let traces = recorder.finish()?;
+    if args.lut_qlog {
+        let lut_files: Vec<_> = report.repetitions.iter().flat_map(|r| r.lut_qlogs.iter().cloned()).collect();
+        anyhow::ensure!(!lut_files.is_empty(), "--lut-qlog: {} wrote no qlog", lut.name());
+        for (trace, role) in traces.iter().zip([Role::Server, Role::Client]) {
+            let mine: Vec<_> =
+                lut_files.iter().filter(|(r, _, _)| *r == role).map(|(_, p, t)| (p.clone(), *t)).collect();
+            let merged = record::merge_lut_qlog(trace, epoch, &mine)?;
+            eprintln!("nesquic: merged {merged} {} qlog events into {}", lut.name(), trace.display());
+        }
+    }
     let text = serde_json::to_string_pretty(&report)?;
     let summary_path = out_dir.join("summary.json");
     std::fs::write(&summary_path, &text).with_context(|| format!("write {}", summary_path.display()))?;

@@ -14,6 +14,7 @@ use crate::qlog::writer::QlogWriter;
 pub struct Recorder {
     server: QlogWriter,
     client: QlogWriter,
+    epoch: SystemTime,
     /// Snapshot period.
     pub interval: Duration,
 }
@@ -25,6 +26,7 @@ impl Recorder {
         Ok(Self {
             server: QlogWriter::create(&dir.join("server.sqlog"), "server", title, reference, wall)?,
             client: QlogWriter::create(&dir.join("client.sqlog"), "client", title, reference, wall)?,
+            epoch: wall,
             interval,
         })
     }
@@ -41,6 +43,11 @@ impl Recorder {
     pub fn both(&mut self, name: &str, data: impl Fn(Role) -> Value) -> Result<()> {
         self.server.event(name, &data(Role::Server))?;
         self.client.event(name, &data(Role::Client))
+    }
+
+    /// Wall-clock time zero of both traces.
+    pub fn epoch(&self) -> SystemTime {
+        self.epoch
     }
 
     /// Flushes both files.
@@ -122,4 +129,58 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
         );
     }
     std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))
+}
+
+/// Merges a library's own qlog files into one of our traces: their events are moved onto our
+/// clock, renamed into the `quic:` namespace (older drafts used `transport:`, `recovery:`, ...;
+/// the original name is kept in `original_name`), and the whole trace is rewritten sorted by
+/// time. Returns how many library events were merged.
+pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, lut_files: &[(PathBuf, u64)]) -> Result<usize> {
+    let ours = crate::qlog::reader::read(trace)?;
+    let epoch_ns = epoch.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as f64).unwrap_or(0.0);
+    let mut events = ours.events;
+    let mut merged = 0;
+    for (path, start_unix_ns) in lut_files {
+        let shift_ms = (*start_unix_ns as f64 - epoch_ns) / 1e6;
+        let bytes = std::fs::read(path).with_context(|| format!("read the LUT's qlog {}", path.display()))?;
+        for (n, record) in bytes.split(|b| *b == 0x1e).filter(|r| !r.iter().all(u8::is_ascii_whitespace)).enumerate() {
+            let mut event: Value = serde_json::from_slice(record)
+                .with_context(|| format!("{} record {}: not valid JSON", path.display(), n + 1))?;
+            // The first record is the library's header; events carry a time and a name.
+            let (Some(time), Some(name)) = (event["time"].as_f64(), event["name"].as_str().map(String::from)) else {
+                continue;
+            };
+            event["time"] = json!(time + shift_ms);
+            event["name"] = json!(quic_namespace(&name));
+            event["original_name"] = json!(name);
+            events.push(event);
+            merged += 1;
+        }
+    }
+    events.sort_by(|a, b| a["time"].as_f64().unwrap_or(0.0).total_cmp(&b["time"].as_f64().unwrap_or(0.0)));
+    let tmp = trace.with_extension("sqlog.tmp");
+    let mut out = String::new();
+    out.push('\x1e');
+    out.push_str(&serde_json::to_string(&ours.header)?);
+    out.push('\n');
+    for e in &events {
+        out.push('\x1e');
+        out.push_str(&serde_json::to_string(e)?);
+        out.push('\n');
+    }
+    std::fs::write(&tmp, out).with_context(|| format!("write {}", tmp.display()))?;
+    std::fs::rename(&tmp, trace).with_context(|| format!("replace {}", trace.display()))?;
+    Ok(merged)
+}
+
+/// `transport:packet_sent` -> `quic:packet_sent`, `recovery:metrics_updated` ->
+/// `quic:recovery_metrics_updated` (qlog QUIC events draft 13 names).
+fn quic_namespace(name: &str) -> String {
+    match name.split_once(':') {
+        Some(("recovery", "metrics_updated")) => "quic:recovery_metrics_updated".into(),
+        Some(("transport", "datagrams_sent")) => "quic:udp_datagrams_sent".into(),
+        Some(("transport", "datagrams_received")) => "quic:udp_datagrams_received".into(),
+        Some(("transport" | "recovery" | "connectivity" | "security", event)) => format!("quic:{event}"),
+        _ => name.to_string(),
+    }
 }

@@ -48,10 +48,12 @@ pub struct RepetitionSpec<'a> {
     pub progress_after: Duration,
     /// Label for the progress bar ("rep 2/5").
     pub label: String,
+    /// Ask the LUT for its own qlog, written to `<dir>/lut-<role>-<rep>.sqlog`.
+    pub lut_qlog: Option<(&'a Path, u32)>,
 }
 
 /// What one repetition measured.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct RepetitionOutcome {
     /// The client's own measurements.
     pub client_result: ClientResult,
@@ -59,6 +61,8 @@ pub struct RepetitionOutcome {
     pub server: Exit,
     /// The client's exit and accounting.
     pub client: Exit,
+    /// qlog files the LUT wrote, with the wall clock of their time zero (ns since the epoch).
+    pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
 }
 
 const POLL: Duration = Duration::from_millis(50);
@@ -71,14 +75,25 @@ const SERVER_GRACE: Duration = Duration::from_secs(10);
 pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObserver) -> Result<RepetitionOutcome> {
     let (tx, rx) = channel();
     let deadline = Instant::now() + spec.timeout;
-    let server_args =
-        spec.lut.server_args(&ServerSpec { listen: "127.0.0.1:0".parse()?, certs: spec.certs, io: spec.io });
+    let server_args = spec.lut.server_args(&ServerSpec {
+        listen: "127.0.0.1:0".parse()?,
+        certs: spec.certs,
+        io: spec.io,
+        qlog: lut_qlog_path(spec, Role::Server).as_deref(),
+    });
     let mut server = LutProcess::spawn(Role::Server, spec.binary, &server_args, tx.clone())?;
     observer.spawned(Role::Server, server.pid)?;
     server.release()?;
 
-    let mut watch =
-        Watch { rx, deadline, interrupted: spec.interrupted, server_exit: None, client_exit: None, done: None };
+    let mut watch = Watch {
+        rx,
+        deadline,
+        interrupted: spec.interrupted,
+        server_exit: None,
+        client_exit: None,
+        done: None,
+        lut_qlogs: Vec::new(),
+    };
     let addr = loop {
         match watch.next(&mut [&mut server])? {
             Some((Role::Server, LutEvent::Listening { addr })) => break addr,
@@ -89,8 +104,13 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         }
     };
 
-    let client_args =
-        spec.lut.client_args(&ClientSpec { connect: addr, certs: spec.certs, size: spec.size, io: spec.io });
+    let client_args = spec.lut.client_args(&ClientSpec {
+        connect: addr,
+        certs: spec.certs,
+        size: spec.size,
+        io: spec.io,
+        qlog: lut_qlog_path(spec, Role::Client).as_deref(),
+    });
     let mut client = LutProcess::spawn(Role::Client, spec.binary, &client_args, tx)?;
     observer.spawned(Role::Client, client.pid)?;
     client.release()?;
@@ -141,7 +161,12 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         client_result: watch.done.context("client reported no result")?,
         server: watch.server_exit.context("server exit missing")?,
         client: watch.client_exit.context("client exit missing")?,
+        lut_qlogs: watch.lut_qlogs,
     })
+}
+
+fn lut_qlog_path(spec: &RepetitionSpec<'_>, role: Role) -> Option<std::path::PathBuf> {
+    spec.lut_qlog.map(|(dir, rep)| dir.join(format!("lut-{role}-{rep}.sqlog")))
 }
 
 /// Collects events and enforces the deadline and interruption for a set of processes.
@@ -152,6 +177,7 @@ struct Watch<'a> {
     server_exit: Option<Exit>,
     client_exit: Option<Exit>,
     done: Option<ClientResult>,
+    lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
 }
 
 impl Watch<'_> {
@@ -178,8 +204,10 @@ impl Watch<'_> {
                 Ok(None)
             }
             Ok(ProcessEvent::Report(role, event)) => {
-                if let LutEvent::Done(result) = event {
-                    self.done = Some(result);
+                match &event {
+                    LutEvent::Done(result) => self.done = Some(*result),
+                    LutEvent::Qlog { path, start_unix_ns } => self.lut_qlogs.push((role, path.clone(), *start_unix_ns)),
+                    _ => {}
                 }
                 Ok(Some((role, event)))
             }

@@ -56,6 +56,9 @@ pub struct RepetitionFigures {
     pub server: ProcessFigures,
     /// The client process.
     pub client: ProcessFigures,
+    /// The LUT's own qlog files (with `--lut-qlog`): role, path, wall clock of their time zero.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lut_qlogs: Vec<(super::process::Role, std::path::PathBuf, u64)>,
     /// What the eBPF probes measured in this repetition (with `--probe`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probes: Option<nesquic_ebpf::Metrics>,
@@ -74,6 +77,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             handshake_ms: o.client_result.handshake_ns as f64 / 1e6,
             server: o.server.into(),
             client: o.client.into(),
+            lut_qlogs: o.lut_qlogs.clone(),
             probes: None,
         }
     }
