@@ -305,3 +305,50 @@ fn overhead_compares_probe_sets_against_no_probes() {
     assert!(sets[0]["repetitions"][0]["probes"].is_null());
     assert_nothing_attached();
 }
+
+#[test]
+fn qlog_datagram_events_add_up_to_the_io_counters() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run");
+    let out = nesquic()
+        .args(["run", "--size", "5MB", "--probe", "io", "--qlog-datagrams", "--out"])
+        .arg(&run)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    for role in ["server", "client"] {
+        let bytes = std::fs::read(run.join(format!("{role}.sqlog"))).expect("sqlog");
+        let events: Vec<Value> = bytes
+            .split(|b| *b == 0x1e)
+            .filter(|r| !r.is_empty())
+            .skip(1)
+            .map(|r| serde_json::from_slice(r).expect("json"))
+            .collect();
+        let summary = events.last().expect("events");
+        assert_eq!(summary["name"], "nesquic:run_summary");
+        let io = summary["data"]["probes"]["roles"][0]["io"].as_array().expect("io").clone();
+        for (direction, name) in [("send", "quic:udp_datagrams_sent"), ("recv", "quic:udp_datagrams_received")] {
+            let (mut count, mut length) = (0u64, 0u64);
+            for e in events.iter().filter(|e| e["name"] == name) {
+                count += e["data"]["count"].as_u64().expect("count");
+                length += e["data"]["raw"]
+                    .as_array()
+                    .expect("raw")
+                    .iter()
+                    .map(|r| r["length"].as_u64().expect("len"))
+                    .sum::<u64>();
+            }
+            let want_dg: u64 =
+                io.iter().filter(|s| s["direction"] == direction).map(|s| s["datagrams"].as_u64().expect("dg")).sum();
+            let want_bytes: u64 =
+                io.iter().filter(|s| s["direction"] == direction).map(|s| s["bytes"].as_u64().expect("b")).sum();
+            assert_eq!((count, length), (want_dg, want_bytes), "{role} {direction}");
+            assert!(count > 0, "{role} {direction}: no events");
+        }
+        assert_eq!(summary["data"]["probes"]["lost"]["events_dropped"], 0);
+        let times: Vec<f64> = events.iter().map(|e| e["time"].as_f64().expect("time")).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{role}: not sorted");
+    }
+    assert_nothing_attached();
+}

@@ -54,6 +54,19 @@ struct {
 	__type(value, struct nq_health);
 } health SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct nq_settings);
+} settings SEC(".maps");
+
+/* Per-message events, only with --qlog-datagrams (off by default: aggregate in the kernel). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 22);
+} datagram_events SEC(".maps");
+
 struct io_call {
 	__u64 start_ns;
 	__u64 msg;   /* user pointer: msghdr or mmsghdr array (0 for sendto/recvfrom) */
@@ -183,6 +196,31 @@ static __always_inline __u64 datagrams_in(__u64 len, __u32 unit)
 	return (len + unit - 1) / unit;
 }
 
+static __always_inline int datagram_events_on(void)
+{
+	__u32 zero = 0;
+	struct nq_settings *cfg = bpf_map_lookup_elem(&settings, &zero);
+	return cfg && cfg->datagram_events;
+}
+
+static __always_inline void emit_message(__u64 ts, __u32 role, __u32 kind, __u64 bytes, __u64 datagrams, __u32 unit,
+					 struct nq_health *h)
+{
+	struct nq_datagram_event *e = bpf_ringbuf_reserve(&datagram_events, sizeof(*e), 0);
+	if (!e) {
+		if (h)
+			h->events_dropped += 1;
+		return;
+	}
+	e->ts_ns = ts;
+	e->bytes = bytes;
+	e->role = role;
+	e->kind = kind;
+	e->datagrams = datagrams;
+	e->segment = (unit && unit < bytes) ? unit : bytes;
+	bpf_ringbuf_submit(e, 0);
+}
+
 static __always_inline int io_exit(long ret)
 {
 	__u64 id = bpf_get_current_pid_tgid();
@@ -208,17 +246,25 @@ static __always_inline int io_exit(long ret)
 	struct nq_health *h = health_slot();
 	int is_send = c.kind <= NQ_SENDTO;
 	int cmsg_type = is_send ? UDP_SEGMENT : UDP_GRO;
+	int emit = datagram_events_on();
+	__u64 now = bpf_ktime_get_ns();
 	switch (c.kind) {
 	case NQ_SENDTO:
 	case NQ_RECVFROM:
 		s->bytes += ret;
 		s->datagrams += 1;
+		if (emit)
+			emit_message(now, c.role, c.kind, ret, 1, 0, h);
 		break;
 	case NQ_SENDMSG:
 	case NQ_RECVMSG: {
 		const struct user_msghdr *m = (const void *)c.msg;
+		__u32 unit = udp_cmsg_value(m, cmsg_type, h);
+		__u64 n = datagrams_in(ret, unit);
 		s->bytes += ret;
-		s->datagrams += datagrams_in(ret, udp_cmsg_value(m, cmsg_type, h));
+		s->datagrams += n;
+		if (emit)
+			emit_message(now, c.role, c.kind, ret, n, unit, h);
 		break;
 	}
 	case NQ_SENDMMSG:
@@ -234,8 +280,12 @@ static __always_inline int io_exit(long ret)
 					h->user_read_failures += 1;
 				break;
 			}
+			__u32 unit = udp_cmsg_value(&v[i].msg_hdr, cmsg_type, h);
+			__u64 n = datagrams_in(len, unit);
 			s->bytes += len;
-			s->datagrams += datagrams_in(len, udp_cmsg_value(&v[i].msg_hdr, cmsg_type, h));
+			s->datagrams += n;
+			if (emit)
+				emit_message(now, c.role, c.kind, len, n, unit, h);
 		}
 		if (ret > NQ_MAX_BATCH && h)
 			h->truncated_batches += 1;

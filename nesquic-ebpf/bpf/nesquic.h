@@ -46,11 +46,29 @@ struct nq_health {
 	__u64 nested_overwrites;   /* a function re-entered before returning: outer call lost */
 	__u64 user_read_failures;  /* user memory (msghdr, cmsg) could not be read */
 	__u64 truncated_batches;   /* mmsg batch larger than NQ_MAX_BATCH: datagrams partly counted */
+	__u64 events_dropped;      /* per-batch events (--qlog-datagrams) the ring buffer had no room for */
+};
+
+/* One message of a send/receive syscall, emitted only when nq_settings.datagram_events is set. */
+struct nq_datagram_event {
+	__u64 ts_ns;      /* CLOCK_MONOTONIC at syscall exit */
+	__u64 bytes;      /* bytes of this message */
+	__u32 role;
+	__u32 kind;       /* enum nq_syscall */
+	__u32 datagrams;  /* datagrams in this message */
+	__u32 segment;    /* datagram size (GSO segment / GRO stride); the last may be shorter */
+};
+
+struct nq_settings {
+	__u32 datagram_events;
+	__u32 reserved;
 };
 
 /* Sizes the Rust mirror asserts too (src/layout.rs). */
 _Static_assert(sizeof(struct nq_stats) == 368, "nq_stats layout changed: update src/layout.rs");
 _Static_assert(sizeof(struct nq_func_config) == 8, "nq_func_config layout changed");
-_Static_assert(sizeof(struct nq_health) == 40, "nq_health layout changed");
+_Static_assert(sizeof(struct nq_health) == 48, "nq_health layout changed");
+_Static_assert(sizeof(struct nq_datagram_event) == 32, "nq_datagram_event layout changed");
+_Static_assert(sizeof(struct nq_settings) == 8, "nq_settings layout changed");
 
 #endif

@@ -65,6 +65,7 @@ pub struct NqFuncConfig {
 /// `struct nq_health`: what the kernel side could not measure, per CPU.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct NqHealth {
     /// Entries not recorded because an in-flight map was full.
     pub inflight_full: u64,
@@ -76,6 +77,36 @@ pub struct NqHealth {
     pub user_read_failures: u64,
     /// mmsg batches larger than the parsed maximum.
     pub truncated_batches: u64,
+    /// Per-message events the ring buffer had no room for (`--qlog-datagrams`).
+    pub events_dropped: u64,
+}
+
+/// `struct nq_datagram_event`: one message of a send/receive syscall.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NqDatagramEvent {
+    /// CLOCK_MONOTONIC at syscall exit, ns.
+    pub ts_ns: u64,
+    /// Bytes of the message.
+    pub bytes: u64,
+    /// Role index.
+    pub role: u32,
+    /// Index into [`SYSCALLS`].
+    pub kind: u32,
+    /// Datagrams in the message.
+    pub datagrams: u32,
+    /// Datagram size (the last may be shorter).
+    pub segment: u32,
+}
+
+/// `struct nq_settings`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NqSettings {
+    /// 1: emit an [`NqDatagramEvent`] per message.
+    pub datagram_events: u32,
+    /// Padding.
+    pub reserved: u32,
 }
 
 impl NqHealth {
@@ -86,6 +117,7 @@ impl NqHealth {
         self.nested_overwrites += o.nested_overwrites;
         self.user_read_failures += o.user_read_failures;
         self.truncated_batches += o.truncated_batches;
+        self.events_dropped += o.events_dropped;
     }
 
     /// Nothing was lost.
@@ -100,7 +132,11 @@ unsafe impl aya::Pod for NqStats {}
 unsafe impl aya::Pod for NqFuncConfig {}
 // SAFETY: as above.
 unsafe impl aya::Pod for NqHealth {}
+// SAFETY: as above.
+unsafe impl aya::Pod for NqSettings {}
 
 const _: () = assert!(std::mem::size_of::<NqStats>() == 368);
 const _: () = assert!(std::mem::size_of::<NqFuncConfig>() == 8);
-const _: () = assert!(std::mem::size_of::<NqHealth>() == 40);
+const _: () = assert!(std::mem::size_of::<NqHealth>() == 48);
+const _: () = assert!(std::mem::size_of::<NqDatagramEvent>() == 32);
+const _: () = assert!(std::mem::size_of::<NqSettings>() == 8);

@@ -5,13 +5,13 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 
-use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues, RingBuf};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope};
 use aya::programs::{TracePoint, UProbe};
 use aya::Ebpf;
 
 use crate::catalog::ResolvedFunction;
-use crate::layout::{NqFuncConfig, NqHealth, NqStats, MAX_FUNCS, MAX_ROLES, SYSCALLS};
+use crate::layout::{NqDatagramEvent, NqFuncConfig, NqHealth, NqSettings, NqStats, MAX_FUNCS, MAX_ROLES, SYSCALLS};
 use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
 use crate::{preflight, EbpfError};
 
@@ -28,6 +28,8 @@ pub struct ProbeSession {
     io_stats: PerCpuArray<MapData, NqStats>,
     func_stats: PerCpuArray<MapData, NqStats>,
     health: PerCpuArray<MapData, NqHealth>,
+    settings: Array<MapData, NqSettings>,
+    datagram_events: RingBuf<MapData>,
     io: bool,
     functions: Vec<ResolvedFunction>,
     /// uprobe links per tracked pid: (enter, exit) per function.
@@ -49,13 +51,26 @@ impl ProbeSession {
         let io_stats = take_map(&mut ebpf, "io_stats", PerCpuArray::try_from)?;
         let func_stats = take_map(&mut ebpf, "func_stats", PerCpuArray::try_from)?;
         let health = take_map(&mut ebpf, "health", PerCpuArray::try_from)?;
+        let settings = take_map(&mut ebpf, "settings", Array::try_from)?;
+        let datagram_events = take_map(&mut ebpf, "datagram_events", RingBuf::try_from)?;
         let mut func_config: Array<MapData, NqFuncConfig> = take_map(&mut ebpf, "func_config", Array::try_from)?;
         for (cookie, f) in functions.iter().enumerate() {
             let cfg = NqFuncConfig { bytes_arg: f.bytes_arg, reserved: 0 };
             func_config.set(cookie as u32, cfg, 0).map_err(|e| EbpfError::Map(format!("func_config: {e}")))?;
         }
-        let mut session =
-            Self { ebpf, targets, io_stats, func_stats, health, io, functions, links: HashMap::new(), nr_cpus };
+        let mut session = Self {
+            ebpf,
+            targets,
+            io_stats,
+            func_stats,
+            health,
+            settings,
+            datagram_events,
+            io,
+            functions,
+            links: HashMap::new(),
+            nr_cpus,
+        };
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
         if io {
             for name in SYSCALLS {
@@ -69,6 +84,27 @@ impl ProbeSession {
             }
         }
         Ok(session)
+    }
+
+    /// Turns per-message events on or off (off by default: figures are aggregated in the kernel;
+    /// events cost a ring-buffer record per message). Read them with [`Self::drain_datagram_events`].
+    pub fn set_datagram_events(&mut self, on: bool) -> Result<(), EbpfError> {
+        let value = NqSettings { datagram_events: u32::from(on), reserved: 0 };
+        self.settings.set(0, value, 0).map_err(|e| EbpfError::Map(format!("settings: {e}")))
+    }
+
+    /// Takes every per-message event the kernel has queued (oldest first per CPU). Events it
+    /// had no room for are counted in `lost.events_dropped`.
+    pub fn drain_datagram_events(&mut self) -> Vec<NqDatagramEvent> {
+        let mut out = Vec::new();
+        while let Some(item) = self.datagram_events.next() {
+            if item.len() >= std::mem::size_of::<NqDatagramEvent>() {
+                // SAFETY: the kernel wrote a struct nq_datagram_event (size asserted on both sides);
+                // read_unaligned copes with any alignment of the ring-buffer record.
+                out.push(unsafe { std::ptr::read_unaligned(item.as_ptr().cast::<NqDatagramEvent>()) });
+            }
+        }
+        out
     }
 
     /// The functions this session times, in cookie order.

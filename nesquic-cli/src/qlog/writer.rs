@@ -85,6 +85,19 @@ impl QlogWriter {
         writeln!(self.out, "\x1e{line}").with_context(|| format!("write {}", self.path.display()))
     }
 
+    /// Appends one event stamped `ms` (on this trace's clock), which may be earlier than events
+    /// already written: the caller sorts the file afterwards (see `record::merge_lut_qlog`).
+    pub fn event_at(&mut self, ms: f64, name: &str, data: &impl Serialize) -> Result<()> {
+        #[derive(Serialize)]
+        struct Record<'a, T: Serialize> {
+            time: f64,
+            name: &'a str,
+            data: &'a T,
+        }
+        let line = serde_json::to_string(&Record { time: ms, name, data })?;
+        writeln!(self.out, "\x1e{line}").with_context(|| format!("write {}", self.path.display()))
+    }
+
     /// Flushes to disk.
     pub fn finish(mut self) -> Result<PathBuf> {
         self.out.flush().with_context(|| format!("write {}", self.path.display()))?;

@@ -51,6 +51,10 @@ pub struct RunArgs {
     /// namespace) into the role's trace, on Nesquic's clock. The raw files stay as lut-*.sqlog.
     #[arg(long)]
     pub lut_qlog: bool,
+    /// Also record every send/receive syscall message as `quic:udp_datagrams_sent`/`_received`
+    /// (count and sizes) in the traces. Needs `--probe io`; costs a ring-buffer record per message.
+    #[arg(long)]
+    pub qlog_datagrams: bool,
     /// Period of the `nesquic:metrics_updated` qlog snapshots: 100ms, 1s, ...
     #[arg(long, default_value = "100ms", value_parser = units::parse_duration)]
     pub interval: Duration,
@@ -113,6 +117,13 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         Some(list) if !args.overhead => Some(crate::probes::ProbePlan::new(list, &binary)?.open_session()?),
         _ => None,
     };
+    if args.qlog_datagrams {
+        let has_io = args.probe.as_deref().is_some_and(|p| p.split(',').any(|i| matches!(i.trim(), "io" | "all")));
+        anyhow::ensure!(has_io, "--qlog-datagrams records what the io probes see: add --probe io");
+        if let Some(s) = session.as_mut() {
+            s.set_datagram_events(true)?;
+        }
+    }
     let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
     let certs = tls::generate(workdir.path())?;
     if args.overhead {
@@ -190,7 +201,13 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     drop(session);
     recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
     let epoch = recorder.epoch();
+    let unsorted = recorder.unsorted;
     let traces = recorder.finish()?;
+    if unsorted && !args.lut_qlog {
+        for trace in &traces {
+            record::merge_lut_qlog(trace, epoch, &[])?;
+        }
+    }
     if args.lut_qlog {
         let lut_files: Vec<_> = report.repetitions.iter().flat_map(|r| r.lut_qlogs.iter().cloned()).collect();
         anyhow::ensure!(!lut_files.is_empty(), "--lut-qlog: {} wrote no qlog", lut.name());
@@ -234,6 +251,9 @@ pub(crate) fn measure(
         (Ok(_), Some(session)) => Some(session.snapshot(&[(0, "server"), (1, "client")])?),
         _ => None,
     };
+    if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.session.as_deref_mut()) {
+        recorder.datagram_events(&session.drain_datagram_events())?;
+    }
     if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
         for role in [Role::Server, Role::Client] {
             let progress = (role == Role::Client).then_some(o.client_result.bytes);
@@ -275,8 +295,11 @@ impl ProcessObserver for RunObserver<'_> {
             return Ok(());
         }
         self.last = Instant::now();
-        let metrics = match self.session.as_deref() {
-            Some(s) => Some(s.snapshot(&[(0, "server"), (1, "client")])?),
+        let metrics = match self.session.as_deref_mut() {
+            Some(s) => {
+                recorder.datagram_events(&s.drain_datagram_events())?;
+                Some(s.snapshot(&[(0, "server"), (1, "client")])?)
+            }
             None => None,
         };
         for &(role, pid) in &self.pids {

@@ -15,6 +15,10 @@ pub struct Recorder {
     server: QlogWriter,
     client: QlogWriter,
     epoch: SystemTime,
+    /// CLOCK_MONOTONIC (what eBPF's bpf_ktime_get_ns reads) at the traces' time zero, ns.
+    monotonic_zero_ns: u64,
+    /// Events written out of time order (per-message events): the files need sorting.
+    pub unsorted: bool,
     /// Snapshot period.
     pub interval: Duration,
 }
@@ -27,6 +31,8 @@ impl Recorder {
             server: QlogWriter::create(&dir.join("server.sqlog"), "server", title, reference, wall)?,
             client: QlogWriter::create(&dir.join("client.sqlog"), "client", title, reference, wall)?,
             epoch: wall,
+            monotonic_zero_ns: monotonic_ns(),
+            unsorted: false,
             interval,
         })
     }
@@ -45,6 +51,29 @@ impl Recorder {
         self.client.event(name, &data(Role::Client))
     }
 
+    /// Writes per-message kernel events as `quic:udp_datagrams_sent` / `_received`.
+    pub fn datagram_events(&mut self, events: &[nesquic_ebpf::layout::NqDatagramEvent]) -> Result<()> {
+        for e in events {
+            let role = match e.role {
+                0 => Role::Server,
+                1 => Role::Client,
+                _ => continue,
+            };
+            let Some(syscall) = nesquic_ebpf::layout::SYSCALLS.get(e.kind as usize) else { continue };
+            let name = if e.kind < 3 { "quic:udp_datagrams_sent" } else { "quic:udp_datagrams_received" };
+            let segment = u64::from(e.segment.max(1));
+            let n = u64::from(e.datagrams.max(1));
+            let raw: Vec<Value> = (0..n)
+                .map(|i| json!({"length": if i + 1 < n { segment } else { e.bytes - segment * (n - 1) }}))
+                .collect();
+            let ms = (e.ts_ns as f64 - self.monotonic_zero_ns as f64) / 1e6;
+            let data = json!({"count": n, "raw": raw, "syscall": syscall});
+            self.trace(role).event_at(ms, name, &data)?;
+            self.unsorted = true;
+        }
+        Ok(())
+    }
+
     /// Wall-clock time zero of both traces.
     pub fn epoch(&self) -> SystemTime {
         self.epoch
@@ -54,6 +83,13 @@ impl Recorder {
     pub fn finish(self) -> Result<Vec<PathBuf>> {
         Ok(vec![self.server.finish()?, self.client.finish()?])
     }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes into a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// One periodic (or final) snapshot for one role: totals since the repetition started.
