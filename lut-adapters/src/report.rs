@@ -18,6 +18,8 @@ pub enum LutEvent {
     },
     /// The client verified the whole payload.
     Done(ClientResult),
+    /// How the LUT's UDP socket ended up configured (what the kernel granted).
+    Io(IoSettings),
     /// The library writes its own qlog to `path`; its event times are milliseconds since
     /// `start_unix_ns` (wall clock), so nesquic can put them on its own clock.
     Qlog {
@@ -26,6 +28,25 @@ pub enum LutEvent {
         /// Wall-clock time of the library's qlog time zero, ns since the Unix epoch.
         start_unix_ns: u64,
     },
+}
+
+/// A LUT socket's effective I/O settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoSettings {
+    /// Which code does the UDP I/O ("quinn-udp 0.5", "nesquic-io").
+    pub stack: String,
+    /// Most datagrams per GSO send (1 = no GSO).
+    pub gso_max_segments: u64,
+    /// Most datagrams per GRO receive (1 = no GRO).
+    pub gro_segments: u64,
+    /// Whether sends are batched with sendmmsg.
+    pub send_mmsg: bool,
+    /// Whether receives are batched with recvmmsg.
+    pub recv_mmsg: bool,
+    /// SO_RCVBUF as granted (the kernel doubles the request).
+    pub recv_buffer: u64,
+    /// SO_SNDBUF as granted.
+    pub send_buffer: u64,
 }
 
 /// The client's measurements for one transfer.

@@ -84,6 +84,13 @@ fn run_writes_loadable_qlog_matching_the_summary() {
         }
         assert!(d["nesquic"]["git_revision"].as_str().is_some_and(|r| !r.is_empty()));
 
+        let io = trace.iter().find(|e| e["name"] == "nesquic:io_configured").expect("io_configured");
+        let settings = &io["data"]["settings"];
+        assert!(settings["gso_max_segments"].as_u64().is_some_and(|n| n >= 1), "{settings}");
+        // The kernel's real answer: at least its minimum socket buffer, and what getsockopt says now.
+        assert!(settings["recv_buffer"].as_u64().is_some_and(|n| n >= 2304), "{settings}");
+        assert_eq!(summary["repetitions"][0]["io_settings"].as_array().map(Vec::len), Some(2));
+
         let s = &trace.last().expect("events")["data"];
         assert_eq!(s["goodput_mbps"], summary["summary"]["goodput_mbps"]);
         assert_eq!(s["transfer_s"], summary["summary"]["transfer_s"]);

@@ -8,7 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_adapters::lut::args::{LutCli, Role};
 use nesquic_lut_adapters::protocol::{self, Verifier, ALPN, REQUEST_LEN, SERVER_NAME};
-use nesquic_lut_adapters::report::{ClientResult, LutEvent};
+use nesquic_lut_adapters::report::{ClientResult, IoSettings, LutEvent};
 use nesquic_lut_adapters::{tls, IoMode};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -69,6 +69,46 @@ fn transport(qlog: Option<&std::path::Path>, role: &str) -> Result<Arc<quinn::Tr
     Ok(Arc::new(transport))
 }
 
+/// Binds the UDP socket quinn will use and reports how quinn-udp and the kernel configured it.
+fn bind(addr: std::net::SocketAddr) -> Result<std::net::UdpSocket> {
+    let socket = std::net::UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
+    // The same probe quinn runs on this socket when it wraps it (sets the same options).
+    let state = quinn::udp::UdpSocketState::new((&socket).into()).context("probe UDP socket capabilities")?;
+    LutEvent::Io(IoSettings {
+        stack: "quinn-udp 0.5 (its own GSO/GRO path)".into(),
+        gso_max_segments: state.max_gso_segments() as u64,
+        gro_segments: state.gro_segments() as u64,
+        // quinn-udp on Linux: one sendmsg per transmit, recvmmsg for receives.
+        send_mmsg: false,
+        recv_mmsg: true,
+        recv_buffer: sockopt(&socket, libc::SO_RCVBUF),
+        send_buffer: sockopt(&socket, libc::SO_SNDBUF),
+    })
+    .emit();
+    Ok(socket)
+}
+
+fn sockopt(socket: &std::net::UdpSocket, option: libc::c_int) -> u64 {
+    use std::os::fd::AsRawFd;
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: reads one int option into a live local of the right size.
+    let r = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            option,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        value.max(0) as u64
+    } else {
+        0
+    }
+}
+
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
@@ -89,7 +129,8 @@ async fn server(
     crypto.alpn_protocols = vec![ALPN.to_vec()];
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
     config.transport_config(transport);
-    let endpoint = quinn::Endpoint::server(config, listen).with_context(|| format!("bind {listen}"))?;
+    let runtime = Arc::new(quinn::TokioRuntime);
+    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), bind(listen)?, runtime)?;
     LutEvent::Listening { addr: endpoint.local_addr()? }.emit();
 
     let abort_after: Option<u64> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
@@ -138,7 +179,8 @@ async fn client(
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
     config.transport_config(transport);
     let bind: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
-    let endpoint = quinn::Endpoint::client(bind)?;
+    let endpoint =
+        quinn::Endpoint::new(quinn::EndpointConfig::default(), None, self::bind(bind)?, Arc::new(quinn::TokioRuntime))?;
 
     let start = Instant::now();
     let conn = endpoint.connect_with(config, connect, SERVER_NAME)?.await.context("handshake")?;

@@ -245,8 +245,10 @@ pub(crate) fn measure(
         started: now,
         last: now,
         repetition,
+        io_settings: Vec::new(),
     };
     let outcome = run_repetition(spec, &mut observer);
+    let io_settings = std::mem::take(&mut observer.io_settings);
     let probes = match (&outcome, observer.session.as_deref()) {
         (Ok(_), Some(session)) => Some(session.snapshot(&[(0, "server"), (1, "client")])?),
         _ => None,
@@ -267,6 +269,7 @@ pub(crate) fn measure(
     }
     let mut figures = RepetitionFigures::from(&outcome?);
     figures.probes = probes;
+    figures.io_settings = io_settings;
     Ok(figures)
 }
 
@@ -279,6 +282,7 @@ struct RunObserver<'a> {
     started: Instant,
     last: Instant,
     repetition: u32,
+    io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
 }
 
 impl ProcessObserver for RunObserver<'_> {
@@ -287,6 +291,17 @@ impl ProcessObserver for RunObserver<'_> {
         let Some(session) = self.session.as_deref_mut() else { return Ok(()) };
         let pid = u32::try_from(pid).context("negative pid")?;
         session.track(pid, role.index()).with_context(|| format!("attach probes to the {role} (pid {pid})"))
+    }
+
+    fn lut_event(&mut self, role: Role, event: &nesquic_lut_adapters::report::LutEvent) -> Result<()> {
+        if let nesquic_lut_adapters::report::LutEvent::Io(settings) = event {
+            if let Some(recorder) = self.recorder.as_deref_mut() {
+                let data = json!({"repetition": self.repetition, "settings": settings});
+                recorder.trace(role).event("nesquic:io_configured", &data)?;
+            }
+            self.io_settings.push((role, settings.clone()));
+        }
+        Ok(())
     }
 
     fn tick(&mut self, progress_bytes: u64) -> Result<()> {
@@ -454,4 +469,18 @@ fn print_summary(report: &RunReport) {
     row("client CPU (s)", &s.client_cpu_s, 3);
     row("client CPU (%)", &s.client_cpu_pct, 1);
     println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
+    if let Some(first) = report.repetitions.first() {
+        for (role, io) in &first.io_settings {
+            println!(
+                "{role} I/O: {}; GSO up to {} segments, GRO up to {}, sendmmsg {}, recvmmsg {}; SO_RCVBUF {} B, SO_SNDBUF {} B (granted)",
+                io.stack,
+                io.gso_max_segments,
+                io.gro_segments,
+                if io.send_mmsg { "yes" } else { "no" },
+                if io.recv_mmsg { "yes" } else { "no" },
+                io.recv_buffer,
+                io.send_buffer
+            );
+        }
+    }
 }

@@ -26,6 +26,11 @@ pub trait ProcessObserver {
     fn tick(&mut self, _progress_bytes: u64) -> Result<()> {
         Ok(())
     }
+
+    /// Every report line a LUT process printed.
+    fn lut_event(&mut self, _role: Role, _event: &LutEvent) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Everything one repetition needs.
@@ -95,7 +100,11 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         lut_qlogs: Vec::new(),
     };
     let addr = loop {
-        match watch.next(&mut [&mut server])? {
+        let event = watch.next(&mut [&mut server])?;
+        if let Some((role, e)) = &event {
+            observer.lut_event(*role, e)?;
+        }
+        match event {
             Some((Role::Server, LutEvent::Listening { addr })) => break addr,
             _ if watch.server_exit.is_some() => {
                 bail!(crashed("server", &server, watch.server_exit, "before it listened"))
@@ -123,6 +132,9 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         let event = watch.next(&mut [&mut server, &mut client])?;
         if let Some((_, LutEvent::Done(result))) = &event {
             progress = result.bytes;
+        }
+        if let Some((role, e)) = &event {
+            observer.lut_event(*role, e)?;
         }
         observer.tick(progress)?;
         if let Some((Role::Client, LutEvent::Progress { bytes })) = event {

@@ -56,6 +56,9 @@ pub struct RepetitionFigures {
     pub server: ProcessFigures,
     /// The client process.
     pub client: ProcessFigures,
+    /// Each side's effective UDP settings, as the LUT reported them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub io_settings: Vec<(super::process::Role, nesquic_lut_adapters::report::IoSettings)>,
     /// The LUT's own qlog files (with `--lut-qlog`): role, path, wall clock of their time zero.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lut_qlogs: Vec<(super::process::Role, std::path::PathBuf, u64)>,
@@ -78,6 +81,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             server: o.server.into(),
             client: o.client.into(),
             lut_qlogs: o.lut_qlogs.clone(),
+            io_settings: Vec::new(),
             probes: None,
         }
     }
