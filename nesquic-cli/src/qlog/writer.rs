@@ -75,14 +75,7 @@ impl QlogWriter {
     pub fn event(&mut self, name: &str, data: &impl Serialize) -> Result<()> {
         let ms = (self.reference.elapsed().as_secs_f64() * 1e3).max(self.last_ms);
         self.last_ms = ms;
-        #[derive(Serialize)]
-        struct Record<'a, T: Serialize> {
-            time: f64,
-            name: &'a str,
-            data: &'a T,
-        }
-        let line = serde_json::to_string(&Record { time: ms, name, data })?;
-        writeln!(self.out, "\x1e{line}").with_context(|| format!("write {}", self.path.display()))
+        self.event_at(ms, name, data)
     }
 
     /// Appends one event stamped `ms` (on this trace's clock), which may be earlier than events

@@ -126,20 +126,20 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
     let certs = tls::generate(workdir.path())?;
+    let base = RepetitionSpec {
+        lut: lut.as_ref(),
+        binary: &binary,
+        io,
+        size: args.size,
+        certs: &certs,
+        timeout: args.timeout,
+        interrupted: &interrupted,
+        progress_after: Duration::from_secs(2),
+        label: String::new(),
+        lut_qlog: None,
+    };
     if args.overhead {
         let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
-        let base = RepetitionSpec {
-            lut: lut.as_ref(),
-            binary: &binary,
-            io,
-            size: args.size,
-            certs: &certs,
-            timeout: args.timeout,
-            interrupted: &interrupted,
-            progress_after: Duration::from_secs(2),
-            label: String::new(),
-            lut_qlog: None,
-        };
         overhead::execute(&base, list, args.repeat, args.json.as_deref())?;
         return Ok(None);
     }
@@ -169,18 +169,8 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let mut reps = Vec::new();
     for i in 1..=args.repeat {
         let label = format!("rep {i}/{}", args.repeat);
-        let spec = RepetitionSpec {
-            lut: lut.as_ref(),
-            binary: &binary,
-            io,
-            size: args.size,
-            certs: &certs,
-            timeout: args.timeout,
-            interrupted: &interrupted,
-            progress_after: Duration::from_secs(2),
-            label: label.clone(),
-            lut_qlog: args.lut_qlog.then_some((out_dir.as_path(), i)),
-        };
+        let spec =
+            RepetitionSpec { label: label.clone(), lut_qlog: args.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
         let figures = measure(&spec, session.as_mut(), Some(&mut recorder), i)
             .with_context(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
         println!("{}", repetition_line(&label, &figures));
