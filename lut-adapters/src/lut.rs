@@ -58,6 +58,16 @@ pub enum LutError {
         /// What it supports.
         supported: String,
     },
+    /// A `--lut-opt` the LUT does not understand.
+    #[error("LUT '{lut}' does not understand --lut-opt {option}; it accepts: {known}")]
+    BadOption {
+        /// The LUT.
+        lut: &'static str,
+        /// What was given.
+        option: String,
+        /// What it accepts.
+        known: String,
+    },
 }
 
 /// Parameters of one server process.
@@ -71,6 +81,8 @@ pub struct ServerSpec<'a> {
     pub io: IoMode,
     /// Where the library writes its own qlog, if asked (`--lut-qlog`).
     pub qlog: Option<&'a std::path::Path>,
+    /// LUT-specific settings (`--lut-opt KEY=VALUE`), checked against [`Lut::options`].
+    pub options: &'a [String],
 }
 
 /// Parameters of one client process.
@@ -86,6 +98,8 @@ pub struct ClientSpec<'a> {
     pub io: IoMode,
     /// Where the library writes its own qlog, if asked (`--lut-qlog`).
     pub qlog: Option<&'a std::path::Path>,
+    /// LUT-specific settings (`--lut-opt KEY=VALUE`), checked against [`Lut::options`].
+    pub options: &'a [String],
 }
 
 /// A library under test. Implementations are small: a name, versions, and the executable that
@@ -143,6 +157,9 @@ pub trait Lut: Send + Sync {
         if let Some(q) = spec.qlog {
             args.extend(["--qlog".into(), q.into()]);
         }
+        for o in spec.options {
+            args.extend(["--opt".into(), o.into()]);
+        }
         args
     }
 
@@ -162,8 +179,46 @@ pub trait Lut: Send + Sync {
         if let Some(q) = spec.qlog {
             args.extend(["--qlog".into(), q.into()]);
         }
+        for o in spec.options {
+            args.extend(["--opt".into(), o.into()]);
+        }
         args
     }
+
+    /// Settings this LUT accepts with `--lut-opt KEY=VALUE`: (key, allowed values, meaning).
+    fn options(&self) -> &'static [LutOption] {
+        &[]
+    }
+
+    /// Checks `KEY=VALUE` settings against [`Lut::options`].
+    fn check_options(&self, options: &[String]) -> Result<(), LutError> {
+        for o in options {
+            let known = self.options();
+            let ok =
+                o.split_once('=').is_some_and(|(k, v)| known.iter().any(|opt| opt.key == k && opt.values.contains(&v)));
+            if !ok {
+                let list: Vec<String> =
+                    known.iter().map(|opt| format!("{}={} ({})", opt.key, opt.values.join("|"), opt.meaning)).collect();
+                return Err(LutError::BadOption {
+                    lut: self.name(),
+                    option: o.clone(),
+                    known: if list.is_empty() { "none".into() } else { list.join(", ") },
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One `--lut-opt` setting a LUT understands.
+#[derive(Debug, Clone, Copy)]
+pub struct LutOption {
+    /// Key.
+    pub key: &'static str,
+    /// Accepted values.
+    pub values: &'static [&'static str],
+    /// What it does.
+    pub meaning: &'static str,
 }
 
 /// quinn 0.11 with rustls + ring, on its own quinn-udp I/O.
@@ -173,6 +228,9 @@ pub struct QuinnLut;
 impl Lut for QuinnLut {
     fn name(&self) -> &'static str {
         "quinn"
+    }
+    fn options(&self) -> &'static [LutOption] {
+        &[LutOption { key: "gso", values: &["on", "off"], meaning: "quinn's UDP segmentation offload (default on)" }]
     }
     fn version(&self) -> String {
         env!("NESQUIC_QUINN_VERSION").to_string()
@@ -241,6 +299,9 @@ pub mod args {
             /// Write the library's own qlog (JSON-SEQ) here.
             #[arg(long)]
             qlog: Option<PathBuf>,
+            /// LUT-specific KEY=VALUE settings.
+            #[arg(long = "opt")]
+            opts: Vec<String>,
         },
         /// Download and verify one payload.
         Client {
@@ -259,6 +320,9 @@ pub mod args {
             /// Write the library's own qlog (JSON-SEQ) here.
             #[arg(long)]
             qlog: Option<PathBuf>,
+            /// LUT-specific KEY=VALUE settings.
+            #[arg(long = "opt")]
+            opts: Vec<String>,
         },
     }
 }

@@ -98,5 +98,8 @@ fn list_luts() {
     for lut in nesquic_lut_adapters::all_luts() {
         let io: Vec<String> = lut.io_modes().iter().map(ToString::to_string).collect();
         println!("{:<8} {:<10} io: {:<20} {}", lut.name(), lut.version(), io.join(","), lut.description());
+        for o in lut.options() {
+            println!("{:<8} --lut-opt {}={}  {}", "", o.key, o.values.join("|"), o.meaning);
+        }
     }
 }

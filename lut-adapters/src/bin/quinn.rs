@@ -30,13 +30,13 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match cli.role {
-            Role::Server { listen, cert, key, io, qlog } => {
+            Role::Server { listen, cert, key, io, qlog, opts } => {
                 ensure_native(io)?;
-                server(listen, &cert, &key, transport(qlog.as_deref(), "server")?).await
+                server(listen, &cert, &key, transport(qlog.as_deref(), "server", &opts)?).await
             }
-            Role::Client { connect, ca, size, io, qlog } => {
+            Role::Client { connect, ca, size, io, qlog, opts } => {
                 ensure_native(io)?;
-                client(connect, &ca, size, transport(qlog.as_deref(), "client")?).await
+                client(connect, &ca, size, transport(qlog.as_deref(), "client", &opts)?).await
             }
         }
     });
@@ -55,8 +55,15 @@ fn ensure_native(io: IoMode) -> Result<()> {
 
 /// quinn's default transport, plus its own qlog when asked (reported to nesquic with the wall
 /// clock of the qlog's time zero).
-fn transport(qlog: Option<&std::path::Path>, role: &str) -> Result<Arc<quinn::TransportConfig>> {
+fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Result<Arc<quinn::TransportConfig>> {
     let mut transport = quinn::TransportConfig::default();
+    for opt in opts {
+        match opt.as_str() {
+            "gso=on" => drop(transport.enable_segmentation_offload(true)),
+            "gso=off" => drop(transport.enable_segmentation_offload(false)),
+            other => bail!("unknown option {other:?}; supported: gso=on|off"),
+        }
+    }
     if let Some(path) = qlog {
         let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
         let (start, wall) = (Instant::now(), std::time::SystemTime::now());

@@ -47,6 +47,9 @@ pub struct RunArgs {
     /// Default: ./nesquic-runs/UTCTIME-LUT/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// LUT-specific setting KEY=VALUE, repeatable (quinn: gso=on|off). `nesquic luts` lists them.
+    #[arg(long = "lut-opt", value_name = "KEY=VALUE")]
+    pub lut_opts: Vec<String>,
     /// Also turn on the library's own qlog and merge its events (renamed into the `quic:`
     /// namespace) into the role's trace, on Nesquic's clock. The raw files stay as lut-*.sqlog.
     #[arg(long)]
@@ -80,6 +83,10 @@ pub struct RunReport {
     pub nesquic_version: &'static str,
     /// The LUT.
     pub lut: LutInfo,
+    /// The scenario.
+    pub testcase: &'static str,
+    /// LUT-specific settings used (`--lut-opt`).
+    pub lut_options: Vec<String>,
     /// Payload bytes per repetition.
     pub size_bytes: u64,
     /// One entry per repetition.
@@ -109,6 +116,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let lut = find_lut(&args.lut)?;
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
+    lut.check_options(&args.lut_opts)?;
     let binary = lut.binary_path(&lut_dir(args.lut_dir.as_deref())?)?;
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
@@ -137,6 +145,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         progress_after: Duration::from_secs(2),
         label: String::new(),
         lut_qlog: None,
+        options: &args.lut_opts,
     };
     if args.overhead {
         let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
@@ -181,6 +190,8 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let report = RunReport {
         nesquic_version: env!("CARGO_PKG_VERSION"),
         lut: LutInfo { name: lut.name(), version: lut.version(), crypto_backend: lut.crypto_backend(), io, binary },
+        testcase: "bulk",
+        lut_options: args.lut_opts.clone(),
         size_bytes: args.size,
         repetitions: reps,
         summary,
@@ -342,6 +353,7 @@ fn run_started(
         .unwrap_or_default();
     json!({
         "lut": {"name": lut.name(), "version": lut.version(), "crypto_backend": lut.crypto_backend(), "binary": binary},
+        "lut_options": args.lut_opts,
         "testcase": {"name": "bulk", "size_bytes": args.size, "repetitions": args.repeat, "timeout_s": args.timeout.as_secs_f64()},
         "io": {"mode": io, "stack": io_stack(io)},
         "probes": {

@@ -53,6 +53,8 @@ pub struct RepetitionSpec<'a> {
     pub progress_after: Duration,
     /// Label for the progress bar ("rep 2/5").
     pub label: String,
+    /// LUT-specific settings (`--lut-opt`).
+    pub options: &'a [String],
     /// Ask the LUT for its own qlog, written to `<dir>/lut-<role>-<rep>.sqlog`.
     pub lut_qlog: Option<(&'a Path, u32)>,
 }
@@ -85,6 +87,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         certs: spec.certs,
         io: spec.io,
         qlog: lut_qlog_path(spec, Role::Server).as_deref(),
+        options: spec.options,
     });
     let mut server = LutProcess::spawn(Role::Server, spec.binary, &server_args, tx.clone())?;
     observer.spawned(Role::Server, server.pid)?;
@@ -119,6 +122,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         size: spec.size,
         io: spec.io,
         qlog: lut_qlog_path(spec, Role::Client).as_deref(),
+        options: spec.options,
     });
     let mut client = LutProcess::spawn(Role::Client, spec.binary, &client_args, tx)?;
     observer.spawned(Role::Client, client.pid)?;
