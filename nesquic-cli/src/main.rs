@@ -2,6 +2,7 @@
 //! time goes. This crate owns the command line, orchestration of LUT processes and reporting; it
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
+mod compare;
 mod probes;
 mod qlog;
 mod report;
@@ -22,6 +23,7 @@ use clap::{Parser, Subcommand};
 ///   nesquic probes --lut quinn           # what --probe crypto attaches to, without running
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
+///   nesquic compare BASE HEAD            # CI gate: exit 1 on a regression
 ///   nesquic luts                         # libraries this build can run
 #[derive(Debug, Parser)]
 #[command(name = "nesquic", version, verbatim_doc_comment)]
@@ -43,6 +45,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Print what a run recorded, from its qlog traces (run directory or .sqlog file).
     Report(report::ReportArgs),
+    /// Compare two runs (CI regression gate): exit 0 pass, 1 regression, 2 bad input.
+    Compare(compare::CompareArgs),
 }
 
 /// `nesquic probes` arguments.
@@ -73,6 +77,16 @@ fn main() -> ExitCode {
         Command::Probes(args) => list_probes(&args),
         Command::Trace(args) => trace::execute(&args),
         Command::Report(args) => report::execute(&args),
+        Command::Compare(args) => {
+            return match compare::execute(&args) {
+                Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,
+                Ok(compare::Outcome::Regression) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("nesquic: error: {e:#}");
+                    ExitCode::from(2)
+                }
+            };
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

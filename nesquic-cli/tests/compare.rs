@@ -1,0 +1,143 @@
+//! `nesquic compare` as a CI gate: real runs that differ on purpose (quinn with GSO on vs off),
+//! a run against itself, and bad inputs. Needs root (syscall counts come from the io probes).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+fn nesquic() -> Command {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "compare tests use the eBPF io probes: run them as root");
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
+    c
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs quinn 5 times with `extra` options into a fresh directory under cargo's scratch space.
+fn run(name: &str, size: &str, extra: &[&str]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("compare-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = nesquic()
+        .args(["run", "--size", size, "--repeat", "5", "--probe", "io", "--out"])
+        .arg(&dir)
+        .args(extra)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    dir
+}
+
+/// (GSO on, GSO on again, GSO off), shared by the tests of this file.
+fn runs() -> &'static (PathBuf, PathBuf, PathBuf) {
+    static RUNS: OnceLock<(PathBuf, PathBuf, PathBuf)> = OnceLock::new();
+    RUNS.get_or_init(|| {
+        (run("base", "3MB", &[]), run("again", "3MB", &[]), run("nogso", "3MB", &["--lut-opt", "gso=off"]))
+    })
+}
+
+fn compare(base: &Path, head: &Path, extra: &[&str]) -> Output {
+    nesquic().arg("compare").arg(base).arg(head).args(extra).output().expect("compare")
+}
+
+#[test]
+fn gso_off_is_a_syscall_regression() {
+    let (base, _, nogso) = runs();
+    let out = compare(base, nogso, &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let row = |m: &str| report["rows"].as_array().expect("rows").iter().find(|r| r["metric"] == m).cloned().expect(m);
+    assert_eq!(row("server.send_syscalls")["verdict"], "regression");
+    assert_eq!(row("server.datagrams_per_send")["verdict"], "regression");
+    assert!(row("server.send_syscalls")["change_pct"].as_f64().expect("pct") > 100.0);
+    // The reverse direction is an improvement, not a regression.
+    let out =
+        compare(nogso, base, &["--format", "json", "--fail-on", "goodput_mbps<-99%", "--fail-on", "cpu_s>+1000%"]);
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let send = report["rows"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .find(|r| r["metric"] == "server.send_syscalls")
+        .cloned()
+        .expect("row");
+    assert_eq!(send["verdict"], "improvement");
+}
+
+#[test]
+fn a_run_against_itself_and_a_rerun_pass() {
+    let (base, again, _) = runs();
+    let out = compare(base, base, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}\n{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no regression"));
+    // A rerun of the same configuration: its verdict is statistics (a false alarm stays possible
+    // at alpha per metric), so only the report itself is checked here.
+    let out = compare(base, again, &["--format", "markdown"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| metric | base | head |") && text.contains("`server.syscalls_per_mb`"), "{text}");
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+}
+
+#[test]
+fn rules_decide_the_metrics_they_name() {
+    let (base, _, nogso) = runs();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let toml = dir.path().join("gate.toml");
+    // Every metric that regresses with GSO off gets a rule it stays within: the gate passes.
+    std::fs::write(
+        &toml,
+        "[fail_on]\nsend_syscalls = \"+100000%\"\nrecv_syscalls = \"+100000%\"\nsyscalls_per_mb = \"+100000%\"\n\
+         bytes_per_send = \"-100%\"\ndatagrams_per_send = \"-100%\"\nbytes_per_recv = \"-100%\"\n\
+         datagrams_per_recv = \"-100%\"\ngoodput_mbps = \"-100%\"\ntransfer_s = \"+100000%\"\ncpu_s = \"+100000%\"\n",
+    )
+    .expect("write");
+    let out = compare(base, nogso, &["--thresholds", toml.to_str().expect("utf-8")]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    // A tight rule on one metric fails it.
+    let out =
+        compare(base, nogso, &["--thresholds", toml.to_str().expect("utf-8"), "--fail-on", "server.send_syscalls>+5%"]);
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn bad_inputs_exit_2() {
+    let (base, _, _) = runs();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = compare(base, &dir.path().join("missing"), &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not found"), "{}", stderr(&out));
+
+    let corrupt = dir.path().join("summary.json");
+    std::fs::write(&corrupt, "{\"size_bytes\": 3000000, \"repetitions\": [").expect("write");
+    let out = compare(base, &corrupt, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("not valid JSON"), "{}", stderr(&out));
+
+    let other = run("small", "1MB", &[]);
+    let out = compare(base, &other, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("different test cases"), "{}", stderr(&out));
+
+    let out = compare(base, base, &["--fail-on", "speed>+1%"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("unknown metric"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_single_sqlog_compares_its_role() {
+    let (base, _, nogso) = runs();
+    let out = compare(&base.join("server.sqlog"), &nogso.join("server.sqlog"), &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let metrics: Vec<&str> =
+        report["rows"].as_array().expect("rows").iter().filter_map(|r| r["metric"].as_str()).collect();
+    assert!(
+        metrics.contains(&"server.syscalls_per_mb") && !metrics.iter().any(|m| m.starts_with("client.")),
+        "{metrics:?}"
+    );
+}
