@@ -7,9 +7,11 @@
 //! crate must not know about probes, eBPF or how results are summarised.
 #![warn(missing_docs)]
 
+pub mod exec;
 pub mod lut;
 pub mod protocol;
 pub mod report;
 pub mod tls;
 
+pub use exec::ExecLut;
 pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, QuinnLut};

@@ -58,6 +58,15 @@ pub enum LutError {
         /// What it supports.
         supported: String,
     },
+    /// The `exec` LUT's server command names no executable file.
+    #[error("--server-cmd {command:?}: its first word is not an executable file (give a path or a name on PATH)")]
+    ExecNotFound {
+        /// The command.
+        command: String,
+    },
+    /// `--lut exec` without its commands.
+    #[error("--lut exec needs --server-cmd and --client-cmd (see docs/protocol.md for the NESQUIC_* variables)")]
+    ExecWithoutCommands,
     /// A `--lut-opt` the LUT does not understand.
     #[error("LUT '{lut}' does not understand --lut-opt {option}; it accepts: {known}")]
     BadOption {
@@ -129,6 +138,12 @@ pub trait Lut: Send + Sync {
         } else {
             Err(LutError::NotBuilt { path })
         }
+    }
+
+    /// What to start: normally the binary itself; `exec` starts a launcher that sets up the
+    /// environment and execs the user's command (same pid).
+    fn launcher(&self, binary: &Path) -> PathBuf {
+        binary.to_path_buf()
     }
 
     /// Checks `io` against [`Lut::io_modes`].
@@ -258,7 +273,12 @@ pub fn find_lut(name: &str) -> Result<Box<dyn Lut>, LutError> {
         Some(i) => Ok(luts.swap_remove(i)),
         None => Err(LutError::Unknown {
             name: name.to_string(),
-            known: luts.iter().map(|l| l.name()).collect::<Vec<_>>().join(", "),
+            known: luts
+                .iter()
+                .map(|l| l.name())
+                .chain(["exec (with --server-cmd/--client-cmd)"])
+                .collect::<Vec<_>>()
+                .join(", "),
         }),
     }
 }

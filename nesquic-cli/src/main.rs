@@ -109,7 +109,9 @@ fn list_probes(args: &ProbesArgs) -> anyhow::Result<()> {
 }
 
 fn list_luts() {
-    for lut in nesquic_lut_adapters::all_luts() {
+    let exec: Box<dyn nesquic_lut_adapters::Lut> =
+        Box::new(nesquic_lut_adapters::ExecLut { server_cmd: String::new(), client_cmd: String::new() });
+    for lut in nesquic_lut_adapters::all_luts().into_iter().chain([exec]) {
         let io: Vec<String> = lut.io_modes().iter().map(ToString::to_string).collect();
         println!("{:<8} {:<10} io: {:<20} {}", lut.name(), lut.version(), io.join(","), lut.description());
         for o in lut.options() {

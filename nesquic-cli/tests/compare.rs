@@ -141,3 +141,56 @@ fn a_single_sqlog_compares_its_role() {
         "{metrics:?}"
     );
 }
+
+fn handshake_calls(dir: &Path) -> Vec<(String, u64)> {
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary")).expect("json");
+    assert_eq!(summary["repetitions"][0]["bytes"], 2_000_000);
+    let mut out: Vec<(String, u64)> = summary["repetitions"][0]["probes"]["roles"]
+        .as_array()
+        .expect("roles")
+        .iter()
+        .map(|r| {
+            let calls =
+                r["functions"].as_array().expect("functions").iter().map(|f| f["calls"].as_u64().expect("calls")).sum();
+            (r["role"].as_str().expect("role").to_string(), calls)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn exec_lut_runs_an_external_command_like_the_built_in_path() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let quinn = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-lut-quinn");
+    let server = format!("{} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY", quinn.display());
+    let client = format!("{} client --connect $NESQUIC_CONNECT --ca $NESQUIC_CA --size $NESQUIC_SIZE", quinn.display());
+    let (exec_dir, builtin_dir) = (tmp.path().join("exec"), tmp.path().join("builtin"));
+    let out = nesquic()
+        .args(["run", "--lut", "exec", "--server-cmd", &server, "--client-cmd", &client])
+        .args(["--size", "2MB", "--probe", "crypto.handshake", "--out"])
+        .arg(&exec_dir)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = nesquic()
+        .args(["run", "--size", "2MB", "--probe", "crypto.handshake", "--out"])
+        .arg(&builtin_dir)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The TLS handshake is deterministic: the same calls on each side, probed through env + sh + exec.
+    let (exec, builtin) = (handshake_calls(&exec_dir), handshake_calls(&builtin_dir));
+    assert!(exec.iter().all(|(_, n)| *n > 0), "{exec:?}");
+    assert_eq!(exec, builtin);
+
+    let out = nesquic()
+        .args(["run", "--lut", "exec", "--server-cmd", "/nonexistent/server", "--client-cmd", "x"])
+        .output()
+        .expect("run");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("not an executable"), "{}", stderr(&out));
+    let out = nesquic().args(["run", "--lut", "exec"]).output().expect("run");
+    assert!(!out.status.success() && stderr(&out).contains("--server-cmd"), "{}", stderr(&out));
+}

@@ -25,9 +25,16 @@ use crate::units;
 /// `nesquic run` arguments.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// Library under test (see `nesquic luts`).
+    /// Library under test (see `nesquic luts`); `exec` runs --server-cmd/--client-cmd.
     #[arg(long, default_value = "quinn")]
     pub lut: String,
+    /// With --lut exec: the server command (sh syntax). It gets NESQUIC_LISTEN, NESQUIC_CERT,
+    /// NESQUIC_KEY and prints the report lines of docs/protocol.md on stdout.
+    #[arg(long, value_name = "CMD", requires = "client_cmd")]
+    pub server_cmd: Option<String>,
+    /// With --lut exec: the client command. It gets NESQUIC_CONNECT, NESQUIC_CA, NESQUIC_SIZE.
+    #[arg(long, value_name = "CMD", requires = "server_cmd")]
+    pub client_cmd: Option<String>,
     /// Payload the client downloads: 25MB (10^6), 1GiB (2^30), 4096, ...
     #[arg(long, default_value = "25MB", value_parser = units::parse_size)]
     pub size: u64,
@@ -113,7 +120,7 @@ pub struct LutInfo {
 /// Runs `nesquic run`.
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
-    let lut = find_lut(&args.lut)?;
+    let lut = choose_lut(args)?;
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
     lut.check_options(&args.lut_opts)?;
@@ -134,9 +141,10 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
     let certs = tls::generate(workdir.path())?;
+    let launcher = lut.launcher(&binary);
     let base = RepetitionSpec {
         lut: lut.as_ref(),
-        binary: &binary,
+        binary: &launcher,
         io,
         size: args.size,
         certs: &certs,
@@ -228,6 +236,20 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
     Ok(Some(report))
+}
+
+fn choose_lut(args: &RunArgs) -> Result<Box<dyn nesquic_lut_adapters::Lut>> {
+    if args.lut.eq_ignore_ascii_case("exec") {
+        let (Some(server_cmd), Some(client_cmd)) = (&args.server_cmd, &args.client_cmd) else {
+            return Err(nesquic_lut_adapters::LutError::ExecWithoutCommands.into());
+        };
+        return Ok(Box::new(nesquic_lut_adapters::ExecLut {
+            server_cmd: server_cmd.clone(),
+            client_cmd: client_cmd.clone(),
+        }));
+    }
+    anyhow::ensure!(args.server_cmd.is_none(), "--server-cmd/--client-cmd only apply to --lut exec");
+    Ok(find_lut(&args.lut)?)
 }
 
 /// Runs one repetition, with probes if a session is given (left clean for the next one) and
