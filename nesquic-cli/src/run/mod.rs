@@ -1,5 +1,6 @@
 //! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
 
+mod custom_build;
 mod overhead;
 pub(crate) mod process;
 mod record;
@@ -28,6 +29,10 @@ pub struct RunArgs {
     /// Library under test (see `nesquic luts`); `exec` runs --server-cmd/--client-cmd.
     #[arg(long, default_value = "quinn")]
     pub lut: String,
+    /// Build the LUT's adapter against this local checkout of the library (cargo [patch]):
+    /// a quinn crate directory or a quinn workspace checkout. Its git revision is recorded.
+    #[arg(long, value_name = "PATH")]
+    pub lut_path: Option<PathBuf>,
     /// With --lut exec: the server command (sh syntax). It gets NESQUIC_LISTEN, NESQUIC_CERT,
     /// NESQUIC_KEY and prints the report lines of docs/protocol.md on stdout.
     #[arg(long, value_name = "CMD", requires = "client_cmd")]
@@ -115,12 +120,21 @@ pub struct LutInfo {
     pub io: IoMode,
     /// Executable that ran (and that probes attach to).
     pub binary: PathBuf,
+    /// With --lut-path: the checkout it was built from and its git revision.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<serde_json::Value>,
 }
 
 /// Runs `nesquic run`.
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
-    let lut = choose_lut(args)?;
+    let mut lut = choose_lut(args)?;
+    let mut lut_source = None;
+    if let Some(path) = &args.lut_path {
+        let built = custom_build::build(lut, path)?;
+        lut_source = Some(json!({"path": built.source, "revision": built.revision}));
+        lut = Box::new(built);
+    }
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
     lut.check_options(&args.lut_opts)?;
@@ -176,7 +190,8 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     record::prepare_out_dir(&out_dir)?;
     let title = format!("nesquic {} {} bulk {} bytes", lut.name(), lut.version(), args.size);
     let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
-    let started = run_started(args, lut.as_ref(), &binary, io, session.as_ref());
+    let mut started = run_started(args, lut.as_ref(), &binary, io, session.as_ref());
+    started["lut"]["source"] = lut_source.clone().unwrap_or(serde_json::Value::Null);
     recorder.both("nesquic:run_started", |role| {
         let mut data = started.clone();
         data["role"] = json!(role.to_string());
@@ -197,7 +212,14 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let summary = Summary::of(&reps).context("no repetitions")?;
     let report = RunReport {
         nesquic_version: env!("CARGO_PKG_VERSION"),
-        lut: LutInfo { name: lut.name(), version: lut.version(), crypto_backend: lut.crypto_backend(), io, binary },
+        lut: LutInfo {
+            name: lut.name(),
+            version: lut.version(),
+            crypto_backend: lut.crypto_backend(),
+            io,
+            binary,
+            source: lut_source,
+        },
         testcase: "bulk",
         lut_options: args.lut_opts.clone(),
         size_bytes: args.size,

@@ -1,0 +1,168 @@
+//! `--lut-path PATH`: build a Rust LUT's adapter against a local checkout of the library (cargo
+//! `[patch]`), so CI can profile any commit. The build is a generated cargo project that reuses
+//! the adapter's source and Nesquic's Cargo.lock, with a target directory shared between builds.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use nesquic_lut_adapters::{IoMode, Lut, LutError};
+
+/// Where the adapter crate lives (this binary must run from a Nesquic source tree for
+/// `--lut-path`).
+const ADAPTERS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../lut-adapters");
+
+/// A LUT whose executable was built against a local checkout.
+pub struct CustomBuild {
+    inner: Box<dyn Lut>,
+    binary: PathBuf,
+    version: String,
+    /// The checkout.
+    pub source: PathBuf,
+    /// Its git revision, or why there is none.
+    pub revision: String,
+}
+
+/// Crates of a quinn checkout that can be patched in (directory name = crate name).
+const QUINN_CRATES: &[&str] = &["quinn", "quinn-proto", "quinn-udp"];
+
+/// Builds `lut`'s adapter against the library at `path`.
+pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
+    if lut.name() != "quinn" {
+        bail!("--lut-path builds Rust LUTs from source; {} is not one (use --lut exec for other stacks)", lut.name());
+    }
+    let source = path.canonicalize().with_context(|| format!("--lut-path {}: no such directory", path.display()))?;
+    let patches = find_crates(&source)?;
+    let version = crate_version(&patches[0].1.join("Cargo.toml"))?;
+    let revision = git_revision(&source);
+    let adapters = Path::new(ADAPTERS_DIR)
+        .canonicalize()
+        .context("--lut-path needs the Nesquic source tree this nesquic was built from (lut-adapters/ is gone)")?;
+    let repo = adapters.parent().context("lut-adapters has a parent")?.to_path_buf();
+    let key = format!("{:016x}", fnv1a(source.to_string_lossy().as_bytes()));
+    let dir = repo.join("target").join("lut-builds").join(format!("quinn-{key}"));
+    std::fs::create_dir_all(dir.join("src")).with_context(|| format!("create {}", dir.display()))?;
+
+    let mut manifest = format!(
+        "[package]\nname = \"nesquic-lut-quinn-custom\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [[bin]]\nname = \"nesquic-lut-quinn\"\npath = \"src/main.rs\"\n\n[dependencies]\n\
+         nesquic-lut-adapters = {{ path = {adapters:?} }}\nquinn = {{ version = \"*\", features = [\"qlog\"] }}\n\
+         rustls = {{ version = \"0.23\", default-features = false, features = [\"ring\", \"std\"] }}\n\
+         tokio = {{ version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\"] }}\n\
+         anyhow = \"1\"\nclap = {{ version = \"4.5\", features = [\"derive\", \"env\"] }}\nlibc = \"0.2\"\n\n\
+         [profile.release]\ndebug = \"line-tables-only\"\n\n[workspace]\n\n[patch.crates-io]\n"
+    );
+    for (name, dir) in &patches {
+        manifest.push_str(&format!("{name} = {{ path = {:?} }}\n", dir));
+    }
+    write_if_changed(&dir.join("Cargo.toml"), &manifest)?;
+    let main = std::fs::read_to_string(adapters.join("src/bin/quinn.rs")).context("read the quinn adapter source")?;
+    write_if_changed(&dir.join("src/main.rs"), &main)?;
+    if !dir.join("Cargo.lock").exists() {
+        // Start from Nesquic's lock so only the patched crates move (and it works offline).
+        std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).context("copy Cargo.lock")?;
+    }
+    eprintln!("nesquic: building the quinn adapter against {} ({version}, {revision}) ...", source.display());
+    let target = repo.join("target").join("lut-builds").join("target");
+    let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["build", "--release", "--quiet", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .status()
+        .context("run cargo (is Rust installed?)")?;
+    if !status.success() {
+        bail!("building the quinn adapter against {} failed (cargo output above)", source.display());
+    }
+    let binary = dir.join("nesquic-lut-quinn");
+    std::fs::copy(target.join("release/nesquic-lut-quinn"), &binary).context("copy the built adapter")?;
+    Ok(CustomBuild { inner: lut, binary, version, source, revision })
+}
+
+/// (crate name, directory) for every quinn crate found at `source`: a single crate directory
+/// (e.g. unpacked from the registry) or a workspace checkout with one directory per crate.
+fn find_crates(source: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut found = Vec::new();
+    if let Ok(name) = crate_name(&source.join("Cargo.toml")) {
+        if QUINN_CRATES.contains(&name.as_str()) {
+            found.push((name, source.to_path_buf()));
+        }
+    }
+    for name in QUINN_CRATES {
+        let dir = source.join(name);
+        if crate_name(&dir.join("Cargo.toml")).is_ok_and(|n| n == *name) {
+            found.push((name.to_string(), dir));
+        }
+    }
+    // The quinn crate first: its version is the one reported.
+    found.sort_by_key(|(n, _)| n != "quinn");
+    if found.first().map(|(n, _)| n.as_str()) != Some("quinn") {
+        bail!(
+            "{} holds no quinn crate (expected a Cargo.toml of package quinn, or a quinn/ directory)",
+            source.display()
+        );
+    }
+    Ok(found)
+}
+
+fn manifest_package(path: &Path) -> Result<toml::Value> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let v: toml::Value = toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
+    v.get("package").cloned().with_context(|| format!("{} has no [package]", path.display()))
+}
+
+fn crate_name(path: &Path) -> Result<String> {
+    manifest_package(path)?.get("name").and_then(|n| n.as_str()).map(String::from).context("package without name")
+}
+
+fn crate_version(path: &Path) -> Result<String> {
+    let package = manifest_package(path)?;
+    Ok(package.get("version").and_then(|v| v.as_str()).unwrap_or("workspace version").to_string())
+}
+
+fn git_revision(dir: &Path) -> String {
+    Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "not a git checkout".into())
+}
+
+fn write_if_changed(path: &Path, text: &str) -> Result<()> {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// FNV-1a: a stable short key for a path (std's hasher is randomly seeded).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+impl Lut for CustomBuild {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+    fn version(&self) -> String {
+        format!("{} (from {})", self.version, self.source.display())
+    }
+    fn description(&self) -> &'static str {
+        self.inner.description()
+    }
+    fn crypto_backend(&self) -> &'static str {
+        self.inner.crypto_backend()
+    }
+    fn io_modes(&self) -> &'static [IoMode] {
+        self.inner.io_modes()
+    }
+    fn binary_path(&self, _dir: &Path) -> Result<PathBuf, LutError> {
+        Ok(self.binary.clone())
+    }
+    fn options(&self) -> &'static [nesquic_lut_adapters::lut::LutOption] {
+        self.inner.options()
+    }
+}
