@@ -29,7 +29,7 @@ pub struct RunArgs {
     /// Library under test (see `nesquic luts`); `exec` runs --server-cmd/--client-cmd.
     #[arg(long, default_value = "quinn")]
     pub lut: String,
-    /// Build the LUT's adapter against this local checkout of the library (cargo [patch]):
+    /// Build the LUT's adapter against this local checkout of the library (a cargo patch):
     /// a quinn crate directory or a quinn workspace checkout. Its git revision is recorded.
     #[arg(long, value_name = "PATH")]
     pub lut_path: Option<PathBuf>,
