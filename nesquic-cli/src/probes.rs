@@ -151,18 +151,20 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
     let sent: u64 = role.io.iter().filter(|s| s.direction == "send").map(|s| s.datagrams).sum();
     let received: u64 = role.io.iter().filter(|s| s.direction == "recv").map(|s| s.datagrams).sum();
     // Catalog categories are summed over their functions; custom globs list each function.
-    let mut by_category: BTreeMap<String, (Timing, u64)> = BTreeMap::new();
+    let mut by_category: BTreeMap<String, (Timing, u64, bool)> = BTreeMap::new();
     for f in &role.functions {
         let key = if f.category.starts_with("uprobe:") { f.name.clone() } else { f.category.clone() };
-        let e = by_category.entry(key).or_insert_with(|| (empty_timing(), 0));
+        let e = by_category.entry(key).or_insert_with(|| (empty_timing(), 0, f.timed));
         merge_timing(&mut e.0, &f.timing);
         e.1 += f.bytes;
+        e.2 &= f.timed;
     }
     println!(
         "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}",
         "function", "calls", "time", "mean", "p50<=", "p99<=", "bytes", "call/dg", "ns/dg", "%CPU"
     );
-    for (category, (t, bytes)) in by_category {
+    for (category, (t, bytes, timed)) in by_category {
+        let time = |ns: f64| if timed { duration(ns) } else { "-".to_string() };
         // Seal runs per packet sent, open per packet received; the rest against both.
         let datagrams = match category.as_str() {
             "crypto.seal" => sent,
@@ -173,14 +175,14 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
             "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}",
             truncate(&category, 26),
             t.calls,
-            duration(t.total_ns as f64),
-            duration(t.mean_ns()),
-            duration(t.p50_le_ns as f64),
-            duration(t.p99_le_ns as f64),
+            time(t.total_ns as f64),
+            time(t.mean_ns()),
+            time(t.p50_le_ns as f64),
+            time(t.p99_le_ns as f64),
             bytes,
             if datagrams > 0.0 { format!("{:.2}", t.calls as f64 / datagrams) } else { "-".into() },
-            if datagrams > 0.0 { format!("{:.0}", t.total_ns as f64 / datagrams) } else { "-".into() },
-            share(t.total_ns as f64, cpu_ns),
+            if datagrams > 0.0 && timed { format!("{:.0}", t.total_ns as f64 / datagrams) } else { "-".into() },
+            if timed { share(t.total_ns as f64, cpu_ns) } else { "-".into() },
         );
     }
 }

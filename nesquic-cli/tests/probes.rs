@@ -129,7 +129,7 @@ fn quinn_with_io_and_crypto_probes() {
     let json = dir.path().join("run.json");
     let size = 5_000_000u64;
     let out = nesquic()
-        .args(["run", "--lut", "quinn", "--size", "5MB", "--probe", "io,crypto", "--json"])
+        .args(["run", "--lut", "quinn", "--size", "5MB", "--probe", "io,crypto,crypto.seal:time", "--json"])
         .arg(&json)
         .output()
         .expect("run nesquic");
@@ -174,6 +174,12 @@ fn quinn_with_io_and_crypto_probes() {
         .map(|f| f["bytes"].as_u64().expect("bytes"))
         .sum();
     assert!(seal_bytes >= size && seal_bytes < 2 * size, "server sealed {seal_bytes} bytes for {size}");
+    // crypto.seal was asked with :time (entry + return probes), the rest only counted.
+    for f in server["functions"].as_array().expect("functions") {
+        let timed = f["category"] == "crypto.seal";
+        assert_eq!(f["timed"], timed, "{f}");
+        assert_eq!(f["total_ns"].as_u64().expect("ns") > 0, timed, "{f}");
+    }
     assert_nothing_attached();
 }
 

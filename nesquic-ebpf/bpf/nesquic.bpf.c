@@ -363,6 +363,19 @@ int nq_func_enter(struct pt_regs *ctx)
 	struct nq_func_config *cfg = bpf_map_lookup_elem(&func_config, &cfg_key);
 	if (cfg && cfg->bytes_arg)
 		call.bytes = register_arg(ctx, cfg->bytes_arg);
+	if (cfg && cfg->count_only) {
+		/* Counting mode: no return probe will come; aggregate here. */
+		__u32 *role = role_of_current();
+		if (!role || *role >= NQ_MAX_ROLES || cfg_key >= NQ_MAX_FUNCS)
+			return 0;
+		__u32 idx = *role * NQ_MAX_FUNCS + cfg_key;
+		struct nq_stats *s = bpf_map_lookup_elem(&func_stats, &idx);
+		if (s) {
+			s->calls += 1;
+			s->bytes += call.bytes;
+		}
+		return 0;
+	}
 	struct nq_health *h = health_slot();
 	if (bpf_map_update_elem(&func_inflight, &key, &call, BPF_NOEXIST) != 0) {
 		/* Either re-entered (recursion) or the map is full. */

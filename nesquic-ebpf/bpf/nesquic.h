@@ -36,7 +36,7 @@ struct nq_stats {
 /* Per-function settings, indexed by the attach cookie. */
 struct nq_func_config {
 	__u32 bytes_arg;  /* 1-6: argument register, 7-8: stack argument, holding a byte count; 0: none */
-	__u32 reserved;
+	__u32 count_only; /* 1: no return probe; the entry probe counts calls and bytes itself */
 };
 
 /* What could not be measured, per CPU: printed with every report, never hidden. */

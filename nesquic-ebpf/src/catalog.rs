@@ -94,6 +94,8 @@ pub struct ResolvedFunction {
     pub file_offset: u64,
     /// Argument holding the byte count (0: none).
     pub bytes_arg: u32,
+    /// Timed with an entry and a return probe; otherwise only counted (entry probe only).
+    pub timed: bool,
 }
 
 /// A pattern set that matched nothing.
@@ -250,6 +252,8 @@ fn resolved(category: &str, backend: &str, object: &Path, f: &FunctionSymbol, by
         address: f.address,
         file_offset: f.file_offset,
         bytes_arg,
+        // Decided by the request after resolution (see ProbeRequest::resolve).
+        timed: true,
     }
 }
 
@@ -260,37 +264,55 @@ pub struct ProbeRequest {
     pub io: bool,
     /// Catalog categories.
     pub categories: BTreeSet<String>,
+    /// Categories asked for with `:time` (entry + return probes); the others are only counted.
+    pub timed: BTreeSet<String>,
     /// Custom globs.
     pub custom: Vec<CustomSpec>,
 }
 
 impl ProbeRequest {
-    /// Parses a comma-separated list. `crypto` means every `crypto.*` category.
+    /// Parses a comma-separated list. `crypto` means every `crypto.*` category. Catalog
+    /// categories are counted (entry probe only, cheap) unless suffixed `:time` (entry + return
+    /// probes: durations too); `uprobe:` globs are always timed.
     pub fn parse(text: &str, catalog: &Catalog) -> Result<Self, EbpfError> {
         let known = catalog.categories();
         let mut req = ProbeRequest::default();
         for item in split_items(text) {
             let item = item.trim();
-            match item {
+            if let Some(rest) = item.strip_prefix("uprobe:") {
+                req.custom.push(CustomSpec::parse(rest)?);
+                continue;
+            }
+            let (name, timed) = match item.rsplit_once(':') {
+                Some((name, "time")) => (name, true),
+                Some((name, "count")) => (name, false),
+                _ => (item, false),
+            };
+            let chosen: Vec<String> = match name {
                 "" => continue,
-                "io" => req.io = true,
+                "io" => {
+                    req.io = true;
+                    Vec::new()
+                }
                 "all" => {
                     req.io = true;
-                    req.categories.extend(known.iter().cloned());
+                    known.iter().cloned().collect()
                 }
-                "crypto" => req.categories.extend(known.iter().filter(|c| c.starts_with("crypto.")).cloned()),
-                _ if item.starts_with("uprobe:") => req.custom.push(CustomSpec::parse(&item["uprobe:".len()..])?),
-                _ if known.contains(item) => {
-                    req.categories.insert(item.to_string());
-                }
+                "crypto" => known.iter().filter(|c| c.starts_with("crypto.")).cloned().collect(),
+                _ if known.contains(name) => vec![name.to_string()],
                 _ => {
                     let list: Vec<&str> = known.iter().map(String::as_str).collect();
                     return Err(EbpfError::BadProbe(format!(
-                        "unknown probe {item:?}; use io, crypto, all, {}, or uprobe:GLOB / uprobe:BINARY:GLOB",
+                        "unknown probe {item:?}; use io, crypto, all, {} (append :time to time them, not \
+                         only count), or uprobe:GLOB / uprobe:BINARY:GLOB",
                         list.join(", ")
                     )));
                 }
+            };
+            if timed {
+                req.timed.extend(chosen.iter().cloned());
             }
+            req.categories.extend(chosen);
         }
         Ok(req)
     }
@@ -318,6 +340,9 @@ impl ProbeRequest {
         for spec in specs {
             let mut taken = HashSet::new();
             spec.resolve(objects, &mut taken, &mut out);
+        }
+        for f in &mut out.functions {
+            f.timed = f.category.starts_with("uprobe:") || self.timed.contains(&f.category);
         }
         out
     }
@@ -378,6 +403,12 @@ mod tests {
         assert_eq!(r.custom[0], CustomSpec { binary: None, glob: "my::fn_{a,b}*".into() });
         assert_eq!(r.custom[1], CustomSpec { binary: Some("/opt/lib.so".into()), glob: "EVP_*".into() });
         assert_eq!(ProbeRequest::parse("crypto", &c).expect("parse").categories.len(), 4);
+        let t = ProbeRequest::parse("crypto,crypto.seal:time", &c).expect("parse");
+        assert_eq!(
+            (t.categories.len(), t.timed.iter().map(String::as_str).collect::<Vec<_>>()),
+            (4, vec!["crypto.seal"])
+        );
+        assert_eq!(ProbeRequest::parse("crypto:time", &c).expect("parse").timed.len(), 4);
         let err = ProbeRequest::parse("cryptoo", &c).expect_err("unknown").to_string();
         assert!(err.contains("cryptoo") && err.contains("crypto.seal"), "{err}");
     }

@@ -58,8 +58,8 @@ impl NqStats {
 pub struct NqFuncConfig {
     /// 1-6: argument register, 7-8: stack argument, holding a byte count; 0: none.
     pub bytes_arg: u32,
-    /// Padding.
-    pub reserved: u32,
+    /// 1: no return probe; the entry probe counts calls and bytes itself.
+    pub count_only: u32,
 }
 
 /// `struct nq_health`: what the kernel side could not measure, per CPU.

@@ -102,6 +102,13 @@ pub struct FunctionMetrics {
     pub timing: Timing,
     /// Bytes from the catalog's byte-count argument (0 if none).
     pub bytes: u64,
+    /// Timed (entry + return probe); false: only counted, time figures are zero.
+    #[serde(default = "yes")]
+    pub timed: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// A function as the session knows it (index = attach cookie).
@@ -113,6 +120,8 @@ pub struct FunctionLabel {
     pub name: String,
     /// Object.
     pub object: String,
+    /// Timed or only counted.
+    pub timed: bool,
 }
 
 impl RoleMetrics {
@@ -141,6 +150,7 @@ impl RoleMetrics {
                 object: l.object.clone(),
                 timing: Timing::from_stats(s),
                 bytes: s.bytes,
+                timed: l.timed,
             })
             .collect();
         Self { role: role.to_string(), io, functions }

@@ -32,8 +32,8 @@ pub struct ProbeSession {
     datagram_events: RingBuf<MapData>,
     io: bool,
     functions: Vec<ResolvedFunction>,
-    /// uprobe links per tracked pid: (enter, exit) per function.
-    links: HashMap<u32, Vec<(UProbeLinkId, UProbeLinkId)>>,
+    /// uprobe links per tracked pid: (enter, exit if timed) per function.
+    links: HashMap<u32, Vec<(UProbeLinkId, Option<UProbeLinkId>)>>,
     nr_cpus: usize,
 }
 
@@ -55,7 +55,7 @@ impl ProbeSession {
         let datagram_events = take_map(&mut ebpf, "datagram_events", RingBuf::try_from)?;
         let mut func_config: Array<MapData, NqFuncConfig> = take_map(&mut ebpf, "func_config", Array::try_from)?;
         for (cookie, f) in functions.iter().enumerate() {
-            let cfg = NqFuncConfig { bytes_arg: f.bytes_arg, reserved: 0 };
+            let cfg = NqFuncConfig { bytes_arg: f.bytes_arg, count_only: u32::from(!f.timed) };
             func_config.set(cookie as u32, cfg, 0).map_err(|e| EbpfError::Map(format!("func_config: {e}")))?;
         }
         let mut session = Self {
@@ -136,7 +136,8 @@ impl ProbeSession {
                 })
             };
             let enter = attach(FUNC_ENTER)?;
-            let exit = attach(FUNC_EXIT)?;
+            // Counted functions get no return probe: half the probe hits, no in-flight state.
+            let exit = if f.timed { Some(attach(FUNC_EXIT)?) } else { None };
             links.push((enter, exit));
         }
         self.links.insert(pid, links);
@@ -149,7 +150,9 @@ impl ProbeSession {
         let _ = self.targets.remove(&pid);
         for (enter, exit) in self.links.remove(&pid).unwrap_or_default() {
             self.uprobe(FUNC_ENTER)?.detach(enter).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
-            self.uprobe(FUNC_EXIT)?.detach(exit).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
+            if let Some(exit) = exit {
+                self.uprobe(FUNC_EXIT)?.detach(exit).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
+            }
         }
         Ok(())
     }
@@ -202,6 +205,7 @@ impl ProbeSession {
                     category: f.category.clone(),
                     name: f.name.clone(),
                     object: f.object.display().to_string(),
+                    timed: f.timed,
                 };
                 functions.push((label, self.sum(&self.func_stats, role * MAX_FUNCS + cookie as u32)?));
             }
@@ -213,7 +217,14 @@ impl ProbeSession {
         }
         Ok(Metrics {
             io_mechanism: self.io.then(|| "syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)".to_string()),
-            function_mechanism: (!self.functions.is_empty()).then(|| "uprobe + uretprobe".to_string()),
+            function_mechanism: (!self.functions.is_empty()).then(|| {
+                match (self.functions.iter().any(|f| f.timed), self.functions.iter().any(|f| !f.timed)) {
+                    (true, true) => "uprobe (counted) / uprobe + uretprobe (timed)",
+                    (true, false) => "uprobe + uretprobe (timed)",
+                    _ => "uprobe (counted; add :time for durations)",
+                }
+                .to_string()
+            }),
             kprobes_available: preflight::kprobes_available(),
             roles: out,
             lost,

@@ -232,7 +232,11 @@ fn probe_metrics(role: &Value, size: u64, per: f64, push: &mut impl FnMut(String
             let calls = func(cat, "calls");
             if calls > 0.0 && packets > 0.0 {
                 push(format!("{name}.{key}_calls_per_packet"), calls / packets);
-                push(format!("{name}.{key}_ns_per_packet"), func(cat, "total_ns") / packets);
+                let ns = func(cat, "total_ns");
+                // Counted-only probes have no time; only timed runs compare it.
+                if ns > 0.0 {
+                    push(format!("{name}.{key}_ns_per_packet"), ns / packets);
+                }
             }
         }
     }

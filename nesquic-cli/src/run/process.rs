@@ -115,6 +115,8 @@ pub struct LutProcess {
     gate: Option<OwnedFd>,
     pending: Option<PendingSpawn>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Set when the stderr reader reached end of file (the process closed it).
+    stderr_done: Arc<std::sync::atomic::AtomicBool>,
     reaped: bool,
 }
 
@@ -227,6 +229,7 @@ impl LutProcess {
             gate: Some(gate_write),
             pending: Some(PendingSpawn { pipes, events }),
             stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
+            stderr_done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             reaped: false,
         })
     }
@@ -251,7 +254,7 @@ impl LutProcess {
             spawn_stdout_reader(self.role, stdout, pending.events, self.stderr_tail.clone());
         }
         if let Some(stderr) = stderr {
-            spawn_stderr_reader(stderr, self.stderr_tail.clone());
+            spawn_stderr_reader(stderr, self.stderr_tail.clone(), self.stderr_done.clone());
         }
         Ok(())
     }
@@ -276,6 +279,12 @@ impl LutProcess {
 
     /// Last lines the process wrote to stderr.
     pub fn stderr_tail(&self) -> String {
+        // The last lines travel through a reader thread: give it a moment to reach end of file
+        // (the process has exited or been killed when this is asked).
+        let until = Instant::now() + Duration::from_millis(500);
+        while !self.stderr_done.load(std::sync::atomic::Ordering::Acquire) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let tail = self.stderr_tail.lock().map(|t| t.iter().cloned().collect::<Vec<_>>().join("\n"));
         tail.unwrap_or_default()
     }
@@ -352,11 +361,16 @@ fn spawn_stdout_reader(
     });
 }
 
-fn spawn_stderr_reader(stderr: impl Read + Send + 'static, tail: Arc<Mutex<VecDeque<String>>>) {
+fn spawn_stderr_reader(
+    stderr: impl Read + Send + 'static,
+    tail: Arc<Mutex<VecDeque<String>>>,
+    done: Arc<std::sync::atomic::AtomicBool>,
+) {
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             push_tail(&tail, line);
         }
+        done.store(true, std::sync::atomic::Ordering::Release);
     });
 }
 

@@ -172,7 +172,7 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
 /// the original name is kept in `original_name`), and the whole trace is rewritten sorted by
 /// time. Returns how many library events were merged.
 pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, lut_files: &[(PathBuf, u64)]) -> Result<usize> {
-    let ours = crate::qlog::reader::read(trace)?;
+    let ours = crate::qlog::reader::read_unordered(trace)?;
     let epoch_ns = epoch.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as f64).unwrap_or(0.0);
     let mut events = ours.events;
     let mut merged = 0;
@@ -218,5 +218,25 @@ fn quic_namespace(name: &str) -> String {
         Some(("transport", "datagrams_received")) => "quic:udp_datagrams_received".into(),
         Some(("transport" | "recovery" | "connectivity" | "security", event)) => format!("quic:{event}"),
         _ => name.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_order_events_are_sorted_in_place() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.sqlog");
+        let text = "\x1e{\"file_schema\":\"x\",\"serialization_format\":\"y\",\"trace\":{}}\n\
+                    \x1e{\"time\":5.0,\"name\":\"nesquic:b\",\"data\":{}}\n\
+                    \x1e{\"time\":2.0,\"name\":\"quic:udp_datagrams_sent\",\"data\":{}}\n";
+        std::fs::write(&path, text).expect("write");
+        assert!(crate::qlog::reader::read(&path).is_err(), "unsorted input is not a valid trace");
+        assert_eq!(merge_lut_qlog(&path, SystemTime::now(), &[]).expect("sorted"), 0);
+        let trace = crate::qlog::reader::read(&path).expect("valid after sorting");
+        let names: Vec<&str> = trace.events.iter().filter_map(|e| e["name"].as_str()).collect();
+        assert_eq!(names, ["quic:udp_datagrams_sent", "nesquic:b"]);
     }
 }
