@@ -9,6 +9,36 @@ use nesquic_ebpf::catalog::Unmatched;
 use nesquic_ebpf::metrics::Timing;
 use nesquic_ebpf::{Catalog, Metrics, ObjectSymbols, ProbeRequest, ProbeSession, Resolution, RoleMetrics};
 
+/// CPU-clock sampling frequency per CPU (odd, so it does not lock step with periodic work).
+pub const PROFILE_HZ: u64 = 999;
+
+/// The catalog's component classifier.
+pub fn classifier() -> Result<nesquic_ebpf::profile::Classifier> {
+    Ok(nesquic_ebpf::profile::Classifier::new(&Catalog::builtin()?.components))
+}
+
+/// Prints a sampling profile: components with 95% intervals, then the hottest functions.
+pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str) {
+    println!();
+    println!("sampling profile ({} Hz per CPU, CPU-clock), {window}:", profile.frequency_hz);
+    for role in &profile.roles {
+        println!("{}: {} samples", role.role, role.samples);
+        for c in &role.components {
+            println!(
+                "  {:<14} {:>6.1}%  [{:>5.1}-{:>5.1}]  {:>7} samples",
+                c.name,
+                100.0 * c.share,
+                100.0 * c.ci95_low,
+                100.0 * c.ci95_high,
+                c.samples
+            );
+        }
+        for f in role.top_functions.iter().take(5) {
+            println!("    {:>5.1}%  {}", 100.0 * f.share, truncate(&f.name, 100));
+        }
+    }
+}
+
 /// A parsed and resolved `--probe` list.
 pub struct ProbePlan {
     /// What was asked.
@@ -77,7 +107,12 @@ impl ProbePlan {
     /// Loads and attaches (root).
     pub fn open_session(&self) -> Result<ProbeSession> {
         self.require_matches()?;
-        ProbeSession::open(self.request.io, self.resolution.functions.clone()).context("cannot start the eBPF probes")
+        let mut session = ProbeSession::open(self.request.io, self.resolution.functions.clone())
+            .context("cannot start the eBPF probes")?;
+        if self.request.profile {
+            session.start_profile(PROFILE_HZ).context("cannot start the sampling profile")?;
+        }
+        Ok(session)
     }
 }
 
@@ -86,6 +121,9 @@ pub fn print_summary(metrics: &Metrics, cpu_s: &BTreeMap<String, f64>, window: &
     let mut how = Vec::new();
     how.extend(metrics.io_mechanism.as_deref());
     how.extend(metrics.function_mechanism.as_deref());
+    if how.is_empty() {
+        return; // only the sampling profile ran; it prints itself
+    }
     println!();
     println!("probes ({}), {window}:", how.join("; "));
     for role in &metrics.roles {

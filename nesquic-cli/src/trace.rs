@@ -41,6 +41,8 @@ struct TraceReport {
     cpu_system_s: f64,
     wall_s: f64,
     probes: nesquic_ebpf::Metrics,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<nesquic_ebpf::profile::Profile>,
 }
 
 /// Runs `nesquic trace`.
@@ -56,7 +58,16 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     session.track(pid, Role::Process.index())?;
     process.release()?;
     let deadline = Instant::now() + args.timeout;
+    // The profile symbolises with the process's memory map, which is gone once it exits.
+    let mut maps = std::collections::HashMap::new();
+    let mut last_maps = Instant::now() - Duration::from_secs(1);
     let exit = loop {
+        if session.is_profiling() && last_maps.elapsed() >= Duration::from_millis(100) {
+            if let Some(m) = nesquic_ebpf::profile::ProcessMaps::read(pid) {
+                maps.insert(pid, m);
+            }
+            last_maps = Instant::now();
+        }
         if interrupted.load(Ordering::Relaxed) {
             process.kill();
             bail!("interrupted: command killed, probes detached");
@@ -75,9 +86,25 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
         }
     };
     let metrics = session.snapshot(&[(Role::Process.index(), "process")])?;
+    let profile = if session.is_profiling() {
+        let samples = session.profile_samples()?;
+        let roles = [(Role::Process.index(), "process")];
+        Some(nesquic_ebpf::profile::build(
+            &samples,
+            &maps,
+            &roles,
+            &crate::probes::classifier()?,
+            crate::probes::PROFILE_HZ,
+        ))
+    } else {
+        None
+    };
     drop(session);
     let cpu = (exit.user + exit.system).as_secs_f64();
     crate::probes::print_summary(&metrics, &BTreeMap::from([("process".to_string(), cpu)]), "whole command");
+    if let Some(p) = &profile {
+        crate::probes::print_profile(p, "whole command");
+    }
     if let Some(path) = &args.json {
         let report = TraceReport {
             command: args.command.iter().map(|a| a.to_string_lossy().into_owned()).collect(),
@@ -86,6 +113,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             cpu_system_s: exit.system.as_secs_f64(),
             wall_s: exit.wall.as_secs_f64(),
             probes: metrics,
+            profile,
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("write {}", path.display()))?;

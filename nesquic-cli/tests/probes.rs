@@ -358,3 +358,59 @@ fn qlog_datagram_events_add_up_to_the_io_counters() {
     }
     assert_nothing_attached();
 }
+
+#[test]
+fn profile_attributes_cpu_to_the_hot_function() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("trace.json");
+    let out = nesquic()
+        .args(["trace", "--probe", "profile", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(workload())
+        .args(["--spin", "1500"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let traced: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let role = &traced["profile"]["roles"][0];
+    let samples = role["samples"].as_u64().expect("samples");
+    // 1.5 s of one busy thread at 999 Hz.
+    assert!((1000..=2000).contains(&samples), "{samples} samples");
+    let share = |name: &str| {
+        role["top_functions"]
+            .as_array()
+            .expect("functions")
+            .iter()
+            .find(|f| f["name"] == name)
+            .map_or(0.0, |f| f["share"].as_f64().expect("share"))
+    };
+    let (hot, cold) = (share("nesquic_workload_hot"), share("nesquic_workload_cold"));
+    assert!((0.6..=0.8).contains(&hot), "hot {hot}, cold {cold}: {role}");
+    assert!((0.2..=0.4).contains(&cold), "hot {hot}, cold {cold}");
+    assert_nothing_attached();
+}
+
+#[test]
+fn quinn_profile_splits_cpu_into_components() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out =
+        nesquic().args(["run", "--size", "50MB", "--probe", "profile", "--json"]).arg(&json).output().expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    for role in report["repetitions"][0]["profile"]["roles"].as_array().expect("roles") {
+        let total = role["samples"].as_u64().expect("samples");
+        let components = role["components"].as_array().expect("components");
+        let sum: u64 = components.iter().map(|c| c["samples"].as_u64().expect("n")).sum();
+        assert_eq!(sum, total, "every sample is in exactly one component");
+        let share =
+            |n: &str| components.iter().find(|c| c["name"] == n).map_or(0.0, |c| c["share"].as_f64().expect("share"));
+        assert!(total > 50, "{role}");
+        assert!(share("crypto") > 0.02 && share("packet_io") > 0.05, "{role}");
+    }
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sampling profile"));
+    assert_nothing_attached();
+}

@@ -418,3 +418,52 @@ int nq_func_exit(struct pt_regs *ctx)
 	s->bytes += bytes;
 	return 0;
 }
+
+/* ---- sampling profile ---- */
+
+#define NQ_STACK_DEPTH 127
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, NQ_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct nq_sample_key);
+	__type(value, __u64);
+} samples SEC(".maps");
+
+/* Runs on every CPU-clock tick (per CPU, at the sampling frequency); counts the LUT's stacks. */
+SEC("perf_event")
+int nq_sample(struct bpf_perf_event_data *ctx)
+{
+	__u32 *role = role_of_current();
+	if (!role)
+		return 0;
+	struct nq_sample_key key = {
+		.tgid = bpf_get_current_pid_tgid() >> 32,
+		.role = *role,
+		.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
+		.kernel_stack = bpf_get_stackid(ctx, &stacks, 0),
+	};
+	__u64 one = 1;
+	__u64 *count = bpf_map_lookup_elem(&samples, &key);
+	if (count)
+		__sync_fetch_and_add(count, 1);
+	else if (bpf_map_update_elem(&samples, &key, &one, BPF_NOEXIST) != 0) {
+		/* Raced with another CPU inserting it, or the map is full. */
+		count = bpf_map_lookup_elem(&samples, &key);
+		if (count)
+			__sync_fetch_and_add(count, 1);
+		else {
+			struct nq_health *h = health_slot();
+			if (h)
+				h->events_dropped += 1;
+		}
+	}
+	return 0;
+}

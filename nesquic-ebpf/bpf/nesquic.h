@@ -59,6 +59,14 @@ struct nq_datagram_event {
 	__u32 segment;    /* datagram size (GSO segment / GRO stride); the last may be shorter */
 };
 
+/* CPU-clock samples of LUT processes, counted per (process, stacks). */
+struct nq_sample_key {
+	__u32 tgid;
+	__u32 role;
+	__s32 user_stack;   /* id in the stacks map, < 0: none */
+	__s32 kernel_stack;
+};
+
 struct nq_settings {
 	__u32 datagram_events;
 	__u32 reserved;
@@ -70,5 +78,6 @@ _Static_assert(sizeof(struct nq_func_config) == 8, "nq_func_config layout change
 _Static_assert(sizeof(struct nq_health) == 48, "nq_health layout changed");
 _Static_assert(sizeof(struct nq_datagram_event) == 32, "nq_datagram_event layout changed");
 _Static_assert(sizeof(struct nq_settings) == 8, "nq_settings layout changed");
+_Static_assert(sizeof(struct nq_sample_key) == 16, "nq_sample_key layout changed");
 
 #endif

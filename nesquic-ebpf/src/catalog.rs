@@ -45,6 +45,24 @@ pub struct Catalog {
     /// Entries in file order.
     #[serde(rename = "probe")]
     pub entries: Vec<CatalogEntry>,
+    /// Component rules for the sampling profile, in the order they are tried.
+    #[serde(rename = "component", default)]
+    pub components: Vec<ComponentRule>,
+}
+
+/// A sampling-profile component: a sample belongs to the first component one of whose patterns
+/// matches a frame of its user stack (`user`) or kernel stack (`kernel`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentRule {
+    /// `crypto`, `packet_io`, ...
+    pub name: String,
+    /// Globs on demangled user-space function names.
+    #[serde(default)]
+    pub user: Vec<String>,
+    /// Globs on kernel function names.
+    #[serde(default)]
+    pub kernel: Vec<String>,
 }
 
 impl Catalog {
@@ -268,6 +286,8 @@ pub struct ProbeRequest {
     pub timed: BTreeSet<String>,
     /// Custom globs.
     pub custom: Vec<CustomSpec>,
+    /// CPU-clock sampling profile by component.
+    pub profile: bool,
 }
 
 impl ProbeRequest {
@@ -294,6 +314,10 @@ impl ProbeRequest {
                     req.io = true;
                     Vec::new()
                 }
+                "profile" => {
+                    req.profile = true;
+                    Vec::new()
+                }
                 "all" => {
                     req.io = true;
                     known.iter().cloned().collect()
@@ -303,7 +327,7 @@ impl ProbeRequest {
                 _ => {
                     let list: Vec<&str> = known.iter().map(String::as_str).collect();
                     return Err(EbpfError::BadProbe(format!(
-                        "unknown probe {item:?}; use io, crypto, all, {} (append :time to time them, not \
+                        "unknown probe {item:?}; use io, profile, crypto, all, {} (append :time to time them, not \
                          only count), or uprobe:GLOB / uprobe:BINARY:GLOB",
                         list.join(", ")
                     )));
@@ -319,7 +343,7 @@ impl ProbeRequest {
 
     /// No probe at all.
     pub fn is_empty(&self) -> bool {
-        !self.io && self.categories.is_empty() && self.custom.is_empty()
+        !self.io && !self.profile && self.categories.is_empty() && self.custom.is_empty()
     }
 
     /// Needs uprobes.
@@ -383,7 +407,7 @@ mod tests {
 
     fn objects(names: &[&str]) -> Vec<ObjectSymbols> {
         let functions = names.iter().enumerate().map(|(i, n)| sym(n, 0x1000 + 16 * i as u64)).collect();
-        vec![ObjectSymbols { path: "/bin/lut".into(), functions }]
+        vec![ObjectSymbols { path: "/bin/lut".into(), functions, segments: Vec::new() }]
     }
 
     #[test]

@@ -99,6 +99,20 @@ pub struct NqDatagramEvent {
     pub segment: u32,
 }
 
+/// `struct nq_sample_key`: one sampled (process, user stack, kernel stack).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct NqSampleKey {
+    /// Process.
+    pub tgid: u32,
+    /// Role index.
+    pub role: u32,
+    /// Stack id of the user stack (< 0: none).
+    pub user_stack: i32,
+    /// Stack id of the kernel stack (< 0: none).
+    pub kernel_stack: i32,
+}
+
 /// `struct nq_settings`.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -134,9 +148,12 @@ unsafe impl aya::Pod for NqFuncConfig {}
 unsafe impl aya::Pod for NqHealth {}
 // SAFETY: as above.
 unsafe impl aya::Pod for NqSettings {}
+// SAFETY: as above.
+unsafe impl aya::Pod for NqSampleKey {}
 
 const _: () = assert!(std::mem::size_of::<NqStats>() == 368);
 const _: () = assert!(std::mem::size_of::<NqFuncConfig>() == 8);
 const _: () = assert!(std::mem::size_of::<NqHealth>() == 48);
 const _: () = assert!(std::mem::size_of::<NqDatagramEvent>() == 32);
 const _: () = assert!(std::mem::size_of::<NqSettings>() == 8);
+const _: () = assert!(std::mem::size_of::<NqSampleKey>() == 16);

@@ -12,6 +12,7 @@ pub mod layout;
 pub mod metrics;
 pub mod objects;
 pub mod preflight;
+pub mod profile;
 pub mod session;
 pub mod symbols;
 

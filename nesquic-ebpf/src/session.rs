@@ -5,13 +5,17 @@
 use std::collections::HashMap;
 use std::num::NonZeroU32;
 
-use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues, RingBuf};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues, RingBuf, StackTraceMap};
+use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope};
+use aya::programs::PerfEvent;
 use aya::programs::{TracePoint, UProbe};
 use aya::Ebpf;
 
 use crate::catalog::ResolvedFunction;
-use crate::layout::{NqDatagramEvent, NqFuncConfig, NqHealth, NqSettings, NqStats, MAX_FUNCS, MAX_ROLES, SYSCALLS};
+use crate::layout::{
+    NqDatagramEvent, NqFuncConfig, NqHealth, NqSampleKey, NqSettings, NqStats, MAX_FUNCS, MAX_ROLES, SYSCALLS,
+};
 use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
 use crate::{preflight, EbpfError};
 
@@ -35,6 +39,7 @@ pub struct ProbeSession {
     /// uprobe links per tracked pid: (enter, exit if timed) per function.
     links: HashMap<u32, Vec<(UProbeLinkId, Option<UProbeLinkId>)>>,
     nr_cpus: usize,
+    profiling: bool,
 }
 
 impl ProbeSession {
@@ -70,6 +75,7 @@ impl ProbeSession {
             functions,
             links: HashMap::new(),
             nr_cpus,
+            profiling: false,
         };
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
         if io {
@@ -105,6 +111,95 @@ impl ProbeSession {
             }
         }
         out
+    }
+
+    /// Starts the sampling profile: a CPU-clock perf event at `frequency_hz` on every CPU, whose
+    /// program counts the user and kernel stacks of tracked processes only.
+    pub fn start_profile(&mut self, frequency_hz: u64) -> Result<(), EbpfError> {
+        let cpus = aya::util::online_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;
+        let program: &mut PerfEvent = self
+            .ebpf
+            .program_mut("nq_sample")
+            .ok_or_else(|| EbpfError::Load("program nq_sample missing from the object".into()))?
+            .try_into()
+            .map_err(|e| EbpfError::Load(format!("nq_sample: {e}")))?;
+        program.load().map_err(|e| EbpfError::Load(format!("nq_sample: {e:#}")))?;
+        for cpu in cpus {
+            program
+                .attach(
+                    PerfEventConfig::Software(SoftwareEvent::CpuClock),
+                    PerfEventScope::AllProcessesOneCpu { cpu },
+                    SamplePolicy::Frequency(frequency_hz),
+                    false,
+                )
+                .map_err(|e| EbpfError::Attach {
+                    what: format!("cpu-clock sampling on cpu {cpu}"),
+                    reason: format!("{e:#}"),
+                })?;
+        }
+        self.profiling = true;
+        Ok(())
+    }
+
+    /// Whether the sampling profile runs.
+    pub fn is_profiling(&self) -> bool {
+        self.profiling
+    }
+
+    /// Every sampled (process, role, user stack, kernel stack) with its count; stacks innermost
+    /// frame first. Empty unless [`Self::start_profile`] ran.
+    pub fn profile_samples(&mut self) -> Result<Vec<crate::profile::RawSample>, EbpfError> {
+        if !self.profiling {
+            return Ok(Vec::new());
+        }
+        let samples: BpfHashMap<&MapData, NqSampleKey, u64> = BpfHashMap::try_from(
+            self.ebpf.map("samples").ok_or_else(|| EbpfError::Load("map samples missing".into()))?,
+        )
+        .map_err(|e| EbpfError::Map(format!("samples: {e}")))?;
+        let stacks: StackTraceMap<&MapData> = StackTraceMap::try_from(
+            self.ebpf.map("stacks").ok_or_else(|| EbpfError::Load("map stacks missing".into()))?,
+        )
+        .map_err(|e| EbpfError::Map(format!("stacks: {e}")))?;
+        let frames = |id: i32| -> Vec<u64> {
+            if id < 0 {
+                return Vec::new();
+            }
+            stacks.get(&(id as u32), 0).map(|s| s.frames().iter().map(|f| f.ip).collect()).unwrap_or_default()
+        };
+        let mut out = Vec::new();
+        for entry in samples.iter() {
+            let (key, count) = entry.map_err(|e| EbpfError::Map(format!("samples: {e}")))?;
+            out.push(crate::profile::RawSample {
+                tgid: key.tgid,
+                role: key.role,
+                user: frames(key.user_stack),
+                kernel: frames(key.kernel_stack),
+                count,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Forgets every sample and stack (between repetitions).
+    pub fn reset_profile(&mut self) -> Result<(), EbpfError> {
+        if !self.profiling {
+            return Ok(());
+        }
+        let map = self.ebpf.map_mut("samples").ok_or_else(|| EbpfError::Load("map samples missing".into()))?;
+        let mut samples: BpfHashMap<&mut MapData, NqSampleKey, u64> =
+            BpfHashMap::try_from(map).map_err(|e| EbpfError::Map(format!("samples: {e}")))?;
+        let keys: Vec<NqSampleKey> = samples.keys().filter_map(Result::ok).collect();
+        for k in keys {
+            let _ = samples.remove(&k);
+        }
+        let map = self.ebpf.map_mut("stacks").ok_or_else(|| EbpfError::Load("map stacks missing".into()))?;
+        let mut stacks: StackTraceMap<&mut MapData> =
+            StackTraceMap::try_from(map).map_err(|e| EbpfError::Map(format!("stacks: {e}")))?;
+        let ids: Vec<u32> = stacks.stack_ids().filter_map(Result::ok).collect();
+        for id in ids {
+            let _ = stacks.remove(&id);
+        }
+        Ok(())
     }
 
     /// The functions this session times, in cookie order.

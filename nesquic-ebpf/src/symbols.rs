@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
 
 use crate::EbpfError;
 
@@ -32,6 +32,8 @@ pub struct ObjectSymbols {
     pub path: PathBuf,
     /// Its functions, one per address (aliases folded, first name kept).
     pub functions: Vec<FunctionSymbol>,
+    /// Loadable segments: (virtual address, file offset, file size), to map a sampled address.
+    pub segments: Vec<(u64, u64, u64)>,
 }
 
 impl ObjectSymbols {
@@ -73,7 +75,13 @@ impl ObjectSymbols {
         if file.symbol_table().is_none() && functions.is_empty() {
             return Err(EbpfError::Stripped { path: path.to_path_buf() });
         }
-        Ok(Self { path: path.to_path_buf(), functions })
+        let segments = file
+            .segments()
+            .filter_map(|seg| {
+                seg.file_range().1.gt(&0).then(|| (seg.address(), seg.file_range().0, seg.file_range().1))
+            })
+            .collect();
+        Ok(Self { path: path.to_path_buf(), functions, segments })
     }
 }
 
@@ -142,9 +150,30 @@ pub fn nearest<'a>(pattern: &str, objects: &'a [ObjectSymbols], n: usize) -> Vec
             (score > 0).then_some((score, f.normalized.len(), f))
         })
         .collect();
+    // Most shared words first; among those, the smallest edit distance to the pattern
+    // (so a typo like `..._tik` finds `..._tick` before `..._hot`).
+    let literal: String = pattern.chars().filter(|c| !matches!(c, '*' | '?' | '[' | ']' | '{' | '}')).collect();
     scored.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    scored.dedup_by(|a, b| a.2.normalized == b.2.normalized);
-    scored.into_iter().take(n).map(|(_, _, f)| f).collect()
+    scored.truncate(2000);
+    let mut ranked: Vec<(usize, usize, &FunctionSymbol)> =
+        scored.into_iter().map(|(words, _, f)| (words, edit_distance(&literal, &f.normalized), f)).collect();
+    ranked.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.dedup_by(|a, b| a.2.normalized == b.2.normalized);
+    ranked.into_iter().take(n).map(|(_, _, f)| f).collect()
+}
+
+/// Levenshtein distance (bytes).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 #[cfg(test)]

@@ -76,8 +76,9 @@ pub struct RunArgs {
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
-    /// eBPF probes (root): io, crypto, crypto.seal, crypto.open, crypto.header_protection,
-    /// crypto.handshake, all, uprobe:GLOB, uprobe:BINARY:GLOB; comma-separated.
+    /// eBPF probes (root), comma-separated: io (syscalls), profile (CPU sampling by component),
+    /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
+    /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed).
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
     #[arg(long, value_name = "LIST")]
     pub probe: Option<String>,
@@ -228,6 +229,11 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     };
     print_summary(&report);
     let merged = print_probe_summary(&report);
+    for (i, rep) in report.repetitions.iter().enumerate() {
+        if let Some(p) = &rep.profile {
+            crate::probes::print_profile(p, &format!("repetition {}", i + 1));
+        }
+    }
     // Probes detach here, before anything is written.
     drop(session);
     recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
@@ -291,6 +297,8 @@ pub(crate) fn measure(
         last: now,
         repetition,
         io_settings: Vec::new(),
+        maps: std::collections::HashMap::new(),
+        last_maps: None,
     };
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
@@ -308,12 +316,23 @@ pub(crate) fn measure(
             recorder.trace(role).event("nesquic:metrics_updated", &event)?;
         }
     }
+    let maps = std::mem::take(&mut observer.maps);
+    let mut profile = None;
     if let Some(session) = session {
+        if outcome.is_ok() && session.is_profiling() {
+            let samples = session.profile_samples()?;
+            let roles = [(Role::Server.index(), "server"), (Role::Client.index(), "client")];
+            let classifier = crate::probes::classifier()?;
+            profile =
+                Some(nesquic_ebpf::profile::build(&samples, &maps, &roles, &classifier, crate::probes::PROFILE_HZ));
+        }
         session.untrack_all()?;
         session.reset()?;
+        session.reset_profile()?;
     }
     let mut figures = RepetitionFigures::from(&outcome?);
     figures.probes = probes;
+    figures.profile = profile;
     figures.io_settings = io_settings;
     Ok(figures)
 }
@@ -328,6 +347,9 @@ struct RunObserver<'a> {
     last: Instant,
     repetition: u32,
     io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
+    /// Latest memory map of each LUT process, for symbolising profile samples after it exits.
+    maps: std::collections::HashMap<u32, nesquic_ebpf::profile::ProcessMaps>,
+    last_maps: Option<Instant>,
 }
 
 impl ProcessObserver for RunObserver<'_> {
@@ -350,6 +372,16 @@ impl ProcessObserver for RunObserver<'_> {
     }
 
     fn tick(&mut self, progress_bytes: u64) -> Result<()> {
+        if self.session.as_deref().is_some_and(|s| s.is_profiling())
+            && self.last_maps.is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
+        {
+            for &(_, pid) in &self.pids {
+                if let Some(m) = u32::try_from(pid).ok().and_then(nesquic_ebpf::profile::ProcessMaps::read) {
+                    self.maps.insert(pid as u32, m);
+                }
+            }
+            self.last_maps = Some(Instant::now());
+        }
         let Some(recorder) = self.recorder.as_deref_mut() else { return Ok(()) };
         if self.last.elapsed() < recorder.interval {
             return Ok(());
@@ -449,6 +481,9 @@ fn run_summary_event(report: &RunReport, role: Role, merged: Option<&nesquic_ebp
             "cpu_s": if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s },
         })).collect::<Vec<_>>(),
         "probes": probes,
+        "profile": report.repetitions.iter().filter_map(|r| r.profile.as_ref()).map(|p| {
+            p.roles.iter().find(|x| x.role == role.to_string()).cloned()
+        }).collect::<Vec<_>>(),
     })
 }
 

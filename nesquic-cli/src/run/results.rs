@@ -62,6 +62,9 @@ pub struct RepetitionFigures {
     /// The LUT's own qlog files (with `--lut-qlog`): role, path, wall clock of their time zero.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lut_qlogs: Vec<(super::process::Role, std::path::PathBuf, u64)>,
+    /// The sampling profile of this repetition (with `--probe profile`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<nesquic_ebpf::profile::Profile>,
     /// What the eBPF probes measured in this repetition (with `--probe`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probes: Option<nesquic_ebpf::Metrics>,
@@ -83,6 +86,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             lut_qlogs: o.lut_qlogs.clone(),
             io_settings: Vec::new(),
             probes: None,
+            profile: None,
         }
     }
 }

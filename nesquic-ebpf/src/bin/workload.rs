@@ -7,6 +7,8 @@
 //! - 50 calls of `nesquic_workload_tick` and 5 of `nesquic_workload_sleep_1ms`.
 //!
 //! It writes what it did (from its own counters) as JSON to the path given with `--report`.
+//! `--spin MS` instead burns MS milliseconds of CPU, 70% in one function and 30% in another (for
+//! the sampling profile).
 
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
@@ -31,7 +33,49 @@ pub extern "C" fn nesquic_workload_sleep_1ms() {
     std::thread::sleep(Duration::from_millis(1));
 }
 
+/// Busy for `until`, checking the clock rarely so samples land in this function.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nesquic_workload_hot(until_ns: u64) -> u64 {
+    // A different constant than _cold: identical bodies would be folded into one symbol.
+    spin(until_ns, 6_364_136_223_846_793_005)
+}
+
+/// Like [`nesquic_workload_hot`]; the profile test gives it 30% of the time.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nesquic_workload_cold(until_ns: u64) -> u64 {
+    spin(until_ns, 2_862_933_555_777_941_757)
+}
+
+#[inline(always)]
+fn spin(until_ns: u64, multiplier: u64) -> u64 {
+    let start = std::time::Instant::now();
+    let mut x = 1u64;
+    while (start.elapsed().as_nanos() as u64) < until_ns {
+        for _ in 0..20_000 {
+            x = std::hint::black_box(x.wrapping_mul(multiplier).wrapping_add(1));
+        }
+    }
+    x
+}
+
+/// `--spin MS`: MS milliseconds of CPU, 70% in `nesquic_workload_hot`, 30% in `_cold`.
+fn spin_mode(ms: u64) {
+    let rounds = ms / 10;
+    for _ in 0..rounds {
+        std::hint::black_box(nesquic_workload_hot(7_000_000));
+        std::hint::black_box(nesquic_workload_cold(3_000_000));
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--spin") {
+        let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(1000);
+        spin_mode(ms);
+        return;
+    }
     if let Err(e) = run() {
         eprintln!("nesquic-workload: {e}");
         std::process::exit(1);
