@@ -38,7 +38,7 @@ bench-probes: build
     #!/usr/bin/env bash
     set -euo pipefail
     out=docs/probe-overhead.md
-    cmd="nesquic run --lut quinn --size 100MB --repeat 5 --probe io,crypto,crypto:time --overhead"
+    cmd="nesquic run --lut quinn --size 200MB --repeat 5 --probe io,profile,crypto,crypto:time --overhead"
     table=$(./target/release/$cmd --json bench/probe-overhead.json | sed -n '/^probe overhead/,$p')
     { echo "# Probe overhead"; echo; echo "Produced by \`just bench-probes\` ($cmd) on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."; \
       echo "Raw figures: bench/probe-overhead.json."; echo; echo '```'; echo "$table"; echo '```'; } > "$out"
