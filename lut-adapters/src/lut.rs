@@ -166,15 +166,8 @@ pub trait Lut: Send + Sync {
             spec.certs.cert.clone().into(),
             "--key".into(),
             spec.certs.key.clone().into(),
-            "--io".into(),
-            spec.io.to_string().into(),
         ];
-        if let Some(q) = spec.qlog {
-            args.extend(["--qlog".into(), q.into()]);
-        }
-        for o in spec.options {
-            args.extend(["--opt".into(), o.into()]);
-        }
+        push_common_args(&mut args, spec.io, spec.qlog, spec.options);
         args
     }
 
@@ -188,15 +181,8 @@ pub trait Lut: Send + Sync {
             spec.certs.cert.clone().into(),
             "--size".into(),
             spec.size.to_string().into(),
-            "--io".into(),
-            spec.io.to_string().into(),
         ];
-        if let Some(q) = spec.qlog {
-            args.extend(["--qlog".into(), q.into()]);
-        }
-        for o in spec.options {
-            args.extend(["--opt".into(), o.into()]);
-        }
+        push_common_args(&mut args, spec.io, spec.qlog, spec.options);
         args
     }
 
@@ -222,6 +208,17 @@ pub trait Lut: Send + Sync {
             }
         }
         Ok(())
+    }
+}
+
+/// `--io`, `--qlog` and `--opt` are the same for both roles.
+fn push_common_args(args: &mut Vec<OsString>, io: IoMode, qlog: Option<&Path>, options: &[String]) {
+    args.extend(["--io".into(), io.to_string().into()]);
+    if let Some(q) = qlog {
+        args.extend(["--qlog".into(), q.into()]);
+    }
+    for o in options {
+        args.extend(["--opt".into(), o.into()]);
     }
 }
 
