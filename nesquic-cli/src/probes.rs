@@ -192,8 +192,8 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
     let mut by_category: BTreeMap<String, (Timing, u64, bool)> = BTreeMap::new();
     for f in &role.functions {
         let key = if f.category.starts_with("uprobe:") { f.name.clone() } else { f.category.clone() };
-        let e = by_category.entry(key).or_insert_with(|| (empty_timing(), 0, f.timed));
-        merge_timing(&mut e.0, &f.timing);
+        let e = by_category.entry(key).or_insert_with(|| (Timing::empty(), 0, f.timed));
+        e.0.absorb(&f.timing);
         e.1 += f.bytes;
         e.2 &= f.timed;
     }
@@ -223,20 +223,6 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
             if timed { share(t.total_ns as f64, cpu_ns) } else { "-".into() },
         );
     }
-}
-
-fn empty_timing() -> Timing {
-    Timing { calls: 0, total_ns: 0, p50_le_ns: 0, p99_le_ns: 0, hist: vec![0; nesquic_ebpf::layout::HIST_BUCKETS] }
-}
-
-fn merge_timing(into: &mut Timing, from: &Timing) {
-    into.calls += from.calls;
-    into.total_ns += from.total_ns;
-    for (a, b) in into.hist.iter_mut().zip(&from.hist) {
-        *a += b;
-    }
-    into.p50_le_ns = nesquic_ebpf::metrics::quantile_upper_bound(&into.hist, 0.5);
-    into.p99_le_ns = nesquic_ebpf::metrics::quantile_upper_bound(&into.hist, 0.99);
 }
 
 fn ratio(a: f64, b: f64) -> f64 {

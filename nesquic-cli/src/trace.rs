@@ -59,14 +59,10 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     process.release()?;
     let deadline = Instant::now() + args.timeout;
     // The profile symbolises with the process's memory map, which is gone once it exits.
-    let mut maps = std::collections::HashMap::new();
-    let mut last_maps = Instant::now() - Duration::from_secs(1);
+    let mut maps = nesquic_ebpf::profile::MapsCache::default();
     let exit = loop {
-        if session.is_profiling() && last_maps.elapsed() >= Duration::from_millis(100) {
-            if let Some(m) = nesquic_ebpf::profile::ProcessMaps::read(pid) {
-                maps.insert(pid, m);
-            }
-            last_maps = Instant::now();
+        if session.is_profiling() {
+            maps.refresh([pid]);
         }
         if interrupted.load(Ordering::Relaxed) {
             process.kill();
@@ -85,13 +81,13 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the command"),
         }
     };
-    let metrics = session.snapshot(&[(Role::Process.index(), "process")])?;
+    let metrics = session.snapshot(&[Role::Process.slot()])?;
     let profile = if session.is_profiling() {
         let samples = session.profile_samples()?;
-        let roles = [(Role::Process.index(), "process")];
+        let roles = [Role::Process.slot()];
         Some(nesquic_ebpf::profile::build(
             &samples,
-            &maps,
+            &maps.maps,
             &roles,
             &crate::probes::classifier()?,
             crate::probes::PROFILE_HZ,

@@ -176,7 +176,13 @@ pub fn quantile_upper_bound(hist: &[u64], q: f64) -> u64 {
 }
 
 impl Timing {
-    fn absorb(&mut self, other: &Timing) {
+    /// No calls yet (to sum into).
+    pub fn empty() -> Self {
+        Self { calls: 0, total_ns: 0, p50_le_ns: 0, p99_le_ns: 0, hist: vec![0; HIST_BUCKETS] }
+    }
+
+    /// Adds `other`'s calls, time and histogram; percentiles are recomputed.
+    pub fn absorb(&mut self, other: &Timing) {
         self.calls += other.calls;
         self.total_ns += other.total_ns;
         for (a, b) in self.hist.iter_mut().zip(&other.hist) {

@@ -93,20 +93,52 @@ impl Symbolizer {
     /// The user function containing `ip` in a process with `maps`.
     pub fn user_name(&mut self, maps: &ProcessMaps, ip: u64) -> Option<String> {
         let (path, file_offset) = maps.find(ip)?;
-        let object =
-            self.objects.entry(path.to_path_buf()).or_insert_with(|| ObjectSymbols::load(path).ok()).as_ref()?;
+        let object = self
+            .objects
+            .entry(path.to_path_buf())
+            .or_insert_with(|| {
+                // Sorted by address once, so each lookup is a binary search.
+                ObjectSymbols::load(path).ok().map(|mut o| {
+                    o.functions.sort_by_key(|f| f.address);
+                    o
+                })
+            })
+            .as_ref()?;
         let vaddr = object
             .segments
             .iter()
             .find(|(_, off, size)| file_offset >= *off && file_offset < off + size)
             .map(|(va, off, _)| file_offset - off + va)?;
-        let funcs = &object.functions;
-        // functions are in symbol-table order; find the closest start at or below vaddr.
-        let best = funcs
-            .iter()
-            .filter(|f| f.address <= vaddr && (f.size == 0 || vaddr < f.address + f.size))
-            .max_by_key(|f| f.address)?;
+        // The function with the highest start at or below vaddr that still contains it.
+        let below = object.functions.partition_point(|f| f.address <= vaddr);
+        let best = object.functions[..below].iter().rev().find(|f| f.size == 0 || vaddr < f.address + f.size)?;
         Some(best.demangled.clone())
+    }
+}
+
+/// Memory maps of running processes, re-read at most every 100 ms: samples are symbolised after
+/// the processes are gone, with the last map seen.
+#[derive(Debug, Default)]
+pub struct MapsCache {
+    /// Latest map per pid.
+    pub maps: HashMap<u32, ProcessMaps>,
+    last: Option<std::time::Instant>,
+}
+
+impl MapsCache {
+    const PERIOD: std::time::Duration = std::time::Duration::from_millis(100);
+
+    /// Re-reads the maps of `pids` if the last read is older than the period.
+    pub fn refresh(&mut self, pids: impl IntoIterator<Item = u32>) {
+        if self.last.is_some_and(|t| t.elapsed() < Self::PERIOD) {
+            return;
+        }
+        for pid in pids {
+            if let Some(m) = ProcessMaps::read(pid) {
+                self.maps.insert(pid, m);
+            }
+        }
+        self.last = Some(std::time::Instant::now());
     }
 }
 

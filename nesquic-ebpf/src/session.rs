@@ -141,6 +141,24 @@ impl ProbeSession {
         Ok(())
     }
 
+    /// How packet I/O is measured, if it is.
+    pub fn io_mechanism(&self) -> Option<String> {
+        self.io.then(|| "syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)".to_string())
+    }
+
+    /// How functions are measured, if any are: counted (entry probe) and/or timed.
+    pub fn function_mechanism(&self) -> Option<String> {
+        if self.functions.is_empty() {
+            return None;
+        }
+        let mechanism = match (self.functions.iter().any(|f| f.timed), self.functions.iter().any(|f| !f.timed)) {
+            (true, true) => "uprobe (counted) / uprobe + uretprobe (timed)",
+            (true, false) => "uprobe + uretprobe (timed)",
+            _ => "uprobe (counted; add :time for durations)",
+        };
+        Some(mechanism.to_string())
+    }
+
     /// Whether the sampling profile runs.
     pub fn is_profiling(&self) -> bool {
         self.profiling
@@ -311,15 +329,8 @@ impl ProbeSession {
             lost.add(cpu);
         }
         Ok(Metrics {
-            io_mechanism: self.io.then(|| "syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)".to_string()),
-            function_mechanism: (!self.functions.is_empty()).then(|| {
-                match (self.functions.iter().any(|f| f.timed), self.functions.iter().any(|f| !f.timed)) {
-                    (true, true) => "uprobe (counted) / uprobe + uretprobe (timed)",
-                    (true, false) => "uprobe + uretprobe (timed)",
-                    _ => "uprobe (counted; add :time for durations)",
-                }
-                .to_string()
-            }),
+            io_mechanism: self.io_mechanism(),
+            function_mechanism: self.function_mechanism(),
             kprobes_available: preflight::kprobes_available(),
             roles: out,
             lost,

@@ -17,7 +17,7 @@ use nesquic_lut_adapters::{find_lut, tls, IoMode};
 use serde::Serialize;
 use serde_json::json;
 
-use process::Role;
+use process::{Role, LUT_ROLES};
 use repetition::{run_repetition, ProcessObserver, RepetitionSpec};
 pub(crate) use results::{RepetitionFigures, Spread, Summary};
 
@@ -126,7 +126,6 @@ pub struct LutInfo {
     pub source: Option<serde_json::Value>,
 }
 
-/// Runs `nesquic run`.
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let mut lut = choose_lut(args)?;
@@ -148,7 +147,11 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         _ => None,
     };
     if args.qlog_datagrams {
-        let has_io = args.probe.as_deref().is_some_and(|p| p.split(',').any(|i| matches!(i.trim(), "io" | "all")));
+        let catalog = nesquic_ebpf::Catalog::builtin()?;
+        let has_io = match &args.probe {
+            Some(list) => nesquic_ebpf::ProbeRequest::parse(list, &catalog)?.io,
+            None => false,
+        };
         anyhow::ensure!(has_io, "--qlog-datagrams records what the io probes see: add --probe io");
         if let Some(s) = session.as_mut() {
             s.set_datagram_events(true)?;
@@ -240,19 +243,17 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let epoch = recorder.epoch();
     let unsorted = recorder.unsorted;
     let traces = recorder.finish()?;
-    if unsorted && !args.lut_qlog {
-        for trace in &traces {
-            record::merge_lut_qlog(trace, epoch, &[])?;
-        }
-    }
-    if args.lut_qlog {
-        let lut_files: Vec<_> = report.repetitions.iter().flat_map(|r| r.lut_qlogs.iter().cloned()).collect();
-        anyhow::ensure!(!lut_files.is_empty(), "--lut-qlog: {} wrote no qlog", lut.name());
-        for (trace, role) in traces.iter().zip([Role::Server, Role::Client]) {
+    let lut_files: Vec<_> = report.repetitions.iter().flat_map(|r| r.lut_qlogs.iter().cloned()).collect();
+    anyhow::ensure!(!args.lut_qlog || !lut_files.is_empty(), "--lut-qlog: {} wrote no qlog", lut.name());
+    // Merging the library's events and sorting per-message events are one rewrite of each trace.
+    if unsorted || args.lut_qlog {
+        for (trace, role) in traces.iter().zip(LUT_ROLES) {
             let mine: Vec<_> =
                 lut_files.iter().filter(|(r, _, _)| *r == role).map(|(_, p, t)| (p.clone(), *t)).collect();
             let merged = record::merge_lut_qlog(trace, epoch, &mine)?;
-            eprintln!("nesquic: merged {merged} {} qlog events into {}", lut.name(), trace.display());
+            if args.lut_qlog {
+                eprintln!("nesquic: merged {merged} {} qlog events into {}", lut.name(), trace.display());
+            }
         }
     }
     let text = serde_json::to_string_pretty(&report)?;
@@ -297,32 +298,31 @@ pub(crate) fn measure(
         last: now,
         repetition,
         io_settings: Vec::new(),
-        maps: std::collections::HashMap::new(),
-        last_maps: None,
+        maps: nesquic_ebpf::profile::MapsCache::default(),
     };
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
     let probes = match (&outcome, observer.session.as_deref()) {
-        (Ok(_), Some(session)) => Some(session.snapshot(&[(0, "server"), (1, "client")])?),
+        (Ok(_), Some(session)) => Some(session.snapshot(&LUT_ROLES.map(Role::slot))?),
         _ => None,
     };
     if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.session.as_deref_mut()) {
         recorder.datagram_events(&session.drain_datagram_events())?;
     }
     if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
-        for role in [Role::Server, Role::Client] {
+        for role in LUT_ROLES {
             let progress = (role == Role::Client).then_some(o.client_result.bytes);
             let event = record::snapshot_event(role, repetition, now, None, progress, probes.as_ref(), true);
             recorder.trace(role).event("nesquic:metrics_updated", &event)?;
         }
     }
-    let maps = std::mem::take(&mut observer.maps);
+    let maps = std::mem::take(&mut observer.maps.maps);
     let mut profile = None;
     if let Some(session) = session {
         if outcome.is_ok() && session.is_profiling() {
             let samples = session.profile_samples()?;
-            let roles = [(Role::Server.index(), "server"), (Role::Client.index(), "client")];
             let classifier = crate::probes::classifier()?;
+            let roles = LUT_ROLES.map(Role::slot);
             profile =
                 Some(nesquic_ebpf::profile::build(&samples, &maps, &roles, &classifier, crate::probes::PROFILE_HZ));
         }
@@ -347,9 +347,8 @@ struct RunObserver<'a> {
     last: Instant,
     repetition: u32,
     io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
-    /// Latest memory map of each LUT process, for symbolising profile samples after it exits.
-    maps: std::collections::HashMap<u32, nesquic_ebpf::profile::ProcessMaps>,
-    last_maps: Option<Instant>,
+    /// Memory maps of the LUT processes, for symbolising profile samples after they exit.
+    maps: nesquic_ebpf::profile::MapsCache,
 }
 
 impl ProcessObserver for RunObserver<'_> {
@@ -372,15 +371,8 @@ impl ProcessObserver for RunObserver<'_> {
     }
 
     fn tick(&mut self, progress_bytes: u64) -> Result<()> {
-        if self.session.as_deref().is_some_and(|s| s.is_profiling())
-            && self.last_maps.is_none_or(|t| t.elapsed() >= Duration::from_millis(100))
-        {
-            for &(_, pid) in &self.pids {
-                if let Some(m) = u32::try_from(pid).ok().and_then(nesquic_ebpf::profile::ProcessMaps::read) {
-                    self.maps.insert(pid as u32, m);
-                }
-            }
-            self.last_maps = Some(Instant::now());
+        if self.session.as_deref().is_some_and(|s| s.is_profiling()) {
+            self.maps.refresh(self.pids.iter().filter_map(|&(_, pid)| u32::try_from(pid).ok()));
         }
         let Some(recorder) = self.recorder.as_deref_mut() else { return Ok(()) };
         if self.last.elapsed() < recorder.interval {
@@ -390,7 +382,7 @@ impl ProcessObserver for RunObserver<'_> {
         let metrics = match self.session.as_deref_mut() {
             Some(s) => {
                 recorder.datagram_events(&s.drain_datagram_events())?;
-                Some(s.snapshot(&[(0, "server"), (1, "client")])?)
+                Some(s.snapshot(&LUT_ROLES.map(Role::slot))?)
             }
             None => None,
         };
@@ -434,8 +426,8 @@ fn run_started(
         "io": {"mode": io, "stack": io_stack(io)},
         "probes": {
             "requested": args.probe,
-            "io_mechanism": session.filter(|_| args.probe.as_deref().is_some_and(|p| p.split(',').any(|i| i.trim() == "io" || i.trim() == "all"))).map(|_| "syscall tracepoints"),
-            "function_mechanism": (!functions.is_empty()).then_some("uprobe + uretprobe"),
+            "io_mechanism": session.and_then(|s| s.io_mechanism()),
+            "function_mechanism": session.and_then(|s| s.function_mechanism()),
             "functions": functions,
             "kprobes_available": nesquic_ebpf::preflight::kprobes_available(),
         },

@@ -39,13 +39,28 @@ impl Role {
     }
 }
 
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl Role {
+    /// The name reports use.
+    pub fn name(self) -> &'static str {
+        match self {
             Role::Server => "server",
             Role::Client => "client",
             Role::Process => "process",
-        })
+        }
+    }
+
+    /// (map index, name), as [`nesquic_ebpf::ProbeSession::snapshot`] takes roles.
+    pub fn slot(self) -> (u32, &'static str) {
+        (self.index(), self.name())
+    }
+}
+
+/// The two roles of a LUT run.
+pub const LUT_ROLES: [Role; 2] = [Role::Server, Role::Client];
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-use super::process::Role;
+use super::process::{Role, LUT_ROLES};
 use crate::qlog::writer::QlogWriter;
 
 /// The two traces of a run (one per role), on one clock.
@@ -54,11 +54,7 @@ impl Recorder {
     /// Writes per-message kernel events as `quic:udp_datagrams_sent` / `_received`.
     pub fn datagram_events(&mut self, events: &[nesquic_ebpf::layout::NqDatagramEvent]) -> Result<()> {
         for e in events {
-            let role = match e.role {
-                0 => Role::Server,
-                1 => Role::Client,
-                _ => continue,
-            };
+            let Some(role) = LUT_ROLES.into_iter().find(|r| r.index() == e.role) else { continue };
             let Some(syscall) = nesquic_ebpf::layout::SYSCALLS.get(e.kind as usize) else { continue };
             let name = if e.kind < 3 { "quic:udp_datagrams_sent" } else { "quic:udp_datagrams_received" };
             let segment = u64::from(e.segment.max(1));
