@@ -33,7 +33,7 @@ pub struct ProcessMaps {
 }
 
 impl ProcessMaps {
-    /// Reads /proc/PID/maps (file-backed executable mappings only).
+    /// Reads /proc/PID/maps (file-backed executable mappings only); `None` if there are none.
     pub fn read(pid: u32) -> Option<Self> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
         let mut entries = Vec::new();
@@ -51,7 +51,9 @@ impl ProcessMaps {
                 entries.push((start, end, offset, PathBuf::from(path)));
             }
         }
-        Some(Self { entries })
+        // A process that has exited but is not yet reaped shows an empty map: report nothing,
+        // so a cache keeps the last real map instead of losing every symbol.
+        (!entries.is_empty()).then_some(Self { entries })
     }
 
     fn find(&self, ip: u64) -> Option<(&Path, u64)> {
