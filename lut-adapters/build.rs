@@ -3,8 +3,12 @@
 
 use std::path::PathBuf;
 
-const TRACKED: &[(&str, &str)] =
-    &[("quinn", "NESQUIC_QUINN_VERSION"), ("rustls", "NESQUIC_RUSTLS_VERSION"), ("ring", "NESQUIC_RING_VERSION")];
+const TRACKED: &[(&str, &str)] = &[
+    ("quinn", "NESQUIC_QUINN_VERSION"),
+    ("rustls", "NESQUIC_RUSTLS_VERSION"),
+    ("ring", "NESQUIC_RING_VERSION"),
+    ("quiche", "NESQUIC_QUICHE_VERSION"),
+];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));

@@ -49,8 +49,8 @@ impl Outcome {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let fast = IoSwitches { gso: true, gro: true, mmsg: true };
-    let plain = IoSwitches { gso: false, gro: false, mmsg: false };
+    let fast = IoSwitches::default();
+    let plain = IoSwitches { gso: false, gro: false, mmsg: false, plain: false };
     let scenarios = [
         Scenario { name: "GSO+sendmmsg -> GRO+recvmmsg", sender: fast, receiver: fast },
         Scenario { name: "plain send -> GRO+recvmmsg", sender: plain, receiver: fast },

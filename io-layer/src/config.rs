@@ -11,11 +11,22 @@ pub struct IoSwitches {
     pub gro: bool,
     /// Batch messages with `sendmmsg`/`recvmmsg` instead of one `sendmsg`/`recvmsg` per message.
     pub mmsg: bool,
+    /// The naive loop many examples use: one `sendto`/`recvfrom` per datagram, no control
+    /// messages. Overrides the three switches above (the baseline that shows what they buy).
+    #[serde(default)]
+    pub plain: bool,
+}
+
+impl IoSwitches {
+    /// One `sendto`/`recvfrom` per datagram.
+    pub fn plain() -> Self {
+        Self { gso: false, gro: false, mmsg: false, plain: true }
+    }
 }
 
 impl Default for IoSwitches {
     fn default() -> Self {
-        Self { gso: true, gro: true, mmsg: true }
+        Self { gso: true, gro: true, mmsg: true, plain: false }
     }
 }
 

@@ -58,6 +58,9 @@ pub struct Capabilities {
     pub gro: bool,
     /// `sendmmsg`/`recvmmsg` batching in use.
     pub mmsg: bool,
+    /// Plain `sendto`/`recvfrom`, one datagram per syscall.
+    #[serde(default)]
+    pub plain: bool,
     /// Most datagrams per send message.
     pub max_gso_segments: usize,
     /// Most messages per batched syscall.
@@ -101,14 +104,16 @@ impl UdpIo {
             send: get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap_or(0),
         };
         // Detect at run time: the kernel says no with an error if it lacks the option.
-        let gso = config.switches.gso && set_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
-        let gro = config.switches.gro && set_int(fd, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
+        let plain = config.switches.plain;
+        let gso = !plain && config.switches.gso && set_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
+        let gro = !plain && config.switches.gro && set_int(fd, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok();
         let caps = Capabilities {
             gso,
             gro,
-            mmsg: config.switches.mmsg,
+            mmsg: !plain && config.switches.mmsg,
+            plain,
             max_gso_segments: if gso { MAX_GSO_SEGMENTS } else { 1 },
-            batch: if config.switches.mmsg { config.batch.clamp(1, 1024) } else { 1 },
+            batch: if !plain && config.switches.mmsg { config.batch.clamp(1, 1024) } else { 1 },
         };
         Ok(Self {
             socket,
@@ -218,6 +223,18 @@ impl UdpIo {
             } else {
                 Ok(r as usize)
             }
+        } else if self.caps.plain {
+            let h = &mut hdrs[0].msg_hdr;
+            // SAFETY: the buffer and name storage are live for the call; the lengths are theirs.
+            let r = unsafe {
+                libc::recvfrom(fd, bufs[0].as_mut_ptr().cast(), bufs[0].len(), 0, h.msg_name.cast(), &mut h.msg_namelen)
+            };
+            if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                hdrs[0].msg_len = r as u32;
+                Ok(1)
+            }
         } else {
             // SAFETY: as above, for the first header.
             let r = unsafe { libc::recvmsg(fd, &mut hdrs[0].msg_hdr, 0) };
@@ -309,6 +326,18 @@ impl UdpIo {
                 Err(io::Error::last_os_error())
             } else {
                 Ok(r as usize)
+            }
+        } else if self.caps.plain {
+            let h = &hdrs[0].msg_hdr;
+            // SAFETY: the payload and destination outlive the call; plan_messages made one
+            // message per datagram (no GSO), so no control message is lost.
+            let r = unsafe {
+                libc::sendto(fd, messages[0].data.cast(), messages[0].len, 0, h.msg_name.cast(), h.msg_namelen)
+            };
+            if r < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(1)
             }
         } else {
             // SAFETY: as above, for the first header.

@@ -8,7 +8,11 @@ use std::time::Duration;
 use nesquic_io::{DirectionCounters, IoConfig, IoSwitches, RecvMeta, Transmit, UdpIo};
 
 fn socket(gso: bool, gro: bool, mmsg: bool) -> UdpIo {
-    let config = IoConfig { switches: IoSwitches { gso, gro, mmsg }, ..IoConfig::default() };
+    socket_with(IoSwitches { gso, gro, mmsg, plain: false })
+}
+
+fn socket_with(switches: IoSwitches) -> UdpIo {
+    let config = IoConfig { switches, ..IoConfig::default() };
     let io = UdpIo::bind("127.0.0.1:0".parse().unwrap(), &config).unwrap();
     io.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     io
@@ -45,6 +49,15 @@ struct Case {
     mmsg: bool,
 }
 
+impl Case {
+    fn sender(&self) -> UdpIo {
+        socket(self.gso, false, self.mmsg)
+    }
+    fn receiver(&self) -> UdpIo {
+        socket(false, self.gro, self.mmsg)
+    }
+}
+
 /// Sends `transmits` transmits of `segments` x `segment` bytes, checks content and counters.
 fn round_trip(
     case: Case,
@@ -52,8 +65,16 @@ fn round_trip(
     segments: usize,
     segment: usize,
 ) -> (DirectionCounters, DirectionCounters, Vec<RecvMeta>) {
-    let tx = socket(case.gso, false, case.mmsg);
-    let rx = socket(false, case.gro, case.mmsg);
+    round_trip_between(case.sender(), case.receiver(), transmits, segments, segment)
+}
+
+fn round_trip_between(
+    tx: UdpIo,
+    rx: UdpIo,
+    transmits: usize,
+    segments: usize,
+    segment: usize,
+) -> (DirectionCounters, DirectionCounters, Vec<RecvMeta>) {
     let dest: SocketAddr = rx.local_addr().unwrap();
     let data: Vec<Vec<u8>> = (0..transmits).map(|_| payload(segments, segment)).collect();
     let list: Vec<Transmit<'_>> =
@@ -110,6 +131,21 @@ fn forced_fallback_is_one_syscall_per_datagram_both_ways() {
 }
 
 #[test]
+fn plain_loop_is_one_syscall_per_datagram_whatever_else_is_asked() {
+    let plain = IoSwitches::plain();
+    let tx = socket_with(IoSwitches { gso: true, ..plain });
+    let rx = socket_with(IoSwitches { gro: true, mmsg: true, ..plain });
+    for caps in [tx.capabilities(), rx.capabilities()] {
+        assert!(caps.plain && !caps.gso && !caps.gro && !caps.mmsg, "{caps:?}");
+        assert_eq!((caps.batch, caps.max_gso_segments), (1, 1));
+    }
+    let (send, recv, metas) = round_trip_between(tx, rx, 3, 4, 1100);
+    assert_eq!(send, DirectionCounters { syscalls: 12, datagrams: 12, bytes: 13_200, would_block: 0, errors: 0 });
+    assert_eq!(recv, DirectionCounters { syscalls: 12, datagrams: 12, bytes: 13_200, would_block: 0, errors: 0 });
+    assert!(metas.iter().all(|m| m.len == 1100 && m.stride == 1100));
+}
+
+#[test]
 fn oversized_transmit_is_split_at_the_kernel_segment_limit() {
     // 100 x 500 B: the kernel takes at most 64 segments per GSO message, so 2 messages, 1 sendmmsg.
     let (send, recv, _) = round_trip(Case { gso: true, gro: true, mmsg: true }, 1, 100, 500);
@@ -119,8 +155,11 @@ fn oversized_transmit_is_split_at_the_kernel_segment_limit() {
 
 #[test]
 fn batch_size_bounds_messages_per_sendmmsg() {
-    let config =
-        IoConfig { switches: IoSwitches { gso: false, gro: false, mmsg: true }, batch: 4, ..IoConfig::default() };
+    let config = IoConfig {
+        switches: IoSwitches { gso: false, gro: false, mmsg: true, plain: false },
+        batch: 4,
+        ..IoConfig::default()
+    };
     let tx = UdpIo::bind("127.0.0.1:0".parse().unwrap(), &config).unwrap();
     let rx = socket(false, false, true);
     let data = payload(10, 100);

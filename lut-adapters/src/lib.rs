@@ -9,9 +9,10 @@
 
 pub mod exec;
 pub mod lut;
-pub mod protocol;
+pub use nesquic_translation::protocol;
 pub mod report;
 pub mod tls;
+pub mod translated;
 
 pub use exec::ExecLut;
-pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, QuinnLut};
+pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, QuicheLut, QuinnLut};

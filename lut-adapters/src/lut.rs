@@ -242,25 +242,77 @@ impl Lut for QuinnLut {
         "quinn"
     }
     fn options(&self) -> &'static [LutOption] {
-        &[LutOption { key: "gso", values: &["on", "off"], meaning: "quinn's UDP segmentation offload (default on)" }]
+        &[
+            LutOption {
+                key: "gso",
+                values: &["on", "off"],
+                meaning: "UDP segmentation offload (native: quinn's own; nesquic: the I/O layer's; default on)",
+            },
+            NESQUIC_IO_GRO,
+            NESQUIC_IO_MMSG,
+        ]
     }
     fn version(&self) -> String {
         env!("NESQUIC_QUINN_VERSION").to_string()
     }
     fn description(&self) -> &'static str {
-        "quinn (tokio, rustls + ring, quinn-udp with GSO/GRO)"
+        "quinn (rustls + ring); native: tokio + quinn-udp; nesquic/plain: quinn-proto over Nesquic I/O"
     }
     fn crypto_backend(&self) -> &'static str {
         "ring"
     }
     fn io_modes(&self) -> &'static [IoMode] {
-        &[IoMode::Native]
+        &[IoMode::Native, IoMode::Nesquic, IoMode::Plain]
+    }
+}
+
+const NESQUIC_IO_GSO: LutOption =
+    LutOption { key: "gso", values: &["on", "off"], meaning: "the I/O layer's UDP GSO (default on)" };
+const NESQUIC_IO_GRO: LutOption =
+    LutOption { key: "gro", values: &["on", "off"], meaning: "the I/O layer's UDP GRO (--io nesquic; default on)" };
+const NESQUIC_IO_MMSG: LutOption = LutOption {
+    key: "mmsg",
+    values: &["on", "off"],
+    meaning: "the I/O layer's sendmmsg/recvmmsg batching (--io nesquic; default on)",
+};
+
+/// quiche (Cloudflare, BoringSSL built from source) through the translation layer.
+#[derive(Debug, Default)]
+pub struct QuicheLut;
+
+impl Lut for QuicheLut {
+    fn name(&self) -> &'static str {
+        "quiche"
+    }
+    fn options(&self) -> &'static [LutOption] {
+        &[
+            NESQUIC_IO_GSO,
+            NESQUIC_IO_GRO,
+            NESQUIC_IO_MMSG,
+            LutOption {
+                key: "pacing",
+                values: &["on", "off"],
+                meaning: "quiche's pacing (SendInfo.at honoured; default on)",
+            },
+        ]
+    }
+    fn version(&self) -> String {
+        env!("NESQUIC_QUICHE_VERSION").to_string()
+    }
+    fn description(&self) -> &'static str {
+        "quiche (BoringSSL) driven by Nesquic's translation layer; it has no I/O of its own"
+    }
+    fn crypto_backend(&self) -> &'static str {
+        "boringssl"
+    }
+    fn io_modes(&self) -> &'static [IoMode] {
+        &[IoMode::Nesquic, IoMode::Plain]
     }
 }
 
 /// Every LUT this build knows.
 pub fn all_luts() -> Vec<Box<dyn Lut>> {
-    vec![Box::new(QuinnLut)]
+    vec![Box::new(QuinnLut), Box::new(QuicheLut)]
 }
 
 /// Finds a LUT by name, or lists the known ones.

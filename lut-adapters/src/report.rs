@@ -28,6 +28,9 @@ pub enum LutEvent {
         /// Wall-clock time of the library's qlog time zero, ns since the Unix epoch.
         start_unix_ns: u64,
     },
+    /// The I/O layer's own counters for the LUT's socket, at exit (LUTs on Nesquic's I/O
+    /// layer), to be cross-checked against the eBPF probes.
+    IoCounters(nesquic_io::Counters),
 }
 
 /// A LUT socket's effective I/O settings.

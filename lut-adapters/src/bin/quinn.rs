@@ -21,6 +21,19 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 fn main() {
     let cli = LutCli::parse();
+    let io = match &cli.role {
+        Role::Server { io, .. } | Role::Client { io, .. } => *io,
+    };
+    if io != IoMode::Native {
+        // quinn's protocol logic (quinn-proto) unchanged, quinn-udp swapped for Nesquic's I/O.
+        if let Err(e) =
+            nesquic_lut_adapters::translated::run(nesquic_translation::Stack::QuinnProto, cli.role, "quinn-proto")
+        {
+            eprintln!("nesquic-lut-quinn: {e:#}");
+            std::process::exit(1);
+        }
+        return;
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
@@ -30,12 +43,10 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match cli.role {
-            Role::Server { listen, cert, key, io, qlog, opts } => {
-                ensure_native(io)?;
+            Role::Server { listen, cert, key, io: _, qlog, opts } => {
                 server(listen, &cert, &key, transport(qlog.as_deref(), "server", &opts)?).await
             }
-            Role::Client { connect, ca, size, io, qlog, opts } => {
-                ensure_native(io)?;
+            Role::Client { connect, ca, size, io: _, qlog, opts } => {
                 client(connect, &ca, size, transport(qlog.as_deref(), "client", &opts)?).await
             }
         }
@@ -44,13 +55,6 @@ fn main() {
         eprintln!("nesquic-lut-quinn: {e:#}");
         std::process::exit(1);
     }
-}
-
-fn ensure_native(io: IoMode) -> Result<()> {
-    if io != IoMode::Native {
-        bail!("--io {io} is not supported by this adapter yet (only native)");
-    }
-    Ok(())
 }
 
 /// quinn's default transport, plus its own qlog when asked (reported to nesquic with the wall

@@ -49,7 +49,10 @@ pub struct RunArgs {
     /// Time limit for each repetition: 30s, 2m, 500ms.
     #[arg(long, default_value = "5m", value_parser = units::parse_duration)]
     pub timeout: Duration,
-    /// UDP I/O path; default: the LUT's first supported one (quinn: native).
+    /// UDP I/O path. native: the LUT's own (quinn: quinn-udp, GSO capped at 10 datagrams);
+    /// nesquic: Nesquic's I/O layer, GSO/GRO + sendmmsg/recvmmsg (quinn runs quinn-proto over it);
+    /// plain: one sendto/recvfrom per datagram, the naive baseline. Default: the LUT's first
+    /// (`nesquic luts` lists them).
     #[arg(long, value_enum)]
     pub io: Option<IoMode>,
     /// Also write every figure as JSON to this file (the run directory always gets summary.json).
@@ -440,7 +443,8 @@ fn run_started(
 fn io_stack(io: IoMode) -> &'static str {
     match io {
         IoMode::Native => "the LUT's own UDP I/O (quinn: quinn-udp with GSO/GRO)",
-        _ => "nesquic-io",
+        IoMode::Nesquic => "nesquic-io (GSO/GRO + sendmmsg/recvmmsg) via the translation layer",
+        IoMode::Plain => "nesquic-io plain loop (one sendto/recvfrom per datagram) via the translation layer",
     }
 }
 

@@ -89,7 +89,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         None => return Err("usage: nesquic-workload --report PATH".into()),
     };
     let local: SocketAddr = "127.0.0.1:0".parse()?;
-    let plain = IoConfig { switches: IoSwitches { gso: false, gro: false, mmsg: false }, ..IoConfig::default() };
+    let plain =
+        IoConfig { switches: IoSwitches { gso: false, gro: false, mmsg: false, plain: false }, ..IoConfig::default() };
     let fast = IoConfig::default();
 
     // 7 x sendmsg -> 7 x recvmsg, then one EAGAIN.

@@ -1,0 +1,15 @@
+//! `nesquic-lut-quiche`: Cloudflare quiche (BoringSSL) speaking the benchmark protocol over
+//! Nesquic's I/O layer (quiche has no I/O of its own). Started by `nesquic run`; see
+//! docs/protocol.md.
+
+use clap::Parser;
+use nesquic_lut_adapters::lut::args::LutCli;
+use nesquic_translation::Stack;
+
+fn main() {
+    let cli = LutCli::parse();
+    if let Err(e) = nesquic_lut_adapters::translated::run(Stack::Quiche, cli.role, "quiche") {
+        eprintln!("nesquic-lut-quiche: {e:#}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,243 @@
+//! The benchmark protocol's stream handling (docs/protocol.md), independent of any QUIC library:
+//! the shims move bytes between these and their library's stream API.
+
+use std::time::{Duration, Instant};
+
+use crate::protocol::{self, Verifier, VerifyError, REQUEST_LEN};
+
+/// Size of the payload chunks the server generates and offers to the library.
+const CHUNK: usize = 64 * 1024;
+
+/// Test hook: the server flips the payload byte at this offset (the client must notice).
+pub const CORRUPT_ENV: &str = "NESQUIC_FAULT_SERVER_CORRUPT_AT";
+
+/// Protocol violations.
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    /// The request was not exactly 8 bytes.
+    #[error("request is {0} bytes, expected {REQUEST_LEN}")]
+    BadRequest(usize),
+    /// The payload failed verification.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+}
+
+/// The server side of one benchmark stream: collects the request, then serves the pattern.
+#[derive(Debug)]
+pub struct ServerStream {
+    request: Vec<u8>,
+    size: Option<u64>,
+    /// Payload offset of `chunk[0]`.
+    chunk_offset: u64,
+    chunk: Vec<u8>,
+    /// Bytes of `chunk` the library has accepted.
+    chunk_sent: usize,
+    fin_sent: bool,
+    corrupt_at: Option<u64>,
+}
+
+impl Default for ServerStream {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ServerStream {
+    /// A stream waiting for its request (honours [`CORRUPT_ENV`]).
+    pub fn new() -> Self {
+        Self {
+            request: Vec::with_capacity(REQUEST_LEN),
+            size: None,
+            chunk_offset: 0,
+            chunk: Vec::new(),
+            chunk_sent: 0,
+            fin_sent: false,
+            corrupt_at: std::env::var(CORRUPT_ENV).ok().and_then(|v| v.parse().ok()),
+        }
+    }
+
+    /// Feeds request bytes; `fin` when the client finished its side.
+    pub fn on_request(&mut self, data: &[u8], fin: bool) -> Result<(), ProtocolError> {
+        self.request.extend_from_slice(data);
+        if self.request.len() > REQUEST_LEN {
+            return Err(ProtocolError::BadRequest(self.request.len()));
+        }
+        if fin {
+            let size = protocol::decode_request(&self.request).ok_or(ProtocolError::BadRequest(self.request.len()))?;
+            self.size = Some(size);
+        }
+        Ok(())
+    }
+
+    /// Whether the request is complete.
+    pub fn has_request(&self) -> bool {
+        self.size.is_some()
+    }
+
+    /// The next bytes to offer the library, and whether they end the stream; `None` before the
+    /// request or once everything (including the fin) went out.
+    pub fn pending(&mut self) -> Option<(&[u8], bool)> {
+        let size = self.size?;
+        if self.fin_sent {
+            return None;
+        }
+        if self.chunk_sent == self.chunk.len() {
+            self.chunk_offset += self.chunk.len() as u64;
+            let n = (size - self.chunk_offset).min(CHUNK as u64) as usize;
+            self.chunk.resize(n, 0);
+            protocol::fill_pattern(self.chunk_offset, &mut self.chunk);
+            if let Some(at) =
+                self.corrupt_at.filter(|at| (self.chunk_offset..self.chunk_offset + n as u64).contains(at))
+            {
+                self.chunk[(at - self.chunk_offset) as usize] ^= 0xff;
+            }
+            self.chunk_sent = 0;
+        }
+        let last = self.chunk_offset + self.chunk.len() as u64 == size;
+        Some((&self.chunk[self.chunk_sent..], last))
+    }
+
+    /// Records that the library accepted `n` bytes of what [`ServerStream::pending`] offered,
+    /// and the fin if `fin_accepted`.
+    pub fn accepted(&mut self, n: usize, fin_accepted: bool) {
+        self.chunk_sent += n;
+        self.fin_sent |= fin_accepted;
+    }
+
+    /// Whether the whole payload and the fin were handed to the library.
+    pub fn is_complete(&self) -> bool {
+        self.fin_sent
+    }
+}
+
+/// The client side: sends the request, verifies the payload, keeps the protocol's timings.
+#[derive(Debug)]
+pub struct ClientStream {
+    size: u64,
+    started: Instant,
+    handshake: Option<Duration>,
+    request_sent: Option<Instant>,
+    transfer: Option<Duration>,
+    verifier: Verifier,
+}
+
+/// What the client measured (docs/protocol.md).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientOutcome {
+    /// Bytes verified.
+    pub bytes: u64,
+    /// Connect to handshake complete.
+    pub handshake: Duration,
+    /// Request written to last byte verified.
+    pub transfer: Duration,
+}
+
+impl ClientStream {
+    /// A client about to connect (the handshake clock starts now).
+    pub fn new(size: u64) -> Self {
+        Self {
+            size,
+            started: Instant::now(),
+            handshake: None,
+            request_sent: None,
+            transfer: None,
+            verifier: Verifier::default(),
+        }
+    }
+
+    /// The handshake completed (first call counts).
+    pub fn on_established(&mut self) {
+        if self.handshake.is_none() {
+            self.handshake = Some(self.started.elapsed());
+        }
+    }
+
+    /// Whether the handshake completed.
+    pub fn is_established(&self) -> bool {
+        self.handshake.is_some()
+    }
+
+    /// The request to write (with fin), once.
+    pub fn request(&mut self) -> Option<[u8; REQUEST_LEN]> {
+        if self.request_sent.is_some() {
+            return None;
+        }
+        self.request_sent = Some(Instant::now());
+        Some(protocol::encode_request(self.size))
+    }
+
+    /// Verifies payload bytes; `fin` when the server finished the stream.
+    pub fn on_payload(&mut self, data: &[u8], fin: bool) -> Result<(), ProtocolError> {
+        self.verifier.update(data)?;
+        if fin {
+            self.verifier.finish(self.size)?;
+            self.transfer = self.request_sent.map(|t| t.elapsed());
+        }
+        Ok(())
+    }
+
+    /// Bytes verified so far.
+    pub fn received(&self) -> u64 {
+        self.verifier.received()
+    }
+
+    /// The result, once the whole payload is verified.
+    pub fn outcome(&self) -> Option<ClientOutcome> {
+        Some(ClientOutcome { bytes: self.verifier.received(), handshake: self.handshake?, transfer: self.transfer? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn server_and_client_agree_through_partial_writes() {
+        let size = 200_000u64;
+        let mut client = ClientStream::new(size);
+        client.on_established();
+        let request = client.request().unwrap();
+        assert!(client.request().is_none(), "the request is written once");
+        let mut server = ServerStream::default();
+        server.corrupt_at = None;
+        server.on_request(&request[..3], false).unwrap();
+        assert!(server.pending().is_none());
+        server.on_request(&request[3..], true).unwrap();
+        let mut wire = Vec::new();
+        // The library takes at most 1000 bytes per call, as a flow-controlled stack would.
+        while let Some((data, last)) = server.pending() {
+            let n = data.len().min(1000);
+            wire.extend_from_slice(&data[..n]);
+            server.accepted(n, last && n == data.len());
+        }
+        assert!(server.is_complete());
+        assert_eq!(wire.len() as u64, size);
+        for (i, piece) in wire.chunks(3000).enumerate() {
+            let fin = (i + 1) * 3000 >= wire.len();
+            client.on_payload(piece, fin).unwrap();
+        }
+        assert_eq!(client.outcome().unwrap().bytes, size);
+    }
+
+    #[test]
+    fn a_long_request_or_a_short_payload_is_an_error() {
+        let mut server = ServerStream::default();
+        assert!(matches!(server.on_request(&[0; 9], false), Err(ProtocolError::BadRequest(9))));
+        let mut client = ClientStream::new(10);
+        let mut data = [0u8; 5];
+        protocol::fill_pattern(0, &mut data);
+        assert!(client.on_payload(&data, true).is_err());
+        assert!(client.outcome().is_none());
+    }
+
+    #[test]
+    fn an_empty_payload_is_just_a_fin() {
+        let mut server = ServerStream::default();
+        server.on_request(&protocol::encode_request(0), true).unwrap();
+        let (data, last) = server.pending().unwrap();
+        assert!(data.is_empty() && last);
+        server.accepted(0, true);
+        assert!(server.pending().is_none() && server.is_complete());
+    }
+}

@@ -1,0 +1,395 @@
+//! quiche (Cloudflare, BoringSSL) over the I/O layer. quiche has no I/O of its own: the
+//! application routes datagrams to connections by connection ID, drives its timers and sends what
+//! `Connection::send` produces, honouring `SendInfo::at` (pacing).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::app::{ClientOutcome, ClientStream, ServerStream};
+use crate::batch::TxBatch;
+use crate::driver::Endpoint;
+use crate::pem;
+use crate::protocol::{ALPN, SERVER_NAME};
+use crate::{random_bytes, StackOptions, TranslationError};
+
+/// Largest datagram quiche is allowed to send (loopback and veth carry it unfragmented; the
+/// same ceiling quinn's MTU discovery uses by default).
+const MAX_DATAGRAM: usize = 1452;
+/// Flow-control windows large enough that a loopback transfer is never window-limited.
+const STREAM_WINDOW: u64 = 16 << 20;
+const CONNECTION_WINDOW: u64 = 32 << 20;
+const IDLE_TIMEOUT_MS: u64 = 10_000;
+
+fn err(context: &'static str) -> impl Fn(quiche::Error) -> TranslationError {
+    move |source| TranslationError::Quiche { context, source }
+}
+
+/// quiche settings shared by both roles.
+fn config(options: &StackOptions) -> Result<quiche::Config, TranslationError> {
+    let mut c = quiche::Config::new(quiche::PROTOCOL_VERSION).map_err(err("config"))?;
+    c.set_application_protos(&[ALPN]).map_err(err("ALPN"))?;
+    c.set_max_idle_timeout(IDLE_TIMEOUT_MS);
+    c.set_max_recv_udp_payload_size(MAX_DATAGRAM);
+    c.set_max_send_udp_payload_size(MAX_DATAGRAM);
+    c.set_initial_max_data(CONNECTION_WINDOW);
+    c.set_initial_max_stream_data_bidi_local(STREAM_WINDOW);
+    c.set_initial_max_stream_data_bidi_remote(STREAM_WINDOW);
+    c.set_initial_max_streams_bidi(16);
+    c.set_initial_max_streams_uni(16);
+    c.set_max_connection_window(CONNECTION_WINDOW);
+    c.set_max_stream_window(STREAM_WINDOW);
+    c.set_disable_active_migration(true);
+    c.enable_pacing(options.pacing);
+    Ok(c)
+}
+
+/// Connections keyed by every connection ID that routes to them.
+struct ConnTable<A> {
+    entries: Vec<Option<(quiche::Connection, A)>>,
+    ids: HashMap<Vec<u8>, usize>,
+}
+
+impl<A> ConnTable<A> {
+    fn new() -> Self {
+        Self { entries: Vec::new(), ids: HashMap::new() }
+    }
+
+    fn insert(&mut self, conn: quiche::Connection, app: A, ids: &[&[u8]]) -> usize {
+        let index = self.entries.iter().position(Option::is_none).unwrap_or(self.entries.len());
+        if index == self.entries.len() {
+            self.entries.push(None);
+        }
+        self.entries[index] = Some((conn, app));
+        for id in ids {
+            self.ids.insert(id.to_vec(), index);
+        }
+        index
+    }
+
+    fn lookup(&self, id: &[u8]) -> Option<usize> {
+        self.ids.get(id).copied()
+    }
+
+    fn get(&mut self, index: usize) -> Option<&mut (quiche::Connection, A)> {
+        self.entries.get_mut(index).and_then(Option::as_mut)
+    }
+
+    fn iter_mut(&mut self) -> impl Iterator<Item = &mut (quiche::Connection, A)> {
+        self.entries.iter_mut().flatten()
+    }
+
+    /// Drops closed connections and their IDs; returns how many were removed.
+    fn remove_closed(&mut self) -> usize {
+        let mut removed = 0;
+        for (index, slot) in self.entries.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(|(c, _)| c.is_closed()) {
+                *slot = None;
+                self.ids.retain(|_, i| *i != index);
+                removed += 1;
+            }
+        }
+        removed
+    }
+
+    fn is_empty(&self) -> bool {
+        self.entries.iter().all(Option::is_none)
+    }
+}
+
+/// Writes one connection's datagrams into the batch; stops at a paced datagram.
+fn fill_from(conn: &mut quiche::Connection, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
+    while !batch.is_full() {
+        let mut paced = false;
+        let added = batch.push_with(now, MAX_DATAGRAM, |buf| match conn.send(buf) {
+            Ok((len, info)) => {
+                paced = info.at > now + crate::batch::PACING_GRANULARITY;
+                Ok(Some((len, info.to, Some(info.at))))
+            }
+            Err(quiche::Error::Done) => Ok(None),
+            Err(e) => Err(e),
+        });
+        match added {
+            Ok(true) if !paced => {}
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                // The connection is broken; quiche queues a CONNECTION_CLOSE for the peer.
+                let _ = conn.close(false, 0x1, b"send failed");
+                return Err(TranslationError::Quiche { context: "send", source: e });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn set_qlog(conn: &mut quiche::Connection, path: Option<&Path>, role: &str) -> Result<(), TranslationError> {
+    if let Some(path) = path {
+        let file =
+            std::fs::File::create(path).map_err(|source| TranslationError::File { path: path.into(), source })?;
+        conn.set_qlog(Box::new(std::io::BufWriter::new(file)), format!("quiche {role}"), String::new());
+    }
+    Ok(())
+}
+
+/// quiche serving the benchmark protocol on one socket (one connection, then done).
+pub struct QuicheServer {
+    config: quiche::Config,
+    conns: ConnTable<Option<(u64, ServerStream)>>,
+    /// Version negotiation packets waiting to go out.
+    responses: Vec<(SocketAddr, Vec<u8>)>,
+    qlog: Option<std::path::PathBuf>,
+    served: usize,
+    scratch: Vec<u8>,
+    /// Datagrams that matched no connection and could not start one.
+    pub unroutable: u64,
+}
+
+impl QuicheServer {
+    /// A server with the DER certificate and PKCS#8 key at `cert` and `key`.
+    pub fn new(cert: &Path, key: &Path, options: &StackOptions) -> Result<Self, TranslationError> {
+        let mut config = config(options)?;
+        let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
+        config.load_cert_chain_from_pem_file(&cert_pem.path_str()?).map_err(err("load certificate"))?;
+        config.load_priv_key_from_pem_file(&key_pem.path_str()?).map_err(err("load private key"))?;
+        Ok(Self {
+            config,
+            conns: ConnTable::new(),
+            responses: Vec::new(),
+            qlog: options.qlog.clone(),
+            served: 0,
+            scratch: vec![0u8; 64 * 1024],
+            unroutable: 0,
+        })
+    }
+}
+
+impl Endpoint for QuicheServer {
+    fn handle_datagram(
+        &mut self,
+        _now: Instant,
+        from: SocketAddr,
+        local: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Result<(), TranslationError> {
+        let Ok(header) = quiche::Header::from_slice(datagram, quiche::MAX_CONN_ID_LEN) else {
+            self.unroutable += 1;
+            return Ok(());
+        };
+        let index = match self.conns.lookup(&header.dcid) {
+            Some(i) => i,
+            None if header.ty != quiche::Type::Initial => {
+                self.unroutable += 1;
+                return Ok(());
+            }
+            None if !quiche::version_is_supported(header.version) => {
+                let mut out = vec![0u8; MAX_DATAGRAM];
+                let len = quiche::negotiate_version(&header.scid, &header.dcid, &mut out)
+                    .map_err(err("version negotiation"))?;
+                out.truncate(len);
+                self.responses.push((from, out));
+                return Ok(());
+            }
+            None => {
+                let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
+                random_bytes(&mut scid);
+                let scid = quiche::ConnectionId::from_ref(&scid);
+                let mut conn = quiche::accept(&scid, None, local, from, &mut self.config).map_err(err("accept"))?;
+                set_qlog(&mut conn, self.qlog.as_deref(), "server")?;
+                self.conns.insert(conn, None, &[&scid, &header.dcid])
+            }
+        };
+        if let Some((conn, _)) = self.conns.get(index) {
+            // A datagram quiche rejects is dropped, as the network could have; the connection
+            // decides whether it can go on.
+            let _ = conn.recv(datagram, quiche::RecvInfo { from, to: local });
+        }
+        Ok(())
+    }
+
+    fn next_timeout(&mut self) -> Option<Instant> {
+        self.conns.entries.iter().flatten().filter_map(|(c, _)| c.timeout_instant()).min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        for (conn, _) in self.conns.iter_mut() {
+            if conn.timeout_instant().is_some_and(|t| t <= now) {
+                conn.on_timeout();
+            }
+        }
+    }
+
+    fn drive_app(&mut self, _now: Instant) -> Result<(), TranslationError> {
+        for (conn, stream) in self.conns.iter_mut() {
+            if !conn.is_established() && !conn.is_in_early_data() {
+                continue;
+            }
+            for id in conn.readable() {
+                loop {
+                    match conn.stream_recv(id, &mut self.scratch) {
+                        Ok((n, fin)) => {
+                            let (_, app) = stream.get_or_insert_with(|| (id, ServerStream::new()));
+                            app.on_request(&self.scratch[..n], fin)?;
+                            if fin {
+                                break;
+                            }
+                        }
+                        Err(quiche::Error::Done) => break,
+                        Err(e) => return Err(TranslationError::Quiche { context: "read request", source: e }),
+                    }
+                }
+            }
+            if let Some((id, app)) = stream.as_mut() {
+                while let Some((data, last)) = app.pending() {
+                    let len = data.len();
+                    match conn.stream_send(*id, data, last) {
+                        Ok(n) => {
+                            app.accepted(n, last && n == len);
+                            if n < len {
+                                break;
+                            }
+                        }
+                        Err(quiche::Error::Done) => break,
+                        Err(e) => return Err(TranslationError::Quiche { context: "write payload", source: e }),
+                    }
+                }
+            }
+        }
+        self.served += self.conns.remove_closed();
+        Ok(())
+    }
+
+    fn fill_transmits(&mut self, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
+        for (to, packet) in self.responses.drain(..) {
+            batch.push_owned(to, packet, None);
+        }
+        for (conn, _) in self.conns.iter_mut() {
+            if let Err(e) = fill_from(conn, now, batch) {
+                eprintln!("nesquic-translation: quiche server: {e}");
+            }
+        }
+        Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        self.served > 0 && self.conns.is_empty()
+    }
+}
+
+/// quiche downloading and verifying one payload.
+pub struct QuicheClient {
+    conn: quiche::Connection,
+    stream: ClientStream,
+    scratch: Vec<u8>,
+    close_sent: bool,
+    /// The concrete local address quiche's path was created with (the socket may be bound to
+    /// the unspecified address; quiche must see the same address on every datagram).
+    local: SocketAddr,
+}
+
+/// The stream the client opens (the first client-initiated bidirectional stream).
+const CLIENT_STREAM: u64 = 0;
+
+impl QuicheClient {
+    /// Connects from `local` to `server`, trusting only the DER certificate `ca`.
+    pub fn new(
+        local: SocketAddr,
+        server: SocketAddr,
+        ca: &Path,
+        size: u64,
+        options: &StackOptions,
+    ) -> Result<Self, TranslationError> {
+        let mut config = config(options)?;
+        let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
+        config.load_verify_locations_from_file(&ca_pem.path_str()?).map_err(err("load trust anchor"))?;
+        config.verify_peer(true);
+        let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
+        random_bytes(&mut scid);
+        let stream = ClientStream::new(size);
+        let mut conn =
+            quiche::connect(Some(SERVER_NAME), &quiche::ConnectionId::from_ref(&scid), local, server, &mut config)
+                .map_err(err("connect"))?;
+        set_qlog(&mut conn, options.qlog.as_deref(), "client")?;
+        Ok(Self { conn, stream, scratch: vec![0u8; 64 * 1024], close_sent: false, local })
+    }
+
+    /// The measurements, once the payload was verified.
+    pub fn outcome(&self) -> Option<ClientOutcome> {
+        self.stream.outcome()
+    }
+}
+
+impl Endpoint for QuicheClient {
+    fn handle_datagram(
+        &mut self,
+        _now: Instant,
+        from: SocketAddr,
+        _local: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Result<(), TranslationError> {
+        let _ = self.conn.recv(datagram, quiche::RecvInfo { from, to: self.local });
+        Ok(())
+    }
+
+    fn next_timeout(&mut self) -> Option<Instant> {
+        self.conn.timeout_instant()
+    }
+
+    fn handle_timeout(&mut self, _now: Instant) {
+        self.conn.on_timeout();
+    }
+
+    fn drive_app(&mut self, _now: Instant) -> Result<(), TranslationError> {
+        if self.conn.is_closed() {
+            if self.stream.outcome().is_none() {
+                return Err(TranslationError::Closed(closed_reason(&self.conn)));
+            }
+            return Ok(());
+        }
+        if !self.conn.is_established() {
+            return Ok(());
+        }
+        self.stream.on_established();
+        if let Some(request) = self.stream.request() {
+            self.conn.stream_send(CLIENT_STREAM, &request, true).map_err(err("write request"))?;
+        }
+        while self.conn.stream_readable(CLIENT_STREAM) {
+            match self.conn.stream_recv(CLIENT_STREAM, &mut self.scratch) {
+                Ok((n, fin)) => self.stream.on_payload(&self.scratch[..n], fin)?,
+                Err(quiche::Error::Done) => break,
+                Err(e) => return Err(TranslationError::Quiche { context: "read payload", source: e }),
+            }
+        }
+        if self.stream.outcome().is_some() && !self.close_sent {
+            self.close_sent = true;
+            let _ = self.conn.close(true, 0, b"done");
+        }
+        Ok(())
+    }
+
+    fn fill_transmits(&mut self, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
+        fill_from(&mut self.conn, now, batch)
+    }
+
+    fn is_done(&self) -> bool {
+        self.conn.is_closed()
+    }
+
+    fn progress(&self) -> u64 {
+        self.stream.received()
+    }
+}
+
+fn closed_reason(conn: &quiche::Connection) -> String {
+    if conn.is_timed_out() {
+        return "idle timeout".into();
+    }
+    let describe = |who: &str, e: &quiche::ConnectionError| {
+        format!("{who} closed it: error {:#x} {:?}", e.error_code, String::from_utf8_lossy(&e.reason))
+    };
+    match (conn.peer_error(), conn.local_error()) {
+        (Some(e), _) => describe("peer", e),
+        (None, Some(e)) => describe("we", e),
+        (None, None) => "closed".into(),
+    }
+}

@@ -1,0 +1,383 @@
+//! quinn-proto (quinn's protocol logic, unchanged) over the I/O layer instead of quinn-udp.
+//!
+//! quinn-proto routes datagrams to connections itself (its `Endpoint` keeps the connection-ID
+//! index); the shim keeps the connection table keyed by `ConnectionHandle`, pumps endpoint and
+//! connection events between them, and asks each connection for GSO batches of as many datagrams
+//! as one UDP send can carry. quinn itself caps that at 10 (`MAX_TRANSMIT_SEGMENTS`); here the
+//! cap is the I/O layer's, which is what lets the two be compared without patching quinn.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use quinn_proto::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use quinn_proto::{
+    ClientConfig, Connection, ConnectionHandle, DatagramEvent, Dir, Endpoint as ProtoEndpoint, EndpointConfig, Event,
+    ReadError, ServerConfig, StreamEvent, StreamId, TransportConfig, WriteError,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+
+use crate::app::{ClientOutcome, ClientStream, ServerStream};
+use crate::batch::TxBatch;
+use crate::driver::Endpoint;
+use crate::protocol::{ALPN, SERVER_NAME};
+use crate::{StackOptions, TranslationError};
+
+/// quinn-proto's default upper bound for MTU discovery; GSO batches are sized for it.
+const MAX_DATAGRAM: usize = 1452;
+
+fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<TransportConfig>, TranslationError> {
+    let mut t = TransportConfig::default();
+    t.enable_segmentation_offload(max_datagrams > 1);
+    t.max_idle_timeout(Some(Duration::from_secs(10).try_into().map_err(|_| TranslationError::Config("idle timeout"))?));
+    if let Some(path) = &options.qlog {
+        let file =
+            std::fs::File::create(path).map_err(|source| TranslationError::File { path: path.clone(), source })?;
+        let mut qlog = quinn_proto::QlogConfig::default();
+        qlog.writer(Box::new(std::io::BufWriter::new(file))).title(Some("quinn-proto".into()));
+        if let Some(start) = options.qlog_start {
+            qlog.start_time(start);
+        }
+        t.qlog_stream(qlog.into_stream());
+    }
+    Ok(Arc::new(t))
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TranslationError> {
+    std::fs::read(path).map_err(|source| TranslationError::File { path: path.into(), source })
+}
+
+/// Which side of the benchmark a connection plays.
+enum Role {
+    Server(Option<(StreamId, ServerStream)>),
+    Client(ClientStream, Option<StreamId>),
+}
+
+struct Entry {
+    conn: Connection,
+    role: Role,
+    lost: Option<String>,
+}
+
+/// quinn-proto endpoint (server or client) with its connections.
+pub struct QuinnProto {
+    endpoint: ProtoEndpoint,
+    conns: HashMap<ConnectionHandle, Entry>,
+    /// Datagrams the endpoint itself answered with (stateless resets, version negotiation, ...).
+    responses: Vec<(SocketAddr, Vec<u8>)>,
+    max_datagrams: usize,
+    served: usize,
+    is_server: bool,
+    scratch: Vec<u8>,
+}
+
+impl QuinnProto {
+    /// A server with the DER certificate and PKCS#8 key. `max_datagrams`: most datagrams per
+    /// GSO batch (1 without GSO).
+    pub fn server(
+        cert: &Path,
+        key: &Path,
+        max_datagrams: usize,
+        options: &StackOptions,
+    ) -> Result<Self, TranslationError> {
+        let cert = CertificateDer::from(read(cert)?);
+        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(read(key)?));
+        let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_no_client_auth()
+            .with_single_cert(vec![cert], key)?;
+        crypto.alpn_protocols = vec![ALPN.to_vec()];
+        let quic = QuicServerConfig::try_from(crypto).map_err(|_| TranslationError::Config("QUIC server TLS"))?;
+        let mut config = ServerConfig::with_crypto(Arc::new(quic));
+        config.transport_config(transport(options, max_datagrams)?);
+        let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(config)), true, None);
+        Ok(Self::with(endpoint, max_datagrams, true))
+    }
+
+    /// A client connecting to `server` for `size` bytes, trusting only the DER certificate `ca`.
+    pub fn client(
+        server: SocketAddr,
+        ca: &Path,
+        size: u64,
+        max_datagrams: usize,
+        options: &StackOptions,
+    ) -> Result<Self, TranslationError> {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(CertificateDer::from(read(ca)?))?;
+        let mut crypto = rustls::ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        crypto.alpn_protocols = vec![ALPN.to_vec()];
+        let quic = QuicClientConfig::try_from(crypto).map_err(|_| TranslationError::Config("QUIC client TLS"))?;
+        let mut config = ClientConfig::new(Arc::new(quic));
+        config.transport_config(transport(options, max_datagrams)?);
+        let mut this =
+            Self::with(ProtoEndpoint::new(Arc::new(EndpointConfig::default()), None, true, None), max_datagrams, false);
+        let stream = ClientStream::new(size);
+        let (handle, conn) = this
+            .endpoint
+            .connect(Instant::now(), config, server, SERVER_NAME)
+            .map_err(|e| TranslationError::Connect(e.to_string()))?;
+        this.conns.insert(handle, Entry { conn, role: Role::Client(stream, None), lost: None });
+        Ok(this)
+    }
+
+    fn with(endpoint: ProtoEndpoint, max_datagrams: usize, is_server: bool) -> Self {
+        Self {
+            endpoint,
+            conns: HashMap::new(),
+            responses: Vec::new(),
+            max_datagrams: max_datagrams.clamp(1, nesquic_io::MAX_UDP_PAYLOAD / MAX_DATAGRAM),
+            served: 0,
+            is_server,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The client's measurements, once its payload was verified.
+    pub fn outcome(&self) -> Option<ClientOutcome> {
+        self.conns.values().find_map(|e| match &e.role {
+            Role::Client(s, _) => s.outcome(),
+            Role::Server(_) => None,
+        })
+    }
+
+    /// Passes a connection's endpoint events to the endpoint and the answers back.
+    fn pump(&mut self, handle: ConnectionHandle) {
+        let Some(entry) = self.conns.get_mut(&handle) else { return };
+        while let Some(event) = entry.conn.poll_endpoint_events() {
+            if let Some(answer) = self.endpoint.handle_event(handle, event) {
+                entry.conn.handle_event(answer);
+            }
+        }
+    }
+
+    fn respond(&mut self, transmit: quinn_proto::Transmit, buf: &[u8]) {
+        self.responses.push((transmit.destination, buf[..transmit.size].to_vec()));
+    }
+}
+
+impl Endpoint for QuinnProto {
+    fn handle_datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        local: SocketAddr,
+        datagram: &mut [u8],
+    ) -> Result<(), TranslationError> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        // quinn copies each datagram into a BytesMut the same way.
+        let event = self.endpoint.handle(now, from, Some(local.ip()), None, BytesMut::from(&datagram[..]), &mut buf);
+        match event {
+            Some(DatagramEvent::ConnectionEvent(handle, event)) => {
+                if let Some(entry) = self.conns.get_mut(&handle) {
+                    entry.conn.handle_event(event);
+                }
+                self.pump(handle);
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => match self.endpoint.accept(incoming, now, &mut buf, None) {
+                Ok((handle, conn)) => {
+                    self.conns.insert(handle, Entry { conn, role: Role::Server(None), lost: None });
+                    self.pump(handle);
+                }
+                Err(e) => {
+                    if let Some(t) = e.response {
+                        self.respond(t, &buf);
+                    }
+                }
+            },
+            Some(DatagramEvent::Response(t)) => self.respond(t, &buf),
+            None => {}
+        }
+        buf.clear();
+        self.scratch = buf;
+        Ok(())
+    }
+
+    fn next_timeout(&mut self) -> Option<Instant> {
+        self.conns.values_mut().filter_map(|e| e.conn.poll_timeout()).min()
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        for handle in handles {
+            if let Some(entry) = self.conns.get_mut(&handle) {
+                if entry.conn.poll_timeout().is_some_and(|t| t <= now) {
+                    entry.conn.handle_timeout(now);
+                }
+            }
+            self.pump(handle);
+        }
+    }
+
+    fn drive_app(&mut self, now: Instant) -> Result<(), TranslationError> {
+        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        for handle in handles {
+            if let Some(entry) = self.conns.get_mut(&handle) {
+                drive_connection(entry, now)?;
+            }
+            self.pump(handle);
+            let Some(entry) = self.conns.get(&handle) else { continue };
+            if let Role::Client(stream, _) = &entry.role {
+                // A client connection that ends before its payload is verified is a failure.
+                if stream.outcome().is_none() && (entry.lost.is_some() || entry.conn.is_drained()) {
+                    return Err(TranslationError::Closed(entry.lost.clone().unwrap_or_else(|| "drained".into())));
+                }
+            } else if entry.conn.is_drained() {
+                self.conns.remove(&handle);
+                self.served += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn fill_transmits(&mut self, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
+        for (to, packet) in self.responses.drain(..) {
+            batch.push_owned(to, packet, None);
+        }
+        for entry in self.conns.values_mut() {
+            while !batch.is_full() {
+                let mut buf = batch.take_buffer();
+                match entry.conn.poll_transmit(now, self.max_datagrams, &mut buf) {
+                    Some(t) => {
+                        buf.truncate(t.size);
+                        batch.push_owned(t.destination, buf, t.segment_size);
+                    }
+                    None => {
+                        batch.put_back(buf);
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn is_done(&self) -> bool {
+        if self.is_server {
+            self.served > 0 && self.conns.is_empty()
+        } else {
+            self.conns.values().all(|e| e.conn.is_drained())
+        }
+    }
+
+    fn progress(&self) -> u64 {
+        self.conns
+            .values()
+            .map(|e| match &e.role {
+                Role::Client(s, _) => s.received(),
+                Role::Server(_) => 0,
+            })
+            .sum()
+    }
+}
+
+/// Handles one connection's application events and moves its stream data.
+fn drive_connection(entry: &mut Entry, now: Instant) -> Result<(), TranslationError> {
+    while let Some(event) = entry.conn.poll() {
+        match event {
+            Event::Connected => {
+                if let Role::Client(stream, id) = &mut entry.role {
+                    stream.on_established();
+                    if id.is_none() {
+                        *id = entry.conn.streams().open(Dir::Bi);
+                    }
+                }
+            }
+            Event::ConnectionLost { reason } => entry.lost = Some(reason.to_string()),
+            Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
+                if let Role::Server(slot @ None) = &mut entry.role {
+                    if let Some(id) = entry.conn.streams().accept(Dir::Bi) {
+                        *slot = Some((id, ServerStream::new()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    match &mut entry.role {
+        Role::Client(stream, Some(id)) => {
+            if let Some(request) = stream.request() {
+                let mut send = entry.conn.send_stream(*id);
+                let n = send.write(&request).map_err(|e| TranslationError::Stream(e.to_string()))?;
+                debug_assert_eq!(n, request.len(), "a fresh stream takes 8 bytes");
+                send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
+            }
+            let mut recv = entry.conn.recv_stream(*id);
+            let mut chunks = match recv.read(true) {
+                Ok(c) => c,
+                Err(_) => return Ok(()), // already finished
+            };
+            let mut verified_all = false;
+            loop {
+                match chunks.next(usize::MAX) {
+                    Ok(Some(chunk)) => stream.on_payload(&chunk.bytes, false)?,
+                    Ok(None) => {
+                        stream.on_payload(&[], true)?;
+                        verified_all = true;
+                        break;
+                    }
+                    Err(ReadError::Blocked) => break,
+                    Err(e) => {
+                        let _ = chunks.finalize();
+                        return Err(TranslationError::Stream(e.to_string()));
+                    }
+                }
+            }
+            let _ = chunks.finalize();
+            if verified_all {
+                entry.conn.close(now, 0u32.into(), Bytes::from_static(b"done"));
+            }
+        }
+        Role::Server(Some((id, app))) => {
+            if !app.has_request() {
+                let mut recv = entry.conn.recv_stream(*id);
+                let read = recv.read(true);
+                if let Ok(mut chunks) = read {
+                    loop {
+                        match chunks.next(usize::MAX) {
+                            Ok(Some(chunk)) => app.on_request(&chunk.bytes, false)?,
+                            Ok(None) => {
+                                app.on_request(&[], true)?;
+                                break;
+                            }
+                            Err(ReadError::Blocked) => break,
+                            Err(e) => {
+                                let _ = chunks.finalize();
+                                return Err(TranslationError::Stream(e.to_string()));
+                            }
+                        }
+                    }
+                    let _ = chunks.finalize();
+                }
+            }
+            while let Some((data, last)) = app.pending() {
+                let len = data.len();
+                let mut send = entry.conn.send_stream(*id);
+                let n = match send.write(data) {
+                    Ok(n) => n,
+                    Err(WriteError::Blocked) => break,
+                    Err(e) => return Err(TranslationError::Stream(e.to_string())),
+                };
+                let all = n == len;
+                if last && all {
+                    send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
+                }
+                app.accepted(n, last && all);
+                if !all {
+                    break;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
