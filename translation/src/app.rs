@@ -208,8 +208,9 @@ mod tests {
         // The library takes at most 1000 bytes per call, as a flow-controlled stack would.
         while let Some((data, last)) = server.pending() {
             let n = data.len().min(1000);
+            let all = n == data.len();
             wire.extend_from_slice(&data[..n]);
-            server.accepted(n, last && n == data.len());
+            server.accepted(n, last && all);
         }
         assert!(server.is_complete());
         assert_eq!(wire.len() as u64, size);

@@ -27,11 +27,12 @@ struct Group {
 }
 
 impl Group {
-    /// Whether one more `len`-byte datagram for `destination` can join this run.
-    fn accepts(&self, destination: SocketAddr, len: usize, release: Option<Instant>) -> bool {
+    /// Whether one more `len`-byte datagram for `destination` can join this run, whose bytes
+    /// so far are `group_len` (passed in: the buffer may be on loan to the writer).
+    fn accepts(&self, group_len: usize, destination: SocketAddr, len: usize, release: Option<Instant>) -> bool {
         self.destination == destination
             && self.release == release
-            && self.buf.len() == self.datagrams * self.segment // last datagram is full-size
+            && group_len == self.datagrams * self.segment // last datagram is full-size
             && len <= self.segment
     }
 }
@@ -104,7 +105,7 @@ impl TxBatch {
         buf.truncate(start + len);
         let release = at.filter(|t| *t > now + PACING_GRANULARITY);
         match self.groups.last_mut() {
-            Some(g) if g.accepts(destination, len, release) => {
+            Some(g) if g.accepts(start, destination, len, release) => {
                 g.buf = buf;
                 g.datagrams += 1;
             }
