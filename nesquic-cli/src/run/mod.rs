@@ -301,10 +301,12 @@ pub(crate) fn measure(
         last: now,
         repetition,
         io_settings: Vec::new(),
+        io_layer_counters: Vec::new(),
         maps: nesquic_ebpf::profile::MapsCache::default(),
     };
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
+    let io_layer_counters = std::mem::take(&mut observer.io_layer_counters);
     let probes = match (&outcome, observer.session.as_deref()) {
         (Ok(_), Some(session)) => Some(session.snapshot(&LUT_ROLES.map(Role::slot))?),
         _ => None,
@@ -337,6 +339,7 @@ pub(crate) fn measure(
     figures.probes = probes;
     figures.profile = profile;
     figures.io_settings = io_settings;
+    figures.io_layer_counters = io_layer_counters;
     Ok(figures)
 }
 
@@ -350,6 +353,7 @@ struct RunObserver<'a> {
     last: Instant,
     repetition: u32,
     io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
+    io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
     /// Memory maps of the LUT processes, for symbolising profile samples after they exit.
     maps: nesquic_ebpf::profile::MapsCache,
 }
@@ -363,12 +367,23 @@ impl ProcessObserver for RunObserver<'_> {
     }
 
     fn lut_event(&mut self, role: Role, event: &nesquic_lut_adapters::report::LutEvent) -> Result<()> {
-        if let nesquic_lut_adapters::report::LutEvent::Io(settings) = event {
-            if let Some(recorder) = self.recorder.as_deref_mut() {
-                let data = json!({"repetition": self.repetition, "settings": settings});
-                recorder.trace(role).event("nesquic:io_configured", &data)?;
+        use nesquic_lut_adapters::report::LutEvent;
+        match event {
+            LutEvent::Io(settings) => {
+                if let Some(recorder) = self.recorder.as_deref_mut() {
+                    let data = json!({"repetition": self.repetition, "settings": settings});
+                    recorder.trace(role).event("nesquic:io_configured", &data)?;
+                }
+                self.io_settings.push((role, settings.clone()));
             }
-            self.io_settings.push((role, settings.clone()));
+            LutEvent::IoCounters(counters) => {
+                if let Some(recorder) = self.recorder.as_deref_mut() {
+                    let data = json!({"repetition": self.repetition, "send": counters.send, "recv": counters.recv});
+                    recorder.trace(role).event("nesquic:io_layer_counters", &data)?;
+                }
+                self.io_layer_counters.push((role, *counters));
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -560,4 +575,65 @@ fn print_summary(report: &RunReport) {
             );
         }
     }
+    print_io_layer_counters(report);
+}
+
+/// The I/O layer's own counts (median over repetitions) and, with `--probe io`, whether the
+/// probes saw the same syscalls and datagrams in every repetition.
+fn print_io_layer_counters(report: &RunReport) {
+    for role in LUT_ROLES {
+        let per_rep: Vec<(&nesquic_io::Counters, Option<&nesquic_ebpf::Metrics>)> = report
+            .repetitions
+            .iter()
+            .filter_map(|r| r.io_layer_counters.iter().find(|(x, _)| *x == role).map(|(_, c)| (c, r.probes.as_ref())))
+            .collect();
+        if per_rep.is_empty() {
+            continue;
+        }
+        let median = |f: &dyn Fn(&nesquic_io::Counters) -> u64| {
+            let v: Vec<f64> = per_rep.iter().map(|(c, _)| f(c) as f64).collect();
+            Spread::of(v).map_or(0.0, |s| s.median)
+        };
+        println!(
+            "{role} I/O layer counters (median): send {:.0} syscalls / {:.0} datagrams, recv {:.0} syscalls / {:.0} datagrams",
+            median(&|c| c.send.syscalls),
+            median(&|c| c.send.datagrams),
+            median(&|c| c.recv.syscalls),
+            median(&|c| c.recv.datagrams)
+        );
+        let checked: Vec<Vec<String>> =
+            per_rep.iter().filter_map(|(c, m)| m.map(|m| probe_disagreements(role, c, m))).collect();
+        if checked.is_empty() {
+            continue;
+        }
+        match checked.iter().find(|d| !d.is_empty()) {
+            None => println!("  eBPF I/O probes agree exactly in all {} repetition(s)", checked.len()),
+            Some(d) => println!("  eBPF I/O probes DISAGREE: {}", d.join("; ")),
+        }
+    }
+}
+
+/// Where the probes' per-direction totals differ from the I/O layer's counters.
+pub(crate) fn probe_disagreements(
+    role: Role,
+    layer: &nesquic_io::Counters,
+    probes: &nesquic_ebpf::Metrics,
+) -> Vec<String> {
+    let Some(m) = probes.roles.iter().find(|r| r.role == role.name()) else {
+        return vec!["no probe figures for this role".into()];
+    };
+    let mut out = Vec::new();
+    for (direction, own) in [("send", &layer.send), ("recv", &layer.recv)] {
+        let calls: u64 = m.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.calls).sum();
+        let datagrams: u64 = m.io.iter().filter(|s| s.direction == direction).map(|s| s.datagrams).sum();
+        let bytes: u64 = m.io.iter().filter(|s| s.direction == direction).map(|s| s.bytes).sum();
+        for (what, layer_value, probe_value) in
+            [("syscalls", own.syscalls, calls), ("datagrams", own.datagrams, datagrams), ("bytes", own.bytes, bytes)]
+        {
+            if layer_value != probe_value {
+                out.push(format!("{direction} {what}: I/O layer {layer_value}, probes {probe_value}"));
+            }
+        }
+    }
+    out
 }

@@ -59,6 +59,10 @@ pub struct RepetitionFigures {
     /// Each side's effective UDP settings, as the LUT reported them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub io_settings: Vec<(super::process::Role, nesquic_lut_adapters::report::IoSettings)>,
+    /// The I/O layer's own counters per side (LUTs on Nesquic's I/O layer), as the LUT reported
+    /// them at exit.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub io_layer_counters: Vec<(super::process::Role, nesquic_io::Counters)>,
     /// The LUT's own qlog files (with `--lut-qlog`): role, path, wall clock of their time zero.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lut_qlogs: Vec<(super::process::Role, std::path::PathBuf, u64)>,
@@ -85,6 +89,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             client: o.client.into(),
             lut_qlogs: o.lut_qlogs.clone(),
             io_settings: Vec::new(),
+            io_layer_counters: Vec::new(),
             probes: None,
             profile: None,
         }
