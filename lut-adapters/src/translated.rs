@@ -63,28 +63,29 @@ fn report_io(io: &UdpIo) {
 
 /// Runs one role of `stack` over Nesquic's I/O layer. `rest` holds the stack's own options
 /// (already checked by the caller).
-pub fn run(stack: Stack, role: Role, library: &str) -> Result<()> {
+pub fn run<S: Stack>(role: Role) -> Result<()> {
+    let library = S::NAME;
     let impairment = Impairment::from_env()?;
     match role {
         Role::Server { listen, cert, key, io, qlog, opts } => {
             let (config, rest) = io_config(io, &opts)?;
-            let options = stack_options(stack, &rest, qlog, library, "server")?;
+            let options = stack_options::<S>(&rest, qlog)?;
             let socket = nesquic_translation::bind(listen, &config)?;
             report_io(&socket);
             LutEvent::Listening { addr: socket.local_addr()? }.emit();
-            let summary = nesquic_translation::serve(stack, &socket, &cert, &key, &options, &impairment)
+            let summary = nesquic_translation::serve::<S>(&socket, &cert, &key, &options, &impairment)
                 .with_context(|| format!("{library} server"))?;
             report_summary(&summary, &impairment);
         }
         Role::Client { connect, ca, size, io, qlog, opts } => {
             let (config, rest) = io_config(io, &opts)?;
-            let options = stack_options(stack, &rest, qlog, library, "client")?;
+            let options = stack_options::<S>(&rest, qlog)?;
             let any = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
             let socket = nesquic_translation::bind(any.parse()?, &config)?;
             report_io(&socket);
             let mut progress = |bytes| LutEvent::Progress { bytes }.emit();
             let summary =
-                nesquic_translation::download(stack, &socket, connect, &ca, size, &options, &impairment, &mut progress)
+                nesquic_translation::download::<S>(&socket, connect, &ca, size, &options, &impairment, &mut progress)
                     .with_context(|| format!("{library} client"))?;
             report_summary(&summary, &impairment);
             if let Some(o) = summary.outcome {
@@ -100,19 +101,14 @@ pub fn run(stack: Stack, role: Role, library: &str) -> Result<()> {
     Ok(())
 }
 
-fn stack_options(
-    stack: Stack,
-    rest: &[String],
-    qlog: Option<PathBuf>,
-    library: &str,
-    role: &str,
-) -> Result<StackOptions> {
+fn stack_options<S: Stack>(rest: &[String], qlog: Option<PathBuf>) -> Result<StackOptions> {
     let mut options = StackOptions { pacing: true, ..StackOptions::default() };
     for opt in rest {
-        match (stack, opt.as_str()) {
-            (Stack::Quiche, "pacing=on") => options.pacing = true,
-            (Stack::Quiche, "pacing=off") => options.pacing = false,
-            _ => bail!("{library} over nesquic-io does not understand option {opt:?}"),
+        // Only quiche exposes pacing as a switch (quinn-proto always paces internally).
+        match (S::NAME, opt.as_str()) {
+            ("quiche", "pacing=on") => options.pacing = true,
+            ("quiche", "pacing=off") => options.pacing = false,
+            _ => bail!("{} over nesquic-io does not understand option {opt:?}", S::NAME),
         }
     }
     if let Some(path) = qlog {
@@ -123,7 +119,6 @@ fn stack_options(
         let start_unix_ns = wall.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         LutEvent::Qlog { path: path.clone(), start_unix_ns }.emit();
         options.qlog = Some(path);
-        let _ = role;
     }
     Ok(options)
 }

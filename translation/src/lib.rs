@@ -80,13 +80,36 @@ pub enum TranslationError {
     },
 }
 
-/// Which sans-IO library to drive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stack {
-    /// Cloudflare quiche with BoringSSL.
-    Quiche,
-    /// quinn's protocol crate with rustls + ring.
-    QuinnProto,
+/// A sans-IO library the shims can drive. Callers pick one at compile time
+/// (`serve::<quiche_shim::Quiche>`), so a LUT binary links only its own library and its probe
+/// targets are not mixed with another library's.
+pub trait Stack {
+    /// The library's name in messages.
+    const NAME: &'static str;
+    /// A server for one benchmark connection.
+    fn server(
+        io: &UdpIo,
+        cert: &Path,
+        key: &Path,
+        options: &StackOptions,
+    ) -> Result<Box<dyn Endpoint>, TranslationError>;
+    /// A client that connects from `local` to `server` and downloads `size` bytes.
+    fn client(
+        io: &UdpIo,
+        local: SocketAddr,
+        server: SocketAddr,
+        ca: &Path,
+        size: u64,
+        options: &StackOptions,
+    ) -> Result<Box<dyn ClientEndpoint>, TranslationError>;
+}
+
+/// A client endpoint: an [`Endpoint`] that ends with the protocol's measurements.
+pub trait ClientEndpoint: Endpoint {
+    /// The measurements, once the payload was verified.
+    fn outcome(&self) -> Option<ClientOutcome>;
+    /// Upcast for the driver.
+    fn as_endpoint(&mut self) -> &mut dyn Endpoint;
 }
 
 /// Library settings the shims apply.
@@ -120,30 +143,26 @@ pub fn bind(addr: SocketAddr, config: &IoConfig) -> Result<UdpIo, TranslationErr
 }
 
 /// Most datagrams one send may carry on `io` (1 without GSO).
-fn max_datagrams(io: &UdpIo) -> usize {
+pub(crate) fn max_datagrams(io: &UdpIo) -> usize {
     io.capabilities().max_gso_segments
 }
 
 /// Serves one benchmark connection on `io`, then returns.
-pub fn serve(
-    stack: Stack,
+pub fn serve<S: Stack>(
     io: &UdpIo,
     cert: &Path,
     key: &Path,
     options: &StackOptions,
     impairment: &Impairment,
 ) -> Result<Summary, TranslationError> {
-    let mut endpoint: Box<dyn Endpoint> = match stack {
-        Stack::Quiche => Box::new(quiche_shim::QuicheServer::new(cert, key, options)?),
-        Stack::QuinnProto => Box::new(quinn_shim::QuinnProto::server(cert, key, max_datagrams(io), options)?),
-    };
+    let mut endpoint = S::server(io, cert, key, options)?;
     let stats = driver::run(io, endpoint.as_mut(), impairment, PROGRESS_EVERY, &mut |_| {})?;
     Ok(Summary { io: io.counters(), stats, outcome: None })
 }
 
 /// Downloads and verifies `size` bytes from `server` over `io`; `progress` gets verified bytes.
-pub fn download(
-    stack: Stack,
+#[allow(clippy::too_many_arguments)] // one call site per LUT binary; a struct would only rename them
+pub fn download<S: Stack>(
     io: &UdpIo,
     server: SocketAddr,
     ca: &Path,
@@ -153,24 +172,12 @@ pub fn download(
     progress: &mut dyn FnMut(u64),
 ) -> Result<Summary, TranslationError> {
     let local = io.local_addr().map_err(TranslationError::Socket)?;
-    let outcome;
-    let stats = match stack {
-        Stack::Quiche => {
-            // quiche wants the concrete local address it will see in RecvInfo.
-            let local = if local.ip().is_unspecified() { SocketAddr::new(server.ip(), local.port()) } else { local };
-            let mut client = quiche_shim::QuicheClient::new(local, server, ca, size, options)?;
-            let stats = driver::run(io, &mut client, impairment, PROGRESS_EVERY, progress)?;
-            outcome = client.outcome();
-            stats
-        }
-        Stack::QuinnProto => {
-            let mut client = quinn_shim::QuinnProto::client(server, ca, size, max_datagrams(io), options)?;
-            let stats = driver::run(io, &mut client, impairment, PROGRESS_EVERY, progress)?;
-            outcome = client.outcome();
-            stats
-        }
-    };
-    let outcome = outcome.ok_or_else(|| TranslationError::Closed("the payload was not verified".into()))?;
+    // Libraries that track paths (quiche) need the concrete address they will see; a socket
+    // bound to the unspecified address talks to `server` from the same IP.
+    let local = if local.ip().is_unspecified() { SocketAddr::new(server.ip(), local.port()) } else { local };
+    let mut client = S::client(io, local, server, ca, size, options)?;
+    let stats = driver::run(io, client.as_endpoint(), impairment, PROGRESS_EVERY, progress)?;
+    let outcome = client.outcome().ok_or_else(|| TranslationError::Closed("the payload was not verified".into()))?;
     Ok(Summary { io: io.counters(), stats, outcome: Some(outcome) })
 }
 

@@ -12,7 +12,7 @@ use crate::batch::TxBatch;
 use crate::driver::Endpoint;
 use crate::pem;
 use crate::protocol::{ALPN, SERVER_NAME};
-use crate::{random_bytes, StackOptions, TranslationError};
+use crate::{random_bytes, ClientEndpoint, Stack, StackOptions, TranslationError};
 
 /// Largest datagram quiche is allowed to send (loopback and veth carry it unfragmented; the
 /// same ceiling quinn's MTU discovery uses by default).
@@ -130,6 +130,34 @@ fn set_qlog(conn: &mut quiche::Connection, path: Option<&Path>, role: &str) -> R
         conn.set_qlog(Box::new(std::io::BufWriter::new(file)), format!("quiche {role}"), String::new());
     }
     Ok(())
+}
+
+/// quiche, for [`crate::serve`] and [`crate::download`].
+#[derive(Debug)]
+pub struct Quiche;
+
+impl Stack for Quiche {
+    const NAME: &'static str = "quiche";
+
+    fn server(
+        _io: &nesquic_io::UdpIo,
+        cert: &Path,
+        key: &Path,
+        options: &StackOptions,
+    ) -> Result<Box<dyn Endpoint>, TranslationError> {
+        Ok(Box::new(QuicheServer::new(cert, key, options)?))
+    }
+
+    fn client(
+        _io: &nesquic_io::UdpIo,
+        local: SocketAddr,
+        server: SocketAddr,
+        ca: &Path,
+        size: u64,
+        options: &StackOptions,
+    ) -> Result<Box<dyn ClientEndpoint>, TranslationError> {
+        Ok(Box::new(QuicheClient::new(local, server, ca, size, options)?))
+    }
 }
 
 /// quiche serving the benchmark protocol on one socket (one connection, then done).
@@ -312,10 +340,14 @@ impl QuicheClient {
         set_qlog(&mut conn, options.qlog.as_deref(), "client")?;
         Ok(Self { conn, stream, scratch: vec![0u8; 64 * 1024], close_sent: false, local })
     }
+}
 
-    /// The measurements, once the payload was verified.
-    pub fn outcome(&self) -> Option<ClientOutcome> {
+impl ClientEndpoint for QuicheClient {
+    fn outcome(&self) -> Option<ClientOutcome> {
         self.stream.outcome()
+    }
+    fn as_endpoint(&mut self) -> &mut dyn Endpoint {
+        self
     }
 }
 

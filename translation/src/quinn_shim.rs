@@ -24,7 +24,7 @@ use crate::app::{ClientOutcome, ClientStream, ServerStream};
 use crate::batch::TxBatch;
 use crate::driver::Endpoint;
 use crate::protocol::{ALPN, SERVER_NAME};
-use crate::{StackOptions, TranslationError};
+use crate::{max_datagrams, ClientEndpoint, Stack, StackOptions, TranslationError};
 
 /// quinn-proto's default upper bound for MTU discovery; GSO batches are sized for it.
 const MAX_DATAGRAM: usize = 1452;
@@ -52,6 +52,35 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 fn read(path: &Path) -> Result<Vec<u8>, TranslationError> {
     std::fs::read(path).map_err(|source| TranslationError::File { path: path.into(), source })
+}
+
+/// quinn-proto, for [`crate::serve`] and [`crate::download`]: GSO batches as large as the
+/// socket allows.
+#[derive(Debug)]
+pub struct QuinnProtoStack;
+
+impl Stack for QuinnProtoStack {
+    const NAME: &'static str = "quinn-proto";
+
+    fn server(
+        io: &nesquic_io::UdpIo,
+        cert: &Path,
+        key: &Path,
+        options: &StackOptions,
+    ) -> Result<Box<dyn Endpoint>, TranslationError> {
+        Ok(Box::new(QuinnProto::server(cert, key, max_datagrams(io), options)?))
+    }
+
+    fn client(
+        io: &nesquic_io::UdpIo,
+        _local: SocketAddr,
+        server: SocketAddr,
+        ca: &Path,
+        size: u64,
+        options: &StackOptions,
+    ) -> Result<Box<dyn ClientEndpoint>, TranslationError> {
+        Ok(Box::new(QuinnProto::client(server, ca, size, max_datagrams(io), options)?))
+    }
 }
 
 /// Which side of the benchmark a connection plays.
@@ -140,14 +169,6 @@ impl QuinnProto {
             is_server,
             scratch: Vec::new(),
         }
-    }
-
-    /// The client's measurements, once its payload was verified.
-    pub fn outcome(&self) -> Option<ClientOutcome> {
-        self.conns.values().find_map(|e| match &e.role {
-            Role::Client(s, _) => s.outcome(),
-            Role::Server(_) => None,
-        })
     }
 
     /// Passes a connection's endpoint events to the endpoint and the answers back.
@@ -277,6 +298,18 @@ impl Endpoint for QuinnProto {
                 Role::Server(_) => 0,
             })
             .sum()
+    }
+}
+
+impl ClientEndpoint for QuinnProto {
+    fn outcome(&self) -> Option<ClientOutcome> {
+        self.conns.values().find_map(|e| match &e.role {
+            Role::Client(s, _) => s.outcome(),
+            Role::Server(_) => None,
+        })
+    }
+    fn as_endpoint(&mut self) -> &mut dyn Endpoint {
+        self
     }
 }
 

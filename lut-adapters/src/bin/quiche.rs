@@ -4,11 +4,11 @@
 
 use clap::Parser;
 use nesquic_lut_adapters::lut::args::LutCli;
-use nesquic_translation::Stack;
+use nesquic_translation::quiche_shim::Quiche;
 
 fn main() {
     let cli = LutCli::parse();
-    if let Err(e) = nesquic_lut_adapters::translated::run(Stack::Quiche, cli.role, "quiche") {
+    if let Err(e) = nesquic_lut_adapters::translated::run::<Quiche>(cli.role) {
         eprintln!("nesquic-lut-quiche: {e:#}");
         std::process::exit(1);
     }

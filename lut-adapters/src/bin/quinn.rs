@@ -27,7 +27,7 @@ fn main() {
     if io != IoMode::Native {
         // quinn's protocol logic (quinn-proto) unchanged, quinn-udp swapped for Nesquic's I/O.
         if let Err(e) =
-            nesquic_lut_adapters::translated::run(nesquic_translation::Stack::QuinnProto, cli.role, "quinn-proto")
+            nesquic_lut_adapters::translated::run::<nesquic_translation::quinn_shim::QuinnProtoStack>(cli.role)
         {
             eprintln!("nesquic-lut-quinn: {e:#}");
             std::process::exit(1);
