@@ -416,3 +416,76 @@ fn quinn_profile_splits_cpu_into_components() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("sampling profile"));
     assert_nothing_attached();
 }
+
+/// Per direction totals of one role's probe figures: (syscalls, datagrams, bytes).
+fn probe_totals(role: &Value, direction: &str) -> (u64, u64, u64) {
+    let io = role["io"].as_array().expect("io");
+    let of = |field: &str| -> u64 {
+        io.iter().filter(|s| s["direction"] == direction).map(|s| s[field].as_u64().expect("number")).sum()
+    };
+    (of("calls"), of("datagrams"), of("bytes"))
+}
+
+/// A LUT on Nesquic's I/O layer: the layer's own counters and the eBPF probes count the same
+/// syscalls, datagrams and bytes in every repetition, and `expected` are the syscalls used.
+fn io_layer_agrees_with_probes(lut: &str, io: &str, expected: [&str; 2], extra: &[&str]) -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out = nesquic()
+        .args(["run", "--lut", lut, "--io", io, "--size", "4MB", "--repeat", "2"])
+        .args(extra)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("eBPF I/O probes agree exactly in all 2 repetition(s)"), "{stdout}");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    for rep in report["repetitions"].as_array().expect("reps") {
+        let counters = rep["io_layer_counters"].as_array().expect("io layer counters");
+        assert_eq!(counters.len(), 2, "{rep}");
+        for pair in counters {
+            let role_name = pair[0].as_str().expect("role");
+            let role = rep["probes"]["roles"].as_array().expect("roles").iter().find(|r| r["role"] == role_name);
+            let role = role.expect("probe figures for the role");
+            for direction in ["send", "recv"] {
+                let own = &pair[1][direction];
+                let own = (own["syscalls"].as_u64(), own["datagrams"].as_u64(), own["bytes"].as_u64());
+                let (calls, datagrams, bytes) = probe_totals(role, direction);
+                assert_eq!(own, (Some(calls), Some(datagrams), Some(bytes)), "{lut} {role_name} {direction}");
+                assert!(datagrams > 0, "{lut} {role_name} {direction}: nothing counted");
+            }
+            for name in expected {
+                assert!(syscall(role, name)["calls"].as_u64().unwrap_or(0) > 0, "{lut} {role_name} made no {name}");
+            }
+        }
+    }
+    assert_nothing_attached();
+    report
+}
+
+#[test]
+fn quiche_io_layer_counters_match_the_probes_and_crypto_is_seen() {
+    let _g = serial();
+    let report = io_layer_agrees_with_probes("quiche", "nesquic", ["sendmmsg", "recvmmsg"], &["--probe", "io,crypto"]);
+    let roles = report["repetitions"][0]["probes"]["roles"].as_array().expect("roles");
+    for role in roles {
+        for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
+            let calls: u64 = role["functions"]
+                .as_array()
+                .expect("functions")
+                .iter()
+                .filter(|f| f["category"] == category)
+                .map(|f| f["calls"].as_u64().expect("calls"))
+                .sum();
+            assert!(calls > 0, "{}: no {category} calls (BoringSSL targets)", role["role"]);
+        }
+    }
+}
+
+#[test]
+fn quinn_proto_plain_loop_is_sendto_recvfrom_and_counted_alike() {
+    let _g = serial();
+    io_layer_agrees_with_probes("quinn", "plain", ["sendto", "recvfrom"], &["--probe", "io"]);
+}

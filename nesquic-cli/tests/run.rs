@@ -158,3 +158,37 @@ fn corrupted_payload_fails_the_run() {
     assert!(err.contains("client") && err.contains("1234567"), "{err}");
     assert_eq!(processes_with_token(&token), Vec::<u32>::new(), "orphaned LUT processes");
 }
+
+#[test]
+fn quiche_has_no_native_io_and_says_what_it_supports() {
+    require_lut_binaries();
+    let out = nesquic().args(["run", "--lut", "quiche", "--io", "native"]).output().expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("does not support --io native") && err.contains("nesquic, plain"), "{err}");
+}
+
+#[test]
+fn quinn_proto_over_nesquic_io_survives_injected_loss_end_to_end() {
+    require_lut_binaries();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out = nesquic()
+        .args(["run", "--lut", "quinn", "--io", "nesquic", "--size", "3MB", "--json"])
+        .arg(&json)
+        .env("NESQUIC_FAULT_DROP_RX", "0,200,201,700")
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let rep = &report["repetitions"][0];
+    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(3_000_000), Some(true)));
+    let settings = rep["io_settings"].as_array().expect("io settings");
+    assert!(settings.iter().all(|s| s[1]["stack"] == "nesquic-io" && s[1]["gso_max_segments"] == 64), "{settings:?}");
+    // Both sides dropped four received datagrams (the variable reaches both LUT processes).
+    let server = rep["io_layer_counters"].as_array().expect("counters").iter().find(|p| p[0] == "server");
+    let client = rep["io_layer_counters"].as_array().expect("counters").iter().find(|p| p[0] == "client");
+    let (server, client) = (server.expect("server"), client.expect("client"));
+    assert!(client[1]["recv"]["datagrams"].as_u64().expect("n") > 2000, "{client}");
+    assert!(server[1]["send"]["datagrams"].as_u64().expect("n") >= client[1]["recv"]["datagrams"].as_u64().expect("n"));
+}
