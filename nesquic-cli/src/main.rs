@@ -3,6 +3,7 @@
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
 mod compare;
+mod matrix;
 mod probes;
 mod qlog;
 mod report;
@@ -24,6 +25,7 @@ use clap::{Parser, Subcommand};
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
 ///   nesquic compare BASE HEAD            # CI gate: exit 1 on a regression
+///   nesquic matrix --lut quinn,quiche --io all --repeat 5 --probe io  # one table, all combinations
 ///   nesquic luts                         # libraries this build can run
 #[derive(Debug, Parser)]
 #[command(name = "nesquic", version, verbatim_doc_comment)]
@@ -45,6 +47,8 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Print what a run recorded, from its qlog traces (run directory or .sqlog file).
     Report(report::ReportArgs),
+    /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
+    Matrix(matrix::MatrixArgs),
     /// Compare two runs (CI regression gate): exit 0 pass, 1 regression, 2 bad input.
     Compare(compare::CompareArgs),
 }
@@ -77,6 +81,7 @@ fn main() -> ExitCode {
         Command::Probes(args) => list_probes(&args),
         Command::Trace(args) => trace::execute(&args),
         Command::Report(args) => report::execute(&args),
+        Command::Matrix(args) => matrix::execute(&args),
         Command::Compare(args) => {
             return match compare::execute(&args) {
                 Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,

@@ -90,6 +90,9 @@ pub struct RunArgs {
     /// --repeat sets the rounds.
     #[arg(long, requires = "probe")]
     pub overhead: bool,
+    /// Set by `nesquic matrix`: no per-run summary tables, repetition lines on stderr.
+    #[arg(skip)]
+    pub quiet: bool,
 }
 
 /// Everything a run produced, as written to `--json`.
@@ -182,14 +185,16 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         return Ok(None);
     }
 
-    eprintln!(
-        "nesquic: {} {} ({}), io {io}, {} bytes x {} repetition(s)",
-        lut.name(),
-        lut.version(),
-        lut.crypto_backend(),
-        args.size,
-        args.repeat
-    );
+    if !args.quiet {
+        eprintln!(
+            "nesquic: {} {} ({}), io {io}, {} bytes x {} repetition(s)",
+            lut.name(),
+            lut.version(),
+            lut.crypto_backend(),
+            args.size,
+            args.repeat
+        );
+    }
     let out_dir = match &args.out {
         Some(dir) => dir.clone(),
         None => record::default_out_dir(lut.name()),
@@ -212,7 +217,11 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             RepetitionSpec { label: label.clone(), lut_qlog: args.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
         let figures = measure(&spec, session.as_mut(), Some(&mut recorder), i)
             .with_context(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
-        println!("{}", repetition_line(&label, &figures));
+        if args.quiet {
+            eprintln!("  {}", repetition_line(&label, &figures));
+        } else {
+            println!("{}", repetition_line(&label, &figures));
+        }
         reps.push(figures);
     }
     // Invariant: repeat >= 1 (clap range), so there is at least one repetition here.
@@ -233,13 +242,19 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         repetitions: reps,
         summary,
     };
-    print_summary(&report);
-    let merged = print_probe_summary(&report);
-    for (i, rep) in report.repetitions.iter().enumerate() {
-        if let Some(p) = &rep.profile {
-            crate::probes::print_profile(p, &format!("repetition {}", i + 1));
+    let merged = if args.quiet {
+        let all: Vec<nesquic_ebpf::Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
+        nesquic_ebpf::Metrics::merge(&all)
+    } else {
+        print_summary(&report);
+        let merged = print_probe_summary(&report);
+        for (i, rep) in report.repetitions.iter().enumerate() {
+            if let Some(p) = &rep.profile {
+                crate::probes::print_profile(p, &format!("repetition {}", i + 1));
+            }
         }
-    }
+        merged
+    };
     // Probes detach here, before anything is written.
     drop(session);
     recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
@@ -266,7 +281,9 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
         eprintln!("nesquic: JSON written to {}", path.display());
     }
-    eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
+    if !args.quiet {
+        eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
+    }
     Ok(Some(report))
 }
 

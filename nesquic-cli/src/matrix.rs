@@ -1,0 +1,334 @@
+//! `nesquic matrix`: every combination of LUTs, I/O paths and LUT options, repeated in
+//! alternating rounds (so drift on a shared machine hits every combination alike), one table.
+//!
+//! Each round of each combination is an ordinary `nesquic run` (its own run directory, traces
+//! and summary.json); the table summarises all rounds of a combination.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use nesquic_lut_adapters::IoMode;
+use serde::Serialize;
+
+use crate::run::{self, RepetitionFigures, RunArgs, Spread, Summary};
+use crate::units;
+
+/// `nesquic matrix` arguments.
+#[derive(Debug, clap::Args)]
+pub struct MatrixArgs {
+    /// LUTs, comma-separated (see `nesquic luts`).
+    #[arg(long, default_value = "quinn", value_delimiter = ',')]
+    pub lut: Vec<String>,
+    /// I/O paths, comma-separated: native, nesquic, plain, or `all`. Combinations a LUT cannot
+    /// run (quiche has no native I/O) are listed as skipped. Default: each LUT's default.
+    #[arg(long, value_delimiter = ',')]
+    pub io: Vec<String>,
+    /// LUT option sets to compare, each a `+`-joined list of KEY=VALUE (`gso=off+gro=off`);
+    /// repeatable. A set a LUT does not accept is skipped for that LUT.
+    #[arg(long = "lut-opts", value_name = "SET")]
+    pub lut_opts: Vec<String>,
+    /// Payload per transfer: 25MB, 1GiB, ...
+    #[arg(long, default_value = "25MB", value_parser = units::parse_size)]
+    pub size: u64,
+    /// Rounds: every combination runs once per round, in rotating order.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: u32,
+    /// eBPF probes for every run (root), as in `nesquic run`; `io` fills the syscall columns.
+    #[arg(long, value_name = "LIST")]
+    pub probe: Option<String>,
+    /// Time limit per transfer.
+    #[arg(long, default_value = "5m")]
+    pub timeout: String,
+    /// Parent directory for the runs (default: ./nesquic-runs/).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Print the table as Markdown (for docs).
+    #[arg(long)]
+    pub markdown: bool,
+    /// Also write every combination's figures as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone)]
+struct Combination {
+    lut: String,
+    io: IoMode,
+    options: Vec<String>,
+}
+
+impl Combination {
+    fn label(&self) -> String {
+        let mut s = format!("{} --io {}", self.lut, self.io);
+        if !self.options.is_empty() {
+            s.push_str(&format!(" {}", self.options.join(" ")));
+        }
+        s
+    }
+}
+
+/// What the table shows for one combination, over all rounds.
+#[derive(Debug, Serialize)]
+struct Row {
+    lut: String,
+    version: String,
+    io: IoMode,
+    options: Vec<String>,
+    rounds: usize,
+    summary: Summary,
+    /// Send+recv syscalls per MB of payload, per side (median over rounds).
+    server_syscalls_per_mb: Option<f64>,
+    client_syscalls_per_mb: Option<f64>,
+    /// Datagrams per send syscall on the server, per receive syscall on the client (median).
+    server_datagrams_per_send: Option<f64>,
+    client_datagrams_per_recv: Option<f64>,
+    /// Where the syscall figures came from: "probes" or "io-layer".
+    syscall_source: Option<&'static str>,
+    run_dirs: Vec<PathBuf>,
+}
+
+/// Wrapper so a combination's `nesquic run` arguments go through the same parser as the
+/// command line (same defaults, same validation).
+#[derive(Debug, Parser)]
+struct RunCommand {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// Runs the matrix.
+pub fn execute(args: &MatrixArgs) -> Result<()> {
+    let (combinations, skipped) = combinations(args)?;
+    if combinations.is_empty() {
+        bail!("no combination can run: {}", skipped.join("; "));
+    }
+    let base = args.out.clone().unwrap_or_else(|| PathBuf::from("nesquic-runs"));
+    let stamp = crate::qlog::time_stamp(std::time::SystemTime::now());
+    let mut reports: Vec<Vec<run::RunReport>> = combinations.iter().map(|_| Vec::new()).collect();
+    let mut dirs: Vec<Vec<PathBuf>> = combinations.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.repeat as usize {
+        for k in 0..combinations.len() {
+            // Rotate the start so no combination always runs first (warm caches, thermal state).
+            let i = (k + round) % combinations.len();
+            let c = &combinations[i];
+            let dir = base.join(format!("{stamp}-matrix")).join(format!("{}-{}-{}-r{}", i + 1, c.lut, c.io, round + 1));
+            eprintln!("nesquic matrix: round {}/{}: {}", round + 1, args.repeat, c.label());
+            let mut argv: Vec<String> = vec![
+                "run".into(),
+                "--lut".into(),
+                c.lut.clone(),
+                "--io".into(),
+                c.io.to_string(),
+                "--size".into(),
+                args.size.to_string(),
+                "--timeout".into(),
+                args.timeout.clone(),
+                "--out".into(),
+                dir.display().to_string(),
+            ];
+            for o in &c.options {
+                argv.extend(["--lut-opt".into(), o.clone()]);
+            }
+            if let Some(p) = &args.probe {
+                argv.extend(["--probe".into(), p.clone()]);
+            }
+            let mut parsed = RunCommand::try_parse_from(&argv).context("build the run's arguments")?;
+            parsed.run.quiet = true;
+            let report = run::execute(&parsed.run)
+                .with_context(|| format!("{} (round {})", c.label(), round + 1))?
+                .context("a matrix run produced no report")?;
+            reports[i].push(report);
+            dirs[i].push(dir);
+        }
+    }
+    let rows: Vec<Row> = combinations
+        .iter()
+        .zip(reports)
+        .zip(dirs)
+        .map(|((c, reports), dirs)| row(c, reports, dirs, args.size))
+        .collect::<Result<_>>()?;
+    print_table(&rows, args, &skipped);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("nesquic: JSON written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// Expands the lists; returns the runnable combinations and why others were skipped.
+fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut skipped = Vec::new();
+    let option_sets: Vec<Vec<String>> = if args.lut_opts.is_empty() {
+        vec![Vec::new()]
+    } else {
+        args.lut_opts.iter().map(|s| s.split('+').map(str::to_string).collect()).collect()
+    };
+    for name in &args.lut {
+        let lut = nesquic_lut_adapters::find_lut(name)?;
+        let ios: Vec<IoMode> = if args.io.is_empty() {
+            vec![lut.io_modes()[0]]
+        } else if args.io.iter().any(|s| s == "all") {
+            lut.io_modes().to_vec()
+        } else {
+            args.io
+                .iter()
+                .map(|s| <IoMode as clap::ValueEnum>::from_str(s, true).map_err(|e| anyhow::anyhow!("--io {s}: {e}")))
+                .collect::<Result<_>>()?
+        };
+        for io in ios {
+            if let Err(e) = lut.check_io(io) {
+                skipped.push(e.to_string());
+                continue;
+            }
+            for options in &option_sets {
+                if let Err(e) = lut.check_options(options) {
+                    skipped.push(e.to_string());
+                    continue;
+                }
+                out.push(Combination { lut: lut.name().to_string(), io, options: options.clone() });
+            }
+        }
+    }
+    Ok((out, skipped))
+}
+
+fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>, size: u64) -> Result<Row> {
+    let version = reports.first().map(|r| r.lut.version.clone()).unwrap_or_default();
+    let reps: Vec<RepetitionFigures> = reports.into_iter().flat_map(|r| r.repetitions).collect();
+    let summary = Summary::of(&reps).context("no repetitions")?;
+    let mb = size as f64 / 1e6;
+    let per_rep: Vec<(SideIo, SideIo, &'static str)> = reps.iter().filter_map(side_io).collect();
+    let median = |f: &dyn Fn(&(SideIo, SideIo, &'static str)) -> Option<f64>| -> Option<f64> {
+        Spread::of(per_rep.iter().filter_map(f)).map(|s| s.median)
+    };
+    Ok(Row {
+        lut: c.lut.clone(),
+        version,
+        io: c.io,
+        options: c.options.clone(),
+        rounds: reps.len(),
+        summary,
+        server_syscalls_per_mb: median(&|(s, _, _)| Some((s.send_calls + s.recv_calls) as f64 / mb)),
+        client_syscalls_per_mb: median(&|(_, c, _)| Some((c.send_calls + c.recv_calls) as f64 / mb)),
+        server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send_datagrams, s.send_calls)),
+        client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv_datagrams, c.recv_calls)),
+        syscall_source: per_rep.first().map(|p| p.2),
+        run_dirs,
+    })
+}
+
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct SideIo {
+    send_calls: u64,
+    recv_calls: u64,
+    send_datagrams: u64,
+    recv_datagrams: u64,
+}
+
+/// Server and client syscall figures of one repetition: from the probes when they ran (any
+/// LUT), else from the I/O layer's own counters (LUTs on Nesquic I/O).
+fn side_io(rep: &RepetitionFigures) -> Option<(SideIo, SideIo, &'static str)> {
+    if let Some(m) = &rep.probes {
+        let side = |name: &str| -> Option<SideIo> {
+            let r = m.roles.iter().find(|r| r.role == name)?;
+            let sum = |dir: &str, f: &dyn Fn(&nesquic_ebpf::SyscallMetrics) -> u64| -> u64 {
+                r.io.iter().filter(|s| s.direction == dir).map(f).sum()
+            };
+            Some(SideIo {
+                send_calls: sum("send", &|s| s.timing.calls),
+                recv_calls: sum("recv", &|s| s.timing.calls),
+                send_datagrams: sum("send", &|s| s.datagrams),
+                recv_datagrams: sum("recv", &|s| s.datagrams),
+            })
+        };
+        let (s, c) = (side("server")?, side("client")?);
+        if s.send_calls + c.recv_calls > 0 {
+            return Some((s, c, "probes"));
+        }
+    }
+    let layer = |role: run::process::Role| -> Option<SideIo> {
+        let (_, c) = rep.io_layer_counters.iter().find(|(r, _)| *r == role)?;
+        Some(SideIo {
+            send_calls: c.send.syscalls,
+            recv_calls: c.recv.syscalls,
+            send_datagrams: c.send.datagrams,
+            recv_datagrams: c.recv.datagrams,
+        })
+    };
+    Some((layer(run::process::Role::Server)?, layer(run::process::Role::Client)?, "io-layer"))
+}
+
+fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
+    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
+    let header = [
+        "LUT",
+        "io",
+        "options",
+        "n",
+        "goodput Mbit/s (min-max)",
+        "server CPU s",
+        "client CPU s",
+        "server syscalls/MB",
+        "client syscalls/MB",
+        "server dgrams/send",
+        "client dgrams/recv",
+    ];
+    let lines: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let g = &r.summary.goodput_mbps;
+            vec![
+                format!("{} {}", r.lut, r.version),
+                r.io.to_string(),
+                if r.options.is_empty() { "-".into() } else { r.options.join(" ") },
+                r.rounds.to_string(),
+                format!("{:.0} ({:.0}-{:.0})", g.median, g.min, g.max),
+                format!("{:.3}", r.summary.server_cpu_s.median),
+                format!("{:.3}", r.summary.client_cpu_s.median),
+                opt(r.server_syscalls_per_mb, 1),
+                opt(r.client_syscalls_per_mb, 1),
+                opt(r.server_datagrams_per_send, 1),
+                opt(r.client_datagrams_per_recv, 1),
+            ]
+        })
+        .collect();
+    println!();
+    println!("{} bytes per transfer, {} round(s), medians over rounds", args.size, args.repeat);
+    if args.markdown {
+        println!("| {} |", header.join(" | "));
+        println!("|{}|", header.iter().map(|_| "---").collect::<Vec<_>>().join("|"));
+        for l in &lines {
+            println!("| {} |", l.join(" | "));
+        }
+    } else {
+        let widths: Vec<usize> = (0..header.len())
+            .map(|i| lines.iter().map(|l| l[i].len()).chain([header[i].len()]).max().unwrap_or(0))
+            .collect();
+        let fmt = |cells: Vec<String>| -> String {
+            let line = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ");
+            line.trim_end().to_string()
+        };
+        println!("{}", fmt(header.iter().map(|s| s.to_string()).collect()));
+        for l in lines {
+            println!("{}", fmt(l));
+        }
+    }
+    let sources: Vec<&str> = rows.iter().filter_map(|r| r.syscall_source).collect();
+    if sources.is_empty() {
+        println!("syscall columns need --probe io (or a LUT on Nesquic I/O, which counts its own)");
+    } else if sources.contains(&"io-layer") {
+        println!("syscall columns: eBPF probes where --probe io ran, else the I/O layer's own counters");
+    } else {
+        println!("syscall columns: eBPF syscall probes");
+    }
+    for s in skipped {
+        println!("skipped: {s}");
+    }
+}

@@ -1,0 +1,69 @@
+//! `nesquic matrix`: every combination runs, in rounds, into one table; impossible ones are
+//! listed as skipped; bad lists are errors.
+
+use std::process::Command;
+
+fn nesquic() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
+    c
+}
+
+#[test]
+fn every_io_path_of_two_luts_lands_in_one_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("matrix.json");
+    let out = nesquic()
+        .args(["matrix", "--lut", "quinn,quiche", "--io", "native,nesquic,plain", "--size", "2MB", "--repeat", "2", "--out"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run nesquic");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let rows = rows.as_array().expect("rows");
+    let combos: Vec<(String, String)> = rows
+        .iter()
+        .map(|r| (r["lut"].as_str().expect("lut").to_string(), r["io"].as_str().expect("io").to_string()))
+        .collect();
+    let expected =
+        [("quinn", "native"), ("quinn", "nesquic"), ("quinn", "plain"), ("quiche", "nesquic"), ("quiche", "plain")];
+    assert_eq!(combos, expected.map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
+    for r in rows {
+        assert_eq!(r["rounds"], 2, "{r}");
+        assert_eq!(r["run_dirs"].as_array().expect("dirs").len(), 2);
+        for d in r["run_dirs"].as_array().expect("dirs") {
+            assert!(std::path::Path::new(d.as_str().expect("dir")).join("summary.json").exists(), "{d}");
+        }
+        let goodput = r["summary"]["goodput_mbps"]["median"].as_f64().expect("goodput");
+        assert!(goodput > 0.0);
+        if r["io"] == "native" {
+            // No probes: quinn-udp's syscalls are not counted by anyone.
+            assert!(r["server_syscalls_per_mb"].is_null(), "{r}");
+        } else {
+            // The I/O layer counts its own: a plain loop is one datagram per syscall.
+            assert_eq!(r["syscall_source"], "io-layer");
+            let per_send = r["server_datagrams_per_send"].as_f64().expect("per send");
+            if r["io"] == "plain" {
+                assert!((per_send - 1.0).abs() < 1e-9, "{r}");
+            } else {
+                assert!(per_send > 4.0, "{r}");
+            }
+        }
+    }
+    assert!(stdout.contains("skipped: LUT 'quiche' does not support --io native"), "{stdout}");
+    assert!(stdout.contains("goodput Mbit/s"), "{stdout}");
+}
+
+#[test]
+fn unknown_lut_and_io_are_errors() {
+    let out = nesquic().args(["matrix", "--lut", "quinn,nope"]).output().expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown LUT 'nope'"));
+    let out = nesquic().args(["matrix", "--io", "fast"]).output().expect("run");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--io fast"));
+}
