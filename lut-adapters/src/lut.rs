@@ -67,11 +67,13 @@ pub enum LutError {
     /// `--lut exec` without its commands.
     #[error("--lut exec needs --server-cmd and --client-cmd (see docs/protocol.md for the NESQUIC_* variables)")]
     ExecWithoutCommands,
-    /// A `--lut-opt` the LUT does not understand.
-    #[error("LUT '{lut}' does not understand --lut-opt {option}; it accepts: {known}")]
+    /// A `--lut-opt` the LUT does not understand on this I/O path.
+    #[error("LUT '{lut}' with --io {io} does not understand --lut-opt {option}; it accepts: {known}")]
     BadOption {
         /// The LUT.
         lut: &'static str,
+        /// The I/O path.
+        io: IoMode,
         /// What was given.
         option: String,
         /// What it accepts.
@@ -191,10 +193,10 @@ pub trait Lut: Send + Sync {
         &[]
     }
 
-    /// Checks `KEY=VALUE` settings against [`Lut::options`].
-    fn check_options(&self, options: &[String]) -> Result<(), LutError> {
+    /// Checks `KEY=VALUE` settings against [`Lut::options`] for I/O path `io`.
+    fn check_options(&self, io: IoMode, options: &[String]) -> Result<(), LutError> {
         for o in options {
-            let known = self.options();
+            let known: Vec<&LutOption> = self.options().iter().filter(|opt| opt.io.contains(&io)).collect();
             let ok =
                 o.split_once('=').is_some_and(|(k, v)| known.iter().any(|opt| opt.key == k && opt.values.contains(&v)));
             if !ok {
@@ -202,6 +204,7 @@ pub trait Lut: Send + Sync {
                     known.iter().map(|opt| format!("{}={} ({})", opt.key, opt.values.join("|"), opt.meaning)).collect();
                 return Err(LutError::BadOption {
                     lut: self.name(),
+                    io,
                     option: o.clone(),
                     known: if list.is_empty() { "none".into() } else { list.join(", ") },
                 });
@@ -231,6 +234,8 @@ pub struct LutOption {
     pub values: &'static [&'static str],
     /// What it does.
     pub meaning: &'static str,
+    /// The I/O paths it applies to.
+    pub io: &'static [IoMode],
 }
 
 /// quinn 0.11 with rustls + ring, on its own quinn-udp I/O.
@@ -247,6 +252,7 @@ impl Lut for QuinnLut {
                 key: "gso",
                 values: &["on", "off"],
                 meaning: "UDP segmentation offload (native: quinn's own; nesquic: the I/O layer's; default on)",
+                io: &[IoMode::Native, IoMode::Nesquic],
             },
             NESQUIC_IO_GRO,
             NESQUIC_IO_MMSG,
@@ -266,14 +272,23 @@ impl Lut for QuinnLut {
     }
 }
 
-const NESQUIC_IO_GSO: LutOption =
-    LutOption { key: "gso", values: &["on", "off"], meaning: "the I/O layer's UDP GSO (default on)" };
-const NESQUIC_IO_GRO: LutOption =
-    LutOption { key: "gro", values: &["on", "off"], meaning: "the I/O layer's UDP GRO (--io nesquic; default on)" };
+const NESQUIC_IO_GSO: LutOption = LutOption {
+    key: "gso",
+    values: &["on", "off"],
+    meaning: "the I/O layer's UDP GSO (default on)",
+    io: &[IoMode::Nesquic],
+};
+const NESQUIC_IO_GRO: LutOption = LutOption {
+    key: "gro",
+    values: &["on", "off"],
+    meaning: "the I/O layer's UDP GRO (default on)",
+    io: &[IoMode::Nesquic],
+};
 const NESQUIC_IO_MMSG: LutOption = LutOption {
     key: "mmsg",
     values: &["on", "off"],
-    meaning: "the I/O layer's sendmmsg/recvmmsg batching (--io nesquic; default on)",
+    meaning: "the I/O layer's sendmmsg/recvmmsg batching (default on)",
+    io: &[IoMode::Nesquic],
 };
 
 /// quiche (Cloudflare, BoringSSL built from source) through the translation layer.
@@ -293,6 +308,7 @@ impl Lut for QuicheLut {
                 key: "pacing",
                 values: &["on", "off"],
                 meaning: "quiche's pacing (SendInfo.at honoured; default on)",
+                io: &[IoMode::Nesquic, IoMode::Plain],
             },
         ]
     }

@@ -120,7 +120,8 @@ fn list_luts() {
         let io: Vec<String> = lut.io_modes().iter().map(ToString::to_string).collect();
         println!("{:<8} {:<10} io: {:<20} {}", lut.name(), lut.version(), io.join(","), lut.description());
         for o in lut.options() {
-            println!("{:<8} --lut-opt {}={}  {}", "", o.key, o.values.join("|"), o.meaning);
+            let io: Vec<String> = o.io.iter().map(ToString::to_string).collect();
+            println!("{:<8} --lut-opt {}={}  {} [--io {}]", "", o.key, o.values.join("|"), o.meaning, io.join("|"));
         }
     }
 }

@@ -81,6 +81,8 @@ struct Row {
     /// Send+recv syscalls per MB of payload, per side (median over rounds).
     server_syscalls_per_mb: Option<f64>,
     client_syscalls_per_mb: Option<f64>,
+    /// Payload bytes per send syscall on the server (median): GSO and mmsg batching at work.
+    server_bytes_per_send: Option<f64>,
     /// Datagrams per send syscall on the server, per receive syscall on the client (median).
     server_datagrams_per_send: Option<f64>,
     client_datagrams_per_recv: Option<f64>,
@@ -184,7 +186,7 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
                 continue;
             }
             for options in &option_sets {
-                if let Err(e) = lut.check_options(options) {
+                if let Err(e) = lut.check_options(io, options) {
                     skipped.push(e.to_string());
                     continue;
                 }
@@ -213,6 +215,7 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>, si
         summary,
         server_syscalls_per_mb: median(&|(s, _, _)| Some((s.send_calls + s.recv_calls) as f64 / mb)),
         client_syscalls_per_mb: median(&|(_, c, _)| Some((c.send_calls + c.recv_calls) as f64 / mb)),
+        server_bytes_per_send: median(&|(s, _, _)| ratio(s.send_bytes, s.send_calls)),
         server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send_datagrams, s.send_calls)),
         client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv_datagrams, c.recv_calls)),
         syscall_source: per_rep.first().map(|p| p.2),
@@ -230,6 +233,7 @@ struct SideIo {
     recv_calls: u64,
     send_datagrams: u64,
     recv_datagrams: u64,
+    send_bytes: u64,
 }
 
 /// Server and client syscall figures of one repetition: from the probes when they ran (any
@@ -246,6 +250,7 @@ fn side_io(rep: &RepetitionFigures) -> Option<(SideIo, SideIo, &'static str)> {
                 recv_calls: sum("recv", &|s| s.timing.calls),
                 send_datagrams: sum("send", &|s| s.datagrams),
                 recv_datagrams: sum("recv", &|s| s.datagrams),
+                send_bytes: sum("send", &|s| s.bytes),
             })
         };
         let (s, c) = (side("server")?, side("client")?);
@@ -260,6 +265,7 @@ fn side_io(rep: &RepetitionFigures) -> Option<(SideIo, SideIo, &'static str)> {
             recv_calls: c.recv.syscalls,
             send_datagrams: c.send.datagrams,
             recv_datagrams: c.recv.datagrams,
+            send_bytes: c.send.bytes,
         })
     };
     Some((layer(run::process::Role::Server)?, layer(run::process::Role::Client)?, "io-layer"))
@@ -277,6 +283,7 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
         "client CPU s",
         "server syscalls/MB",
         "client syscalls/MB",
+        "server KB/send",
         "server dgrams/send",
         "client dgrams/recv",
     ];
@@ -294,6 +301,7 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
                 format!("{:.3}", r.summary.client_cpu_s.median),
                 opt(r.server_syscalls_per_mb, 1),
                 opt(r.client_syscalls_per_mb, 1),
+                opt(r.server_bytes_per_send.map(|b| b / 1e3), 1),
                 opt(r.server_datagrams_per_send, 1),
                 opt(r.client_datagrams_per_recv, 1),
             ]

@@ -143,7 +143,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
-    lut.check_options(&args.lut_opts)?;
+    lut.check_options(io, &args.lut_opts)?;
     let binary = lut.binary_path(&lut_dir(args.lut_dir.as_deref())?)?;
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
