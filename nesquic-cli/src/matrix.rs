@@ -202,8 +202,8 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>, si
     let reps: Vec<RepetitionFigures> = reports.into_iter().flat_map(|r| r.repetitions).collect();
     let summary = Summary::of(&reps).context("no repetitions")?;
     let mb = size as f64 / 1e6;
-    let per_rep: Vec<(SideIo, SideIo, &'static str)> = reps.iter().filter_map(side_io).collect();
-    let median = |f: &dyn Fn(&(SideIo, SideIo, &'static str)) -> Option<f64>| -> Option<f64> {
+    let per_rep: Vec<RepIo> = reps.iter().filter_map(side_io).collect();
+    let median = |f: &dyn Fn(&RepIo) -> Option<f64>| -> Option<f64> {
         Spread::of(per_rep.iter().filter_map(f)).map(|s| s.median)
     };
     Ok(Row {
@@ -227,6 +227,9 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
 }
 
+/// Server, client, and where the figures came from ("probes" or "io-layer").
+type RepIo = (SideIo, SideIo, &'static str);
+
 #[derive(Debug, Default, Clone, Copy)]
 struct SideIo {
     send_calls: u64,
@@ -238,7 +241,7 @@ struct SideIo {
 
 /// Server and client syscall figures of one repetition: from the probes when they ran (any
 /// LUT), else from the I/O layer's own counters (LUTs on Nesquic I/O).
-fn side_io(rep: &RepetitionFigures) -> Option<(SideIo, SideIo, &'static str)> {
+fn side_io(rep: &RepetitionFigures) -> Option<RepIo> {
     if let Some(m) = &rep.probes {
         let side = |name: &str| -> Option<SideIo> {
             let r = m.roles.iter().find(|r| r.role == name)?;

@@ -14,7 +14,18 @@ fn every_io_path_of_two_luts_lands_in_one_table() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("matrix.json");
     let out = nesquic()
-        .args(["matrix", "--lut", "quinn,quiche", "--io", "native,nesquic,plain", "--size", "2MB", "--repeat", "2", "--out"])
+        .args([
+            "matrix",
+            "--lut",
+            "quinn,quiche",
+            "--io",
+            "native,nesquic,plain",
+            "--size",
+            "2MB",
+            "--repeat",
+            "2",
+            "--out",
+        ])
         .arg(dir.path())
         .arg("--json")
         .arg(&json)

@@ -199,8 +199,7 @@ mod tests {
         client.on_established();
         let request = client.request().unwrap();
         assert!(client.request().is_none(), "the request is written once");
-        let mut server = ServerStream::default();
-        server.corrupt_at = None;
+        let mut server = ServerStream { corrupt_at: None, ..ServerStream::default() };
         server.on_request(&request[..3], false).unwrap();
         assert!(server.pending().is_none());
         server.on_request(&request[3..], true).unwrap();
