@@ -9,6 +9,9 @@
 
 pub mod exec;
 pub mod lut;
+/// The translation layer, re-exported so adapter binaries (also ones built outside this workspace
+/// by `--lut-path`) need no second dependency.
+pub use nesquic_translation as translation;
 pub use nesquic_translation::protocol;
 pub mod report;
 pub mod tls;

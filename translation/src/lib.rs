@@ -15,6 +15,7 @@ pub mod batch;
 pub mod driver;
 pub mod pem;
 pub mod protocol;
+#[cfg(feature = "quiche")]
 pub mod quiche_shim;
 pub mod quinn_shim;
 
@@ -45,6 +46,7 @@ pub enum TranslationError {
         source: std::io::Error,
     },
     /// quiche refused a call.
+    #[cfg(feature = "quiche")]
     #[error("quiche {context}: {source}")]
     Quiche {
         /// What we were doing.

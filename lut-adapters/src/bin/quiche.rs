@@ -4,7 +4,7 @@
 
 use clap::Parser;
 use nesquic_lut_adapters::lut::args::LutCli;
-use nesquic_translation::quiche_shim::Quiche;
+use nesquic_lut_adapters::translation::quiche_shim::Quiche;
 
 fn main() {
     let cli = LutCli::parse();

@@ -26,8 +26,9 @@ fn main() {
     };
     if io != IoMode::Native {
         // quinn's protocol logic (quinn-proto) unchanged, quinn-udp swapped for Nesquic's I/O.
-        if let Err(e) =
-            nesquic_lut_adapters::translated::run::<nesquic_translation::quinn_shim::QuinnProtoStack>(cli.role)
+        if let Err(e) = nesquic_lut_adapters::translated::run::<
+            nesquic_lut_adapters::translation::quinn_shim::QuinnProtoStack,
+        >(cli.role)
         {
             eprintln!("nesquic-lut-quinn: {e:#}");
             std::process::exit(1);

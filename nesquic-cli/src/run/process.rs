@@ -132,6 +132,8 @@ pub struct LutProcess {
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
     /// Set when the stderr reader reached end of file (the process closed it).
     stderr_done: Arc<std::sync::atomic::AtomicBool>,
+    /// Set when the stdout reader reached end of file: every report line has been queued.
+    stdout_done: Arc<std::sync::atomic::AtomicBool>,
     reaped: bool,
 }
 
@@ -245,6 +247,7 @@ impl LutProcess {
             pending: Some(PendingSpawn { pipes, events }),
             stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
             stderr_done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            stdout_done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             reaped: false,
         })
     }
@@ -266,12 +269,18 @@ impl LutProcess {
             Err(_) => anyhow::bail!("the LUT did not start within {FORK_TIMEOUT:?}"),
         };
         if let Some(stdout) = stdout {
-            spawn_stdout_reader(self.role, stdout, pending.events, self.stderr_tail.clone());
+            spawn_stdout_reader(self.role, stdout, pending.events, self.stderr_tail.clone(), self.stdout_done.clone());
         }
         if let Some(stderr) = stderr {
             spawn_stderr_reader(stderr, self.stderr_tail.clone(), self.stderr_done.clone());
         }
         Ok(())
+    }
+
+    /// Whether every line the process wrote on stdout has been queued as an event (its stdout
+    /// reached end of file).
+    pub fn stdout_finished(&self) -> bool {
+        self.stdout_done.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Marks the process as reaped (its pid may be reused from now on: never signal it again).
@@ -360,8 +369,17 @@ fn spawn_stdout_reader(
     stdout: impl Read + Send + 'static,
     events: Sender<ProcessEvent>,
     tail: Arc<Mutex<VecDeque<String>>>,
+    done: Arc<std::sync::atomic::AtomicBool>,
 ) {
     std::thread::spawn(move || {
+        // Set last, after every report was queued, so `stdout_finished` means "nothing more".
+        struct SetOnDrop(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for SetOnDrop {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Release);
+            }
+        }
+        let _done = SetOnDrop(done);
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             match serde_json::from_str::<LutEvent>(&line) {
                 Ok(event) => {

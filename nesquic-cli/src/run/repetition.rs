@@ -169,6 +169,19 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             }
         }
     }
+    // Lines a process wrote just before exiting (the I/O layer's counters) may still be on
+    // their way through the reader threads: take them, waiting a little for the pipes to close.
+    let until = Instant::now() + OUTPUT_GRACE;
+    loop {
+        let finished = server.stdout_finished() && client.stdout_finished();
+        while let Some((role, e)) = watch.try_next() {
+            observer.lut_event(role, &e)?;
+        }
+        if finished || Instant::now() >= until {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
@@ -197,6 +210,16 @@ struct Watch<'a> {
 }
 
 impl Watch<'_> {
+    /// A report already queued, without waiting (exits are recorded, not returned).
+    fn try_next(&mut self) -> Option<(Role, LutEvent)> {
+        loop {
+            match self.rx.try_recv().ok()? {
+                ProcessEvent::Report(role, event) => return Some((role, event)),
+                ProcessEvent::Exited(..) => continue,
+            }
+        }
+    }
+
     /// Waits for the next report; records exits and results. Kills `procs` on timeout or signal.
     fn next(&mut self, procs: &mut [&mut LutProcess]) -> Result<Option<(Role, LutEvent)>> {
         if self.interrupted.load(Ordering::Relaxed) {
