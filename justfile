@@ -11,9 +11,11 @@ default:
 setup:
     ./scripts/setup.sh
 
-# Build every binary (nesquic and the LUT executables), release profile.
+# Build every binary (nesquic and the LUT executables), release profile. The msquic adapter is
+# its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest.
 build: setup
     cargo build --release --workspace --bins
+    cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
 
 # The main job: `just run` = nesquic run --lut quinn; extra arguments go to `nesquic run`.
 run *ARGS: build
@@ -22,7 +24,9 @@ run *ARGS: build
 # Formatting, clippy with warnings as errors, and docs without warnings.
 lint:
     cargo fmt --all -- --check
+    cargo fmt --manifest-path lut-adapters/msquic/Cargo.toml -- --check
     cargo clippy --release --workspace --all-targets -- -D warnings
+    cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
 
 # Everything CI runs: lint, then every test (real sockets, real processes; eBPF tests need root).

@@ -8,13 +8,17 @@ const TRACKED: &[(&str, &str)] = &[
     ("rustls", "NESQUIC_RUSTLS_VERSION"),
     ("ring", "NESQUIC_RING_VERSION"),
     ("quiche", "NESQUIC_QUICHE_VERSION"),
+    ("msquic", "NESQUIC_MSQUIC_VERSION"),
 ];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    let lock = manifest.join("../Cargo.lock");
-    println!("cargo:rerun-if-changed={}", lock.display());
-    let text = std::fs::read_to_string(&lock).unwrap_or_default();
+    // The workspace's lock, then the msquic adapter's own (it is a separate workspace).
+    let mut text = String::new();
+    for lock in [manifest.join("../Cargo.lock"), manifest.join("msquic/Cargo.lock")] {
+        println!("cargo:rerun-if-changed={}", lock.display());
+        text.push_str(&std::fs::read_to_string(&lock).unwrap_or_default());
+    }
     for (krate, var) in TRACKED {
         println!("cargo:rustc-env={var}={}", locked_version(&text, krate).unwrap_or_else(|| "unknown".into()));
     }

@@ -18,4 +18,4 @@ pub mod tls;
 pub mod translated;
 
 pub use exec::ExecLut;
-pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, QuicheLut, QuinnLut};
+pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, MsquicLut, QuicheLut, QuinnLut};

@@ -326,9 +326,40 @@ impl Lut for QuicheLut {
     }
 }
 
+/// MsQuic (Microsoft, C) on its own datapath, built from the `msquic` crate's vendored sources
+/// with quictls; the executable is the `nesquic-lut-msquic` package.
+#[derive(Debug, Default)]
+pub struct MsquicLut;
+
+impl Lut for MsquicLut {
+    fn name(&self) -> &'static str {
+        "msquic"
+    }
+    fn options(&self) -> &'static [LutOption] {
+        &[LutOption {
+            key: "profile",
+            values: &["max-throughput", "low-latency"],
+            meaning: "MsQuic's execution profile (default max-throughput; also --msquic-profile)",
+            io: &[IoMode::Native],
+        }]
+    }
+    fn version(&self) -> String {
+        env!("NESQUIC_MSQUIC_VERSION").to_string()
+    }
+    fn description(&self) -> &'static str {
+        "MsQuic (C, quictls) on its own datapath (GSO/GRO where the kernel allows)"
+    }
+    fn crypto_backend(&self) -> &'static str {
+        "msquic (quictls)"
+    }
+    fn io_modes(&self) -> &'static [IoMode] {
+        &[IoMode::Native]
+    }
+}
+
 /// Every LUT this build knows.
 pub fn all_luts() -> Vec<Box<dyn Lut>> {
-    vec![Box::new(QuinnLut), Box::new(QuicheLut)]
+    vec![Box::new(QuinnLut), Box::new(QuicheLut), Box::new(MsquicLut)]
 }
 
 /// Finds a LUT by name, or lists the known ones.

@@ -180,6 +180,27 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
             );
         }
     }
+    println!("  {}", offload_line(role));
+}
+
+/// Whether GSO/GRO were in use, from what the probes saw: messages carrying several datagrams.
+pub(crate) fn offload_line(role: &RoleMetrics) -> String {
+    let seen = |dir: &str, name: &str| -> String {
+        let (messages, segmented, datagrams) = role
+            .io
+            .iter()
+            .filter(|s| s.direction == dir)
+            .fold((0u64, 0u64, 0u64), |a, s| (a.0 + s.messages, a.1 + s.segmented_messages, a.2 + s.datagrams));
+        if messages == 0 {
+            return format!("{name} -");
+        }
+        let verdict = if segmented > 0 { "yes" } else { "no" };
+        format!(
+            "{name} {verdict} ({segmented} of {messages} messages carried several datagrams; {:.1} datagrams/message)",
+            datagrams as f64 / messages as f64
+        )
+    };
+    format!("offload seen: {}; {}", seen("send", "GSO"), seen("recv", "GRO"))
 }
 
 fn print_functions(role: &RoleMetrics, cpu_ns: f64) {

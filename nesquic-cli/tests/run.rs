@@ -192,3 +192,19 @@ fn quinn_proto_over_nesquic_io_survives_injected_loss_end_to_end() {
     assert!(client[1]["recv"]["datagrams"].as_u64().expect("n") > 2000, "{client}");
     assert!(server[1]["send"]["datagrams"].as_u64().expect("n") >= client[1]["recv"]["datagrams"].as_u64().expect("n"));
 }
+
+#[test]
+fn msquic_profiles_and_the_options_that_do_not_apply() {
+    require_lut_binaries();
+    let out = nesquic()
+        .args(["run", "--lut", "msquic", "--msquic-profile", "low-latency", "--size", "2MB"])
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = nesquic().args(["run", "--lut", "quinn", "--msquic-profile", "low-latency"]).output().expect("run");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--msquic-profile only applies to --lut msquic"), "{}", stderr(&out));
+    let out = nesquic().args(["run", "--lut", "msquic", "--io", "nesquic"]).output().expect("run");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("does not support --io nesquic"), "{}", stderr(&out));
+}

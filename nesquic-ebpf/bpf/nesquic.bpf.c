@@ -253,6 +253,7 @@ static __always_inline int io_exit(long ret)
 	case NQ_RECVFROM:
 		s->bytes += ret;
 		s->datagrams += 1;
+		s->messages += 1;
 		if (emit)
 			emit_message(now, c.role, c.kind, ret, 1, 0, h);
 		break;
@@ -263,6 +264,8 @@ static __always_inline int io_exit(long ret)
 		__u64 n = datagrams_in(ret, unit);
 		s->bytes += ret;
 		s->datagrams += n;
+		s->messages += 1;
+		s->segmented += n > 1;
 		if (emit)
 			emit_message(now, c.role, c.kind, ret, n, unit, h);
 		break;
@@ -284,6 +287,8 @@ static __always_inline int io_exit(long ret)
 			__u64 n = datagrams_in(len, unit);
 			s->bytes += len;
 			s->datagrams += n;
+			s->messages += 1;
+			s->segmented += n > 1;
 			if (emit)
 				emit_message(now, c.role, c.kind, len, n, unit, h);
 		}

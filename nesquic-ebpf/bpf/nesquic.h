@@ -29,6 +29,8 @@ struct nq_stats {
 	__u64 eagain;     /* EAGAIN/EWOULDBLOCK */
 	__u64 bytes;      /* syscalls: moved; functions: from the configured argument */
 	__u64 datagrams;  /* syscalls only: GSO sends split by segment size, GRO receives by stride */
+	__u64 messages;   /* syscalls only: messages (msghdrs) moved; sendmmsg/recvmmsg move several */
+	__u64 segmented;  /* syscalls only: messages carrying more than one datagram (GSO/GRO used) */
 	__u64 total_ns;
 	__u64 hist[NQ_HIST_BUCKETS];
 };
@@ -73,7 +75,7 @@ struct nq_settings {
 };
 
 /* Sizes the Rust mirror asserts too (src/layout.rs). */
-_Static_assert(sizeof(struct nq_stats) == 368, "nq_stats layout changed: update src/layout.rs");
+_Static_assert(sizeof(struct nq_stats) == 384, "nq_stats layout changed: update src/layout.rs");
 _Static_assert(sizeof(struct nq_func_config) == 8, "nq_func_config layout changed");
 _Static_assert(sizeof(struct nq_health) == 48, "nq_health layout changed");
 _Static_assert(sizeof(struct nq_datagram_event) == 32, "nq_datagram_event layout changed");

@@ -25,6 +25,10 @@ pub struct NqStats {
     pub bytes: u64,
     /// Datagrams (syscalls).
     pub datagrams: u64,
+    /// Messages (msghdrs) moved (syscalls).
+    pub messages: u64,
+    /// Messages that carried more than one datagram: GSO (send) or GRO (receive) in use.
+    pub segmented: u64,
     /// Sum of durations.
     pub total_ns: u64,
     /// `hist[b]` counts durations with `floor(log2(ns)) == b`.
@@ -33,7 +37,17 @@ pub struct NqStats {
 
 impl Default for NqStats {
     fn default() -> Self {
-        Self { calls: 0, errors: 0, eagain: 0, bytes: 0, datagrams: 0, total_ns: 0, hist: [0; HIST_BUCKETS] }
+        Self {
+            calls: 0,
+            errors: 0,
+            eagain: 0,
+            bytes: 0,
+            datagrams: 0,
+            messages: 0,
+            segmented: 0,
+            total_ns: 0,
+            hist: [0; HIST_BUCKETS],
+        }
     }
 }
 
@@ -44,6 +58,8 @@ impl NqStats {
         self.errors += other.errors;
         self.eagain += other.eagain;
         self.bytes += other.bytes;
+        self.messages += other.messages;
+        self.segmented += other.segmented;
         self.datagrams += other.datagrams;
         self.total_ns += other.total_ns;
         for (a, b) in self.hist.iter_mut().zip(other.hist.iter()) {
@@ -151,7 +167,7 @@ unsafe impl aya::Pod for NqSettings {}
 // SAFETY: as above.
 unsafe impl aya::Pod for NqSampleKey {}
 
-const _: () = assert!(std::mem::size_of::<NqStats>() == 368);
+const _: () = assert!(std::mem::size_of::<NqStats>() == 384);
 const _: () = assert!(std::mem::size_of::<NqFuncConfig>() == 8);
 const _: () = assert!(std::mem::size_of::<NqHealth>() == 48);
 const _: () = assert!(std::mem::size_of::<NqDatagramEvent>() == 32);

@@ -86,6 +86,13 @@ pub struct SyscallMetrics {
     pub bytes: u64,
     /// Datagrams moved (GSO/GRO split).
     pub datagrams: u64,
+    /// Messages (msghdrs) moved: one per call except for sendmmsg/recvmmsg.
+    #[serde(default)]
+    pub messages: u64,
+    /// Messages that carried more than one datagram: evidence that GSO (send) or GRO
+    /// (receive) was in use.
+    #[serde(default)]
+    pub segmented_messages: u64,
 }
 
 /// One probed function of one role.
@@ -139,6 +146,8 @@ impl RoleMetrics {
                 eagain: s.eagain,
                 bytes: s.bytes,
                 datagrams: s.datagrams,
+                messages: s.messages,
+                segmented_messages: s.segmented,
             })
             .collect();
         let functions = functions
@@ -213,6 +222,8 @@ impl Metrics {
                             x.eagain += s.eagain;
                             x.bytes += s.bytes;
                             x.datagrams += s.datagrams;
+                            x.messages += s.messages;
+                            x.segmented_messages += s.segmented_messages;
                         }
                         None => mine.io.push(s.clone()),
                     }

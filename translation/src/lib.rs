@@ -184,6 +184,7 @@ pub fn download<S: Stack>(
 }
 
 /// Fills `buf` from the kernel's random source (connection IDs).
+#[cfg(feature = "quiche")]
 pub(crate) fn random_bytes(buf: &mut [u8]) {
     let mut filled = 0;
     while filled < buf.len() {

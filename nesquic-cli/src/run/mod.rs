@@ -24,7 +24,7 @@ pub(crate) use results::{RepetitionFigures, Spread, Summary};
 use crate::units;
 
 /// `nesquic run` arguments.
-#[derive(Debug, clap::Args)]
+#[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
     /// Library under test (see `nesquic luts`); `exec` runs --server-cmd/--client-cmd.
     #[arg(long, default_value = "quinn")]
@@ -65,6 +65,9 @@ pub struct RunArgs {
     /// LUT-specific setting KEY=VALUE, repeatable (quinn: gso=on|off). `nesquic luts` lists them.
     #[arg(long = "lut-opt", value_name = "KEY=VALUE")]
     pub lut_opts: Vec<String>,
+    /// MsQuic's execution profile (same as --lut-opt profile=...); only with --lut msquic.
+    #[arg(long, value_name = "PROFILE", value_parser = ["max-throughput", "low-latency"])]
+    pub msquic_profile: Option<String>,
     /// Also turn on the library's own qlog and merge its events (renamed into the `quic:`
     /// namespace) into the role's trace, on Nesquic's clock. The raw files stay as lut-*.sqlog.
     #[arg(long)]
@@ -143,7 +146,13 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
-    lut.check_options(io, &args.lut_opts)?;
+    let mut lut_opts = args.lut_opts.clone();
+    if let Some(profile) = &args.msquic_profile {
+        anyhow::ensure!(lut.name() == "msquic", "--msquic-profile only applies to --lut msquic (not {})", lut.name());
+        lut_opts.push(format!("profile={profile}"));
+    }
+    lut.check_options(io, &lut_opts)?;
+    let args = &RunArgs { lut_opts, ..args.clone() };
     let binary = lut.binary_path(&lut_dir(args.lut_dir.as_deref())?)?;
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;

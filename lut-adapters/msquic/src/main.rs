@@ -1,0 +1,371 @@
+//! `nesquic-lut-msquic`: MsQuic (the `msquic` crate's vendored sources with quictls, linked
+//! statically) speaking the benchmark protocol on its own datapath (`--io native`). Started by
+//! `nesquic run --lut msquic`; see docs/protocol.md.
+//!
+//! MsQuic is callback-driven: its worker threads call the listener, connection and stream
+//! handlers below; the main thread waits on a channel for the outcome.
+
+use std::ffi::c_void;
+use std::net::SocketAddr;
+use std::sync::mpsc::{channel, Sender};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Parser;
+use msquic::{
+    Addr, BufferRef, CertificateFile, Configuration, Connection, ConnectionEvent, ConnectionRef,
+    ConnectionShutdownFlags, Credential, CredentialConfig, ExecutionProfile, Listener, ListenerEvent, Registration,
+    RegistrationConfig, SendFlags, Settings, Status, Stream, StreamEvent, StreamOpenFlags, StreamRef, StreamStartFlags,
+};
+use nesquic_lut_adapters::lut::args::{LutCli, Role};
+use nesquic_lut_adapters::protocol::{ALPN, SERVER_NAME};
+use nesquic_lut_adapters::report::{ClientResult, LutEvent};
+use nesquic_lut_adapters::translation::app::{ClientStream, ServerStream};
+use nesquic_lut_adapters::translation::pem;
+use nesquic_lut_adapters::IoMode;
+
+/// Payload sends in flight per stream: enough to keep MsQuic's send buffer full.
+const SENDS_IN_FLIGHT: usize = 8;
+const IDLE_TIMEOUT_MS: u64 = 10_000;
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+fn main() {
+    let cli = LutCli::parse();
+    if let Err(e) = run(cli.role) {
+        eprintln!("nesquic-lut-msquic: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+/// `--opt` settings: `profile=max-throughput|low-latency` (MsQuic's execution profile).
+fn profile(opts: &[String]) -> Result<ExecutionProfile> {
+    let mut profile = ExecutionProfile::MaxThroughput;
+    for opt in opts {
+        profile = match opt.as_str() {
+            "profile=max-throughput" => ExecutionProfile::MaxThroughput,
+            "profile=low-latency" => ExecutionProfile::LowLatency,
+            other => bail!("unknown option {other:?}; supported: profile=max-throughput|low-latency"),
+        };
+    }
+    Ok(profile)
+}
+
+fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
+    move |s| anyhow!("{context}: MsQuic status {s:?}")
+}
+
+fn run(role: Role) -> Result<()> {
+    match role {
+        Role::Server { listen, cert, key, io, qlog, opts } => {
+            native_only(io, qlog.is_some())?;
+            server(listen, &cert, &key, profile(&opts)?)
+        }
+        Role::Client { connect, ca, size, io, qlog, opts } => {
+            native_only(io, qlog.is_some())?;
+            client(connect, &ca, size, profile(&opts)?)
+        }
+    }
+}
+
+fn native_only(io: IoMode, qlog: bool) -> Result<()> {
+    if io != IoMode::Native {
+        bail!("--io {io}: msquic runs on its own datapath only (--io native)");
+    }
+    if qlog {
+        bail!("--lut-qlog: MsQuic has no qlog output");
+    }
+    Ok(())
+}
+
+fn registration(profile: ExecutionProfile) -> Result<Registration> {
+    let config = RegistrationConfig::new().set_app_name("nesquic".into()).set_execution_profile(profile);
+    Registration::new(&config).map_err(status("open registration"))
+}
+
+fn settings() -> Settings {
+    Settings::new().set_PeerBidiStreamCount(1).set_IdleTimeoutMs(IDLE_TIMEOUT_MS)
+}
+
+/// How a side's work ended, sent from MsQuic's threads to the main thread.
+enum Outcome {
+    Finished,
+    Failed(String),
+}
+
+fn server(listen: SocketAddr, cert: &std::path::Path, key: &std::path::Path, profile: ExecutionProfile) -> Result<()> {
+    let registration = registration(profile)?;
+    let alpn = [BufferRef::from(ALPN)];
+    let config = Configuration::open(&registration, &alpn, Some(&settings())).map_err(status("open configuration"))?;
+    // MsQuic's quictls backend loads PEM files; they are only needed while loading.
+    let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
+    let credential = Credential::CertificateFile(CertificateFile::new(key_pem.path_str()?, cert_pem.path_str()?));
+    config.load_credential(&CredentialConfig::new().set_credential(credential)).map_err(status("load certificate"))?;
+    drop((cert_pem, key_pem));
+    let config = Arc::new(config);
+
+    let (tx, rx) = channel::<Outcome>();
+    let listener_config = config.clone();
+    let listener = Listener::open(&registration, move |_, event| {
+        if let ListenerEvent::NewConnection { connection, .. } = event {
+            connection.set_callback_handler(server_connection(tx.clone()));
+            connection.set_configuration(&listener_config)?;
+        }
+        Ok(())
+    })
+    .map_err(status("open listener"))?;
+    listener.start(&alpn, Some(&Addr::from(listen))).map_err(status("start listener"))?;
+    let local = listener.get_local_addr().map_err(status("listener address"))?;
+    let addr = local.as_socket().context("listener address is not IP")?;
+    // MsQuic binds the unspecified address when asked for a port only; report what clients use.
+    let addr = if addr.ip().is_unspecified() { SocketAddr::new(listen.ip(), addr.port()) } else { addr };
+    LutEvent::Listening { addr }.emit();
+
+    let outcome = rx.recv().context("MsQuic dropped the server's callbacks")?;
+    listener.stop();
+    match outcome {
+        Outcome::Finished => Ok(()),
+        Outcome::Failed(why) => bail!(why),
+    }
+}
+
+/// The server's connection callback: accepts the benchmark stream, reports the end.
+fn server_connection(tx: Sender<Outcome>) -> impl FnMut(ConnectionRef, ConnectionEvent) -> Result<(), Status> {
+    move |connection, event| {
+        match event {
+            ConnectionEvent::PeerStreamStarted { stream, .. } => {
+                stream.set_callback_handler(server_stream(tx.clone()));
+            }
+            ConnectionEvent::ShutdownComplete { handshake_completed, .. } => {
+                let _ = tx.send(if handshake_completed {
+                    Outcome::Finished
+                } else {
+                    Outcome::Failed("the connection closed before the handshake completed".into())
+                });
+                // SAFETY: MsQuic hands ownership of a server connection to the application; it
+                // is closed exactly once, here, after its last event.
+                drop(unsafe { Connection::from_raw(connection.as_raw()) });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// One payload send: the bytes and the buffer descriptor MsQuic reads them through, kept alive
+/// until its `SendComplete`.
+type SendContext = (Vec<u8>, [BufferRef; 1]);
+
+/// Queues payload sends until `SENDS_IN_FLIGHT` are outstanding or the payload is all queued.
+fn send_more(stream: &StreamRef, app: &mut ServerStream, in_flight: &mut usize) -> Result<(), Status> {
+    while *in_flight < SENDS_IN_FLIGHT {
+        let Some((data, last)) = app.pending() else { break };
+        let bytes = data.to_vec();
+        let len = bytes.len();
+        let mut ctx: Box<SendContext> = Box::new((bytes, [BufferRef::from(&[][..])]));
+        ctx.1[0] = BufferRef::from(ctx.0.as_slice());
+        let flags = if last { SendFlags::FIN } else { SendFlags::NONE };
+        let raw = Box::into_raw(ctx);
+        // SAFETY: the buffer lives in the boxed context until SendComplete hands it back.
+        let sent = unsafe { stream.send(&(*raw).1, flags, raw as *const c_void) };
+        if let Err(e) = sent {
+            // SAFETY: MsQuic refused the send, so it will not report it: take the box back.
+            drop(unsafe { Box::from_raw(raw) });
+            return Err(e);
+        }
+        app.accepted(len, last);
+        *in_flight += 1;
+    }
+    Ok(())
+}
+
+fn server_stream(tx: Sender<Outcome>) -> impl FnMut(StreamRef, StreamEvent) -> Result<(), Status> {
+    let mut app = ServerStream::new();
+    let mut in_flight = 0usize;
+    move |stream, event| {
+        match event {
+            StreamEvent::Receive { buffers, .. } => {
+                for b in buffers {
+                    if let Err(e) = app.on_request(b.as_bytes(), false) {
+                        let _ = tx.send(Outcome::Failed(e.to_string()));
+                    }
+                }
+            }
+            StreamEvent::PeerSendShutdown => match app.on_request(&[], true) {
+                Ok(()) => send_more(&stream, &mut app, &mut in_flight)?,
+                Err(e) => {
+                    let _ = tx.send(Outcome::Failed(e.to_string()));
+                }
+            },
+            StreamEvent::SendComplete { client_context, .. } => {
+                // SAFETY: every send's context is a Box<SendContext> leaked in send_more.
+                drop(unsafe { Box::from_raw(client_context as *mut SendContext) });
+                in_flight -= 1;
+                send_more(&stream, &mut app, &mut in_flight)?;
+            }
+            StreamEvent::ShutdownComplete { .. } => {
+                // SAFETY: the application owns peer-started streams; closed once, after the
+                // last event.
+                drop(unsafe { Stream::from_raw(stream.as_raw()) });
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Client state shared by the connection and stream callbacks.
+struct ClientState {
+    stream: ClientStream,
+    tx: Sender<ClientSignal>,
+    last_progress: Instant,
+}
+
+enum ClientSignal {
+    Verified,
+    Closed { handshake_completed: bool },
+    Failed(String),
+}
+
+fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, profile: ExecutionProfile) -> Result<()> {
+    let registration = registration(profile)?;
+    let alpn = [BufferRef::from(ALPN)];
+    let config = Configuration::open(&registration, &alpn, Some(&settings())).map_err(status("open configuration"))?;
+    let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
+    // Default validation (no NO_CERTIFICATE_VALIDATION flag) against exactly this trust anchor.
+    let credential = CredentialConfig::new_client().set_ca_certificate_file(ca_pem.path_str()?);
+    config.load_credential(&credential).map_err(status("load trust anchor"))?;
+    drop(ca_pem);
+
+    let (tx, rx) = channel::<ClientSignal>();
+    let state =
+        Arc::new(Mutex::new(ClientState { stream: ClientStream::new(size), tx, last_progress: Instant::now() }));
+    let conn_state = state.clone();
+    let connection = Connection::open(&registration, move |connection, event| {
+        client_connection_event(&conn_state, connection, event)
+    })
+    .map_err(status("open connection"))?;
+    // Connect to the exact address (a name lookup of "localhost" might prefer ::1) while the
+    // TLS server name stays "localhost".
+    let remote = Addr::from(connect);
+    // SAFETY: passes a live Addr of the size MsQuic expects for QUIC_PARAM_CONN_REMOTE_ADDRESS.
+    unsafe {
+        msquic::Api::set_param(
+            connection.as_raw(),
+            msquic::ffi::QUIC_PARAM_CONN_REMOTE_ADDRESS,
+            std::mem::size_of::<Addr>() as u32,
+            &remote as *const Addr as *const c_void,
+        )
+    }
+    .map_err(status("set remote address"))?;
+    connection.start(&config, SERVER_NAME, connect.port()).map_err(status("start connection"))?;
+
+    let mut verified = false;
+    loop {
+        match rx.recv().context("MsQuic dropped the client's callbacks")? {
+            ClientSignal::Verified => {
+                verified = true;
+                connection.shutdown(ConnectionShutdownFlags::NONE, 0);
+            }
+            ClientSignal::Closed { handshake_completed } => {
+                if !verified {
+                    bail!(if handshake_completed {
+                        "the connection closed before the payload was verified"
+                    } else {
+                        "the handshake failed (certificate not trusted or server unreachable)"
+                    });
+                }
+                break;
+            }
+            ClientSignal::Failed(why) => {
+                connection.shutdown(ConnectionShutdownFlags::NONE, 1);
+                bail!(why);
+            }
+        }
+    }
+    let outcome = state.lock().map_err(|_| anyhow!("client state poisoned"))?.stream.outcome();
+    let outcome = outcome.context("payload not verified")?;
+    LutEvent::Done(ClientResult {
+        bytes: outcome.bytes,
+        handshake_ns: outcome.handshake.as_nanos() as u64,
+        transfer_ns: outcome.transfer.as_nanos() as u64,
+    })
+    .emit();
+    Ok(())
+}
+
+fn client_connection_event(
+    state: &Arc<Mutex<ClientState>>,
+    connection: ConnectionRef,
+    event: ConnectionEvent,
+) -> Result<(), Status> {
+    match event {
+        ConnectionEvent::Connected { .. } => {
+            let request = {
+                let Ok(mut s) = state.lock() else { return Ok(()) };
+                s.stream.on_established();
+                s.stream.request()
+            };
+            if let Some(request) = request {
+                let stream_state = state.clone();
+                let stream = Stream::open(&connection, StreamOpenFlags::NONE, move |stream, event| {
+                    client_stream_event(&stream_state, stream, event)
+                })?;
+                stream.start(StreamStartFlags::NONE)?;
+                let mut ctx: Box<SendContext> = Box::new((request.to_vec(), [BufferRef::from(&[][..])]));
+                ctx.1[0] = BufferRef::from(ctx.0.as_slice());
+                let raw = Box::into_raw(ctx);
+                // SAFETY: the request lives in the boxed context until SendComplete.
+                if let Err(e) = unsafe { stream.send(&(*raw).1, SendFlags::FIN, raw as *const c_void) } {
+                    // SAFETY: refused, so never reported back: reclaim it.
+                    drop(unsafe { Box::from_raw(raw) });
+                    return Err(e);
+                }
+                // The stream closes itself in its ShutdownComplete handler.
+                std::mem::forget(stream);
+            }
+        }
+        ConnectionEvent::ShutdownComplete { handshake_completed, .. } => {
+            if let Ok(s) = state.lock() {
+                let _ = s.tx.send(ClientSignal::Closed { handshake_completed });
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn client_stream_event(state: &Arc<Mutex<ClientState>>, stream: StreamRef, event: StreamEvent) -> Result<(), Status> {
+    let Ok(mut s) = state.lock() else { return Ok(()) };
+    match event {
+        StreamEvent::Receive { buffers, .. } => {
+            for b in buffers {
+                if let Err(e) = s.stream.on_payload(b.as_bytes(), false) {
+                    let _ = s.tx.send(ClientSignal::Failed(format!("payload: {e}")));
+                }
+            }
+            if s.last_progress.elapsed() >= PROGRESS_EVERY {
+                LutEvent::Progress { bytes: s.stream.received() }.emit();
+                s.last_progress = Instant::now();
+            }
+        }
+        StreamEvent::PeerSendShutdown => match s.stream.on_payload(&[], true) {
+            Ok(()) => {
+                let _ = s.tx.send(ClientSignal::Verified);
+            }
+            Err(e) => {
+                let _ = s.tx.send(ClientSignal::Failed(format!("payload: {e}")));
+            }
+        },
+        StreamEvent::SendComplete { client_context, .. } => {
+            // SAFETY: the request's context is the Box<SendContext> leaked on Connected.
+            drop(unsafe { Box::from_raw(client_context as *mut SendContext) });
+        }
+        StreamEvent::ShutdownComplete { .. } => {
+            // SAFETY: the stream was leaked with mem::forget on Connected; closed once here.
+            drop(unsafe { Stream::from_raw(stream.as_raw()) });
+        }
+        _ => {}
+    }
+    Ok(())
+}
