@@ -2,6 +2,7 @@
 # Installs what a fresh Debian/Ubuntu machine lacks to build and run Nesquic:
 # clang-19 + llvm-19 (eBPF programs), bpftool (vmlinux.h, link checks), libbpf headers,
 # cmake + a C++ compiler + libclang (quiche builds BoringSSL from source, bindgen needs libclang),
+# libnuma-dev (MsQuic, linked statically),
 # and `just` (not packaged in Debian 12, so it comes from crates.io).
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
@@ -15,6 +16,8 @@ command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 ls /usr/lib/llvm-19/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang1-19)
+# The msquic LUT links MsQuic statically, which pulls in libnuma whole.
+ls /usr/lib/*/libnuma.a /usr/lib/libnuma.a >/dev/null 2>&1 || need_apt+=(libnuma-dev)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then

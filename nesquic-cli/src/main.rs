@@ -2,6 +2,7 @@
 //! time goes. This crate owns the command line, orchestration of LUT processes and reporting; it
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
+mod calibrate;
 mod compare;
 mod matrix;
 mod probes;

@@ -86,6 +86,10 @@ struct Row {
     /// Datagrams per send syscall on the server, per receive syscall on the client (median).
     server_datagrams_per_send: Option<f64>,
     client_datagrams_per_recv: Option<f64>,
+    /// Mean ns per server `crypto.seal` call and per client `crypto.open` call (median over
+    /// rounds), with `--probe crypto:time`, calibrated probe overhead subtracted (docs/probes.md).
+    server_seal_ns: Option<f64>,
+    client_open_ns: Option<f64>,
     /// Where the syscall figures came from: "probes" or "io-layer".
     syscall_source: Option<&'static str>,
     run_dirs: Vec<PathBuf>,
@@ -218,9 +222,22 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>, si
         server_bytes_per_send: median(&|(s, _, _)| ratio(s.send_bytes, s.send_calls)),
         server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send_datagrams, s.send_calls)),
         client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv_datagrams, c.recv_calls)),
+        server_seal_ns: Spread::of(reps.iter().filter_map(|r| timed_ns(r, "server", "crypto.seal"))).map(|s| s.median),
+        client_open_ns: Spread::of(reps.iter().filter_map(|r| timed_ns(r, "client", "crypto.open"))).map(|s| s.median),
         syscall_source: per_rep.first().map(|p| p.2),
         run_dirs,
     })
+}
+
+/// Mean duration of a timed probe category in one repetition.
+fn timed_ns(rep: &RepetitionFigures, role: &str, category: &str) -> Option<f64> {
+    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role)?;
+    // Calibrated (probe overhead subtracted) where a calibration ran, else raw.
+    let (calls, ns) = m.functions.iter().filter(|f| f.category == category && f.timed).fold((0u64, 0.0f64), |a, f| {
+        let mean = f.compensated_mean_ns.unwrap_or_else(|| f.timing.mean_ns());
+        (a.0 + f.timing.calls, a.1 + mean * f.timing.calls as f64)
+    });
+    (calls > 0).then(|| ns / calls as f64)
 }
 
 fn ratio(a: u64, b: u64) -> Option<f64> {
@@ -289,6 +306,8 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
         "server KB/send",
         "server dgrams/send",
         "client dgrams/recv",
+        "seal ns (server)",
+        "open ns (client)",
     ];
     let lines: Vec<Vec<String>> = rows
         .iter()
@@ -307,6 +326,8 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
                 opt(r.server_bytes_per_send.map(|b| b / 1e3), 1),
                 opt(r.server_datagrams_per_send, 1),
                 opt(r.client_datagrams_per_recv, 1),
+                opt(r.server_seal_ns, 0),
+                opt(r.client_open_ns, 0),
             ]
         })
         .collect();

@@ -183,6 +183,33 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
     println!("  {}", offload_line(role));
 }
 
+/// Timed functions with the calibrated probe overhead subtracted, per role.
+pub fn print_compensated(metrics: &Metrics, calibration: &crate::calibrate::Calibration) {
+    let mut lines = Vec::new();
+    for role in &metrics.roles {
+        for f in role.functions.iter().filter(|f| f.timed && f.timing.calls > 0) {
+            let (Some(mean), Some(err)) = (f.compensated_mean_ns, f.compensation_uncertainty_ns) else { continue };
+            let site = f.site.map_or("?", |k| k.label());
+            lines.push(format!(
+                "  {:<7} {:<26} {:>10} ± {:<8} per call (raw {}; {} site) {}",
+                role.role,
+                f.category,
+                duration(mean),
+                duration(err),
+                duration(f.timing.mean_ns()),
+                site,
+                f.name
+            ));
+        }
+    }
+    if !lines.is_empty() {
+        println!("timed functions, calibrated probe overhead subtracted ({} rounds):", calibration.rounds);
+        for l in lines {
+            println!("{l}");
+        }
+    }
+}
+
 /// Whether GSO/GRO were in use, from what the probes saw: messages carrying several datagrams.
 pub(crate) fn offload_line(role: &RoleMetrics) -> String {
     let seen = |dir: &str, name: &str| -> String {

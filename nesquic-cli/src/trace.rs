@@ -43,6 +43,8 @@ struct TraceReport {
     probes: nesquic_ebpf::Metrics,
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<nesquic_ebpf::profile::Profile>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    calibration: Option<crate::calibrate::Calibration>,
 }
 
 /// Runs `nesquic trace`.
@@ -51,6 +53,16 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     let interrupted = crate::run::install_signal_flag()?;
     let binary = find_executable(&args.command[0])?;
     let plan = ProbePlan::new(&args.probe, &binary)?;
+    let calibration = if plan.resolution.functions.iter().any(|f| f.timed) {
+        let c = crate::calibrate::run().context("calibrate the timing probes")?;
+        eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds);
+        for line in c.describe() {
+            eprintln!("  {line}");
+        }
+        Some(c)
+    } else {
+        None
+    };
     let mut session = plan.open_session()?;
     let (tx, rx) = channel();
     let mut process = LutProcess::spawn_inheriting_output(Role::Process, &binary, &args.command[1..], tx)?;
@@ -81,7 +93,10 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the command"),
         }
     };
-    let metrics = session.snapshot(&[Role::Process.slot()])?;
+    let mut metrics = session.snapshot(&[Role::Process.slot()])?;
+    if let Some(c) = &calibration {
+        c.compensate(&mut metrics);
+    }
     let profile = if session.is_profiling() {
         let samples = session.profile_samples()?;
         let roles = [Role::Process.slot()];
@@ -98,6 +113,9 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     drop(session);
     let cpu = (exit.user + exit.system).as_secs_f64();
     crate::probes::print_summary(&metrics, &BTreeMap::from([("process".to_string(), cpu)]), "whole command");
+    if let Some(c) = &calibration {
+        crate::probes::print_compensated(&metrics, c);
+    }
     if let Some(p) = &profile {
         crate::probes::print_profile(p, "whole command");
     }
@@ -110,6 +128,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             wall_s: exit.wall.as_secs_f64(),
             probes: metrics,
             profile,
+            calibration,
         };
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("write {}", path.display()))?;

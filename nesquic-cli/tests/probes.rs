@@ -533,3 +533,59 @@ fn msquic_transfers_with_its_own_gso_and_probes_see_its_crypto() {
     assert!(stdout.contains("offload seen: GSO yes"), "{stdout}");
     assert_nothing_attached();
 }
+
+#[test]
+fn calibrated_timing_recovers_a_known_cost_on_every_site_kind() {
+    let _g = serial();
+    // ~5-10 us of busy loop per call: a few times an emulated probe pair's own cost (~1 us here,
+    // uncompensated ~15% high), well above the calibration's spread.
+    let (iterations, calls) = ("20000", "500");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("trace.json");
+    let out = nesquic()
+        .args(["trace", "--probe", "uprobe:nesquic_cal_*", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(workload())
+        .args(["--calibrate", iterations, calls])
+        .arg(dir.path().join("probed.json"))
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The true cost: the workload's own clock on the never-probed twin of the same loop, timed
+    // in alternating batches in the same run.
+    let mut truth = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(dir.path().join("probed.json")).expect("workload report").lines() {
+        let v: Value = serde_json::from_str(line).expect("json line");
+        truth.insert(v["function"].as_str().expect("name").to_string(), v["twin_ns_per_call"].as_f64().expect("ns"));
+    }
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let kinds = report["calibration"]["kinds"].as_array().expect("calibration");
+    assert_eq!(kinds.len(), 3, "{kinds:?}");
+    let functions = report["probes"]["roles"][0]["functions"].as_array().expect("functions");
+    for (name, site) in [("nesquic_cal_push", "push"), ("nesquic_cal_nop", "nop"), ("nesquic_cal_step", "single_step")]
+    {
+        let f = functions.iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} not probed"));
+        assert_eq!(f["site"], site, "{f}");
+        let truth = truth[name];
+        let raw = f["total_ns"].as_f64().expect("ns") / f["calls"].as_f64().expect("calls");
+        let compensated = f["compensated_mean_ns"].as_f64().expect("compensated");
+        let error = (compensated - truth).abs() / truth;
+        if site == "single_step" {
+            // Single-stepping's cost on this VM swings by several us between runs: require only
+            // that compensation moves the figure towards the truth.
+            assert!(
+                error < (raw - truth).abs() / truth,
+                "{name}: compensated {compensated:.0} ns, raw {raw:.0} ns, true {truth:.0} ns"
+            );
+        } else {
+            assert!(
+                error <= 0.2,
+                "{name}: compensated {compensated:.0} ns vs true {truth:.0} ns (raw {raw:.0} ns): {:.0}% off",
+                error * 100.0
+            );
+        }
+        assert!(raw > compensated, "{name}: compensation must remove something");
+    }
+    assert_nothing_attached();
+}

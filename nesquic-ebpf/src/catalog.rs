@@ -108,8 +108,10 @@ pub struct ResolvedFunction {
     pub raw_name: String,
     /// Virtual address.
     pub address: u64,
-    /// File offset (where the uprobe goes).
+    /// File offset of the probe site (the function's start, or just after its `endbr64`).
     pub file_offset: u64,
+    /// Where in the function the probe sits and how the kernel executes the instruction there.
+    pub site: crate::sites::ProbeSite,
     /// Argument holding the byte count (0: none).
     pub bytes_arg: u32,
     /// Timed with an entry and a return probe; otherwise only counted (entry probe only).
@@ -261,6 +263,7 @@ fn find(objects: &[ObjectSymbols], pred: impl Fn(&FunctionSymbol) -> bool) -> Ve
 }
 
 fn resolved(category: &str, backend: &str, object: &Path, f: &FunctionSymbol, bytes_arg: u32) -> ResolvedFunction {
+    let site = crate::sites::choose(&f.prologue);
     ResolvedFunction {
         category: category.to_string(),
         backend: backend.to_string(),
@@ -268,7 +271,8 @@ fn resolved(category: &str, backend: &str, object: &Path, f: &FunctionSymbol, by
         name: f.demangled.clone(),
         raw_name: f.raw.clone(),
         address: f.address,
-        file_offset: f.file_offset,
+        file_offset: f.file_offset + site.skip,
+        site,
         bytes_arg,
         // Decided by the request after resolution (see ProbeRequest::resolve).
         timed: true,
@@ -402,6 +406,7 @@ mod tests {
             address,
             size: 16,
             file_offset: address,
+            prologue: [0x55, 0, 0, 0, 0, 0, 0, 0],
         }
     }
 

@@ -14,6 +14,7 @@ pub mod objects;
 pub mod preflight;
 pub mod profile;
 pub mod session;
+pub mod sites;
 pub mod symbols;
 
 use std::path::PathBuf;

@@ -112,6 +112,16 @@ pub struct FunctionMetrics {
     /// Timed (entry + return probe); false: only counted, time figures are zero.
     #[serde(default = "yes")]
     pub timed: bool,
+    /// How the kernel executes the probed instruction (decides the probe's cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<crate::sites::SiteKind>,
+    /// Mean duration with the calibrated probe overhead subtracted (timed functions, when a
+    /// calibration ran), and its uncertainty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensated_mean_ns: Option<f64>,
+    /// Uncertainty of `compensated_mean_ns` (one standard deviation of the calibration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation_uncertainty_ns: Option<f64>,
 }
 
 fn yes() -> bool {
@@ -129,6 +139,8 @@ pub struct FunctionLabel {
     pub object: String,
     /// Timed or only counted.
     pub timed: bool,
+    /// Probe site kind.
+    pub site: Option<crate::sites::SiteKind>,
 }
 
 impl RoleMetrics {
@@ -160,6 +172,9 @@ impl RoleMetrics {
                 timing: Timing::from_stats(s),
                 bytes: s.bytes,
                 timed: l.timed,
+                site: l.site,
+                compensated_mean_ns: None,
+                compensation_uncertainty_ns: None,
             })
             .collect();
         Self { role: role.to_string(), io, functions }

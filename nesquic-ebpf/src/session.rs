@@ -319,6 +319,7 @@ impl ProbeSession {
                     name: f.name.clone(),
                     object: f.object.display().to_string(),
                     timed: f.timed,
+                    site: Some(f.site.kind),
                 };
                 functions.push((label, self.sum(&self.func_stats, role * MAX_FUNCS + cookie as u32)?));
             }

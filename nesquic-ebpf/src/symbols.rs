@@ -23,6 +23,8 @@ pub struct FunctionSymbol {
     pub size: u64,
     /// Offset in the file, what the kernel's uprobe wants.
     pub file_offset: u64,
+    /// The function's first bytes (to choose a cheap probe site, see `sites`).
+    pub prologue: [u8; 8],
 }
 
 /// The function symbols of one object file.
@@ -63,6 +65,10 @@ impl ObjectSymbols {
             };
             let demangled = demangle(raw);
             let normalized = strip_version_prefix(&demangled).to_string();
+            let mut prologue = [0u8; 8];
+            if let Some(code) = usize::try_from(file_offset).ok().and_then(|o| data.get(o..o + 8)) {
+                prologue.copy_from_slice(code);
+            }
             functions.push(FunctionSymbol {
                 raw: raw.to_string(),
                 demangled,
@@ -70,6 +76,7 @@ impl ObjectSymbols {
                 address: symbol.address(),
                 size: symbol.size(),
                 file_offset,
+                prologue,
             });
         }
         if file.symbol_table().is_none() && functions.is_empty() {

@@ -115,6 +115,9 @@ pub struct RunReport {
     pub repetitions: Vec<RepetitionFigures>,
     /// Median/min/max over repetitions.
     pub summary: Summary,
+    /// The timing probes' calibration, when timed probes ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<crate::calibrate::Calibration>,
 }
 
 /// What was run.
@@ -156,10 +159,28 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let binary = lut.binary_path(&lut_dir(args.lut_dir.as_deref())?)?;
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
-    let mut session = match &args.probe {
+    let plan = match &args.probe {
         // With --overhead each probe set gets its own session, opened only for its repetitions.
-        Some(list) if !args.overhead => Some(crate::probes::ProbePlan::new(list, &binary)?.open_session()?),
+        Some(list) if !args.overhead => Some(crate::probes::ProbePlan::new(list, &binary)?),
         _ => None,
+    };
+    // Timed probes: measure what they add on this machine first, to subtract it (docs/probes.md).
+    let calibration = match &plan {
+        Some(p) if p.resolution.functions.iter().any(|f| f.timed) => {
+            let c = crate::calibrate::run().context("calibrate the timing probes")?;
+            if !args.quiet {
+                eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds);
+                for line in c.describe() {
+                    eprintln!("  {line}");
+                }
+            }
+            Some(c)
+        }
+        _ => None,
+    };
+    let mut session = match &plan {
+        Some(p) => Some(p.open_session()?),
+        None => None,
     };
     if args.qlog_datagrams {
         let catalog = nesquic_ebpf::Catalog::builtin()?;
@@ -224,8 +245,11 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         let label = format!("rep {i}/{}", args.repeat);
         let spec =
             RepetitionSpec { label: label.clone(), lut_qlog: args.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
-        let figures = measure(&spec, session.as_mut(), Some(&mut recorder), i)
+        let mut figures = measure(&spec, session.as_mut(), Some(&mut recorder), i)
             .with_context(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
+        if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
+            c.compensate(m);
+        }
         if args.quiet {
             eprintln!("  {}", repetition_line(&label, &figures));
         } else {
@@ -250,6 +274,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         size_bytes: args.size,
         repetitions: reps,
         summary,
+        calibration: calibration.clone(),
     };
     let merged = if args.quiet {
         let all: Vec<nesquic_ebpf::Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
@@ -257,6 +282,9 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     } else {
         print_summary(&report);
         let merged = print_probe_summary(&report);
+        if let (Some(c), Some(m)) = (&calibration, merged.as_ref()) {
+            crate::probes::print_compensated(m, c);
+        }
         for (i, rep) in report.repetitions.iter().enumerate() {
             if let Some(p) = &rep.profile {
                 crate::probes::print_profile(p, &format!("repetition {}", i + 1));

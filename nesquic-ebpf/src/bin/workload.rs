@@ -9,6 +9,10 @@
 //! It writes what it did (from its own counters) as JSON to the path given with `--report`.
 //! `--spin MS` instead burns MS milliseconds of CPU, 70% in one function and 30% in another (for
 //! the sampling profile).
+//! `--calibrate ITERATIONS CALLS OUT` calls each calibration function (`nesquic_cal_push`,
+//! `_nop`, `_step`: the same busy loop behind a `push`, a 5-byte NOP or a `mov` as first
+//! instruction, i.e. the three kinds of uprobe site) CALLS times and writes the mean wall time per
+//! call it measured itself as JSON to OUT: with probes attached that includes their full cost.
 
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
@@ -69,8 +73,119 @@ fn spin_mode(ms: u64) {
     }
 }
 
+// The calibration functions: a fixed busy loop of `rdi` iterations (at least 1) behind a chosen
+// first instruction, written in assembly so the compiler cannot change what the probe sits on.
+// Every loop starts on a 64-byte boundary: a two-instruction loop's speed depends on its
+// alignment (measured: up to 2x), and the twins must run at exactly the same speed.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".globl nesquic_cal_push",
+    ".type nesquic_cal_push,@function",
+    "nesquic_cal_push:",
+    "push rbp",
+    "mov rcx, rdi",
+    ".p2align 6",
+    "2: dec rcx",
+    "jnz 2b",
+    "pop rbp",
+    "ret",
+    ".size nesquic_cal_push, .-nesquic_cal_push",
+    ".globl nesquic_cal_nop",
+    ".type nesquic_cal_nop,@function",
+    "nesquic_cal_nop:",
+    ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+    "mov rcx, rdi",
+    ".p2align 6",
+    "3: dec rcx",
+    "jnz 3b",
+    "ret",
+    ".size nesquic_cal_nop, .-nesquic_cal_nop",
+    ".globl nesquic_cal_step",
+    ".type nesquic_cal_step,@function",
+    "nesquic_cal_step:",
+    "mov rcx, rdi",
+    ".p2align 6",
+    "4: dec rcx",
+    "jnz 4b",
+    "ret",
+    ".size nesquic_cal_step, .-nesquic_cal_step",
+    // The same loop under a name no calibration glob matches: never probed, it times the true
+    // cost in the same run, under the same conditions, as its probed twins.
+    ".globl nesquic_twin_loop",
+    ".type nesquic_twin_loop,@function",
+    "nesquic_twin_loop:",
+    "mov rcx, rdi",
+    ".p2align 6",
+    "5: dec rcx",
+    "jnz 5b",
+    "ret",
+    ".size nesquic_twin_loop, .-nesquic_twin_loop",
+);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    fn nesquic_cal_push(iterations: u64);
+    fn nesquic_cal_nop(iterations: u64);
+    fn nesquic_cal_step(iterations: u64);
+    fn nesquic_twin_loop(iterations: u64);
+}
+
+/// `--calibrate ITERATIONS CALLS OUT`: per calibration function, batches of its calls alternate
+/// with batches of the never-probed twin; both are timed by this process's own clock.
+#[cfg(target_arch = "x86_64")]
+fn calibrate_mode(iterations: u64, calls: u64, out: &str) -> std::io::Result<()> {
+    const BATCH: u64 = 10; // amortises the clock reads over several calls
+    let iterations = iterations.max(1);
+    let functions: [(&str, unsafe extern "C" fn(u64)); 3] = [
+        ("nesquic_cal_push", nesquic_cal_push),
+        ("nesquic_cal_nop", nesquic_cal_nop),
+        ("nesquic_cal_step", nesquic_cal_step),
+    ];
+    let time_batch = |f: unsafe extern "C" fn(u64)| {
+        let start = std::time::Instant::now();
+        for _ in 0..BATCH {
+            // SAFETY: the assembly above reads only rdi (>= 1) and clobbers rcx, caller-saved.
+            unsafe { f(iterations) };
+        }
+        start.elapsed().as_nanos() as f64
+    };
+    let mut lines = Vec::new();
+    for (name, f) in functions {
+        // Warm up caches and the frequency governor, then measure.
+        for _ in 0..(calls / BATCH).clamp(1, 10) {
+            time_batch(f);
+            time_batch(nesquic_twin_loop);
+        }
+        let (mut probed_ns, mut twin_ns, mut n) = (0.0, 0.0, 0);
+        while n < calls {
+            probed_ns += time_batch(f);
+            twin_ns += time_batch(nesquic_twin_loop);
+            n += BATCH;
+        }
+        lines.push(format!(
+            "{{\"function\":\"{name}\",\"calls\":{n},\"ns_per_call\":{},\"twin_ns_per_call\":{}}}",
+            probed_ns / n as f64,
+            twin_ns / n as f64
+        ));
+    }
+    std::fs::write(out, lines.join("\n") + "\n")
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    #[cfg(target_arch = "x86_64")]
+    if let Some(i) = args.iter().position(|a| a == "--calibrate") {
+        let num = |k: usize| args.get(i + k).and_then(|v| v.parse::<u64>().ok());
+        let (Some(iterations), Some(calls), Some(out)) = (num(1), num(2), args.get(i + 3)) else {
+            eprintln!("usage: nesquic-workload --calibrate ITERATIONS CALLS OUT");
+            std::process::exit(2);
+        };
+        if let Err(e) = calibrate_mode(iterations, calls, out) {
+            eprintln!("nesquic-workload: {out}: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--spin") {
         let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(1000);
         spin_mode(ms);

@@ -1,0 +1,242 @@
+//! Probe-overhead calibration: what a uprobe + uretprobe pair adds to the durations it measures,
+//! on this machine, per kind of probe site, so timed figures can be compensated.
+//!
+//! The shipped workload (`nesquic-workload --calibrate`) runs the same busy loop behind three
+//! prologues (`push`, 5-byte NOP, `mov`: emulated, emulated, single-stepped), with timing probes
+//! on all three, alternating batches with a never-probed twin of the loop timed by the workload's
+//! own clock: the true cost, measured in the same run under the same conditions (this VM's speed
+//! drifts by tens of percent between runs). The probes' mean is the true cost plus the overhead
+//! that falls between their two timestamps; the difference, over several rounds, is the overhead
+//! and its spread.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, RecvTimeoutError};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use nesquic_ebpf::sites::SiteKind;
+use nesquic_ebpf::Metrics;
+use serde::Serialize;
+
+use crate::probes::ProbePlan;
+use crate::run::process::{LutProcess, ProcessEvent, Role};
+
+/// Busy-loop iterations per call: ~1-2 us, the order of a crypto call on a packet.
+const ITERATIONS: u64 = 2_000;
+const CALLS: u64 = 2_000;
+const ROUNDS: usize = 5;
+const FUNCTIONS: [(&str, SiteKind); 3] = [
+    ("nesquic_cal_push", SiteKind::Push),
+    ("nesquic_cal_nop", SiteKind::Nop),
+    ("nesquic_cal_step", SiteKind::SingleStep),
+];
+
+/// The calibration of one site kind.
+#[derive(Debug, Clone, Serialize)]
+pub struct KindCalibration {
+    /// The site kind.
+    pub kind: SiteKind,
+    /// True cost per call of the calibration loop (its never-probed twin, median), ns.
+    pub true_ns: f64,
+    /// What the probes measured per call (median), ns.
+    pub measured_ns: f64,
+    /// Added to each measured duration: measured - true (median over rounds), ns.
+    pub overhead_ns: f64,
+    /// Standard deviation of that difference over rounds, ns.
+    pub uncertainty_ns: f64,
+    /// Everything a probed call costs the program (its own clock, probed - twin), ns.
+    pub pair_cost_ns: f64,
+}
+
+/// A machine's calibration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibration {
+    /// Per site kind.
+    pub kinds: Vec<KindCalibration>,
+    /// Rounds behind each figure.
+    pub rounds: usize,
+}
+
+impl Calibration {
+    /// The overhead and its uncertainty for `kind`.
+    pub fn for_kind(&self, kind: SiteKind) -> Option<&KindCalibration> {
+        self.kinds.iter().find(|k| k.kind == kind)
+    }
+
+    /// Fills `compensated_mean_ns` of every timed function in `metrics`.
+    pub fn compensate(&self, metrics: &mut Metrics) {
+        for role in &mut metrics.roles {
+            for f in &mut role.functions {
+                let Some(k) = f.site.and_then(|kind| self.for_kind(kind)) else { continue };
+                if !f.timed || f.timing.calls == 0 {
+                    continue;
+                }
+                f.compensated_mean_ns = Some((f.timing.mean_ns() - k.overhead_ns).max(0.0));
+                f.compensation_uncertainty_ns = Some(k.uncertainty_ns);
+            }
+        }
+    }
+
+    /// One line per kind for the terminal.
+    pub fn describe(&self) -> Vec<String> {
+        self.kinds
+            .iter()
+            .map(|k| {
+                format!(
+                    "{:<16} adds {:>6.0} ± {:>4.0} ns to each measured call (a probed call costs the program {:.0} ns more; true {:.0} ns, measured {:.0} ns)",
+                    k.kind.label(),
+                    k.overhead_ns,
+                    k.uncertainty_ns,
+                    k.pair_cost_ns,
+                    k.true_ns,
+                    k.measured_ns
+                )
+            })
+            .collect()
+    }
+}
+
+/// The workload binary next to `nesquic`.
+pub fn workload_binary() -> Result<PathBuf> {
+    let dir = crate::run::lut_dir(None)?;
+    let path = dir.join("nesquic-workload");
+    if !path.is_file() {
+        bail!("{} is missing (it ships with nesquic: `just build`)", path.display());
+    }
+    Ok(path)
+}
+
+/// The calibration for this process: measured on first use (~1 s), then reused (a matrix runs
+/// many transfers; the machine does not change between them).
+pub fn run() -> Result<Calibration> {
+    static CACHE: std::sync::Mutex<Option<Calibration>> = std::sync::Mutex::new(None);
+    let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = cached.as_ref() {
+        return Ok(c.clone());
+    }
+    let c = measure()?;
+    *cached = Some(c.clone());
+    Ok(c)
+}
+
+fn measure() -> Result<Calibration> {
+    let workload = workload_binary()?;
+    let plan = ProbePlan::new("uprobe:nesquic_cal_*", &workload)?;
+    let scratch = tempfile::tempdir().context("calibration scratch directory")?;
+    let mut per_kind: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new(), Vec::new()); FUNCTIONS.len()];
+    let mut session = plan.open_session()?;
+    for round in 0..ROUNDS {
+        let out = scratch.path().join(format!("round-{round}.json"));
+        let metrics = probed_run(&mut session, &workload, &out)?;
+        let results = read_results(&out)?;
+        for (i, (name, _)) in FUNCTIONS.iter().enumerate() {
+            let r = results.get(*name).with_context(|| format!("{name} missing from the workload's report"))?;
+            let measured = probe_mean(&metrics, name).with_context(|| format!("probes saw no call of {name}"))?;
+            per_kind[i].0.push(r.twin_ns);
+            per_kind[i].1.push(measured);
+            per_kind[i].2.push(r.self_ns);
+        }
+        session.reset()?;
+    }
+    drop(session);
+    let kinds = FUNCTIONS
+        .iter()
+        .zip(per_kind)
+        .map(|((_, kind), (truth, measured, self_probed))| {
+            let diffs: Vec<f64> = measured.iter().zip(&truth).map(|(m, t)| m - t).collect();
+            let costs: Vec<f64> = self_probed.iter().zip(&truth).map(|(p, t)| p - t).collect();
+            KindCalibration {
+                kind: *kind,
+                true_ns: median(&truth),
+                measured_ns: median(&measured),
+                overhead_ns: median(&diffs),
+                uncertainty_ns: stddev(&diffs),
+                pair_cost_ns: median(&costs),
+            }
+        })
+        .collect();
+    Ok(Calibration { kinds, rounds: ROUNDS })
+}
+
+/// One workload run with the timing probes on; returns what they measured.
+fn probed_run(session: &mut nesquic_ebpf::ProbeSession, workload: &Path, out: &Path) -> Result<Metrics> {
+    let (tx, rx) = channel();
+    let args: Vec<std::ffi::OsString> =
+        vec!["--calibrate".into(), ITERATIONS.to_string().into(), CALLS.to_string().into(), out.into()];
+    let mut process = LutProcess::spawn_inheriting_output(Role::Process, workload, &args, tx)?;
+    let pid = u32::try_from(process.pid).context("negative pid")?;
+    session.track(pid, Role::Process.index())?;
+    process.release()?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let exit = loop {
+        if Instant::now() >= deadline {
+            process.kill();
+            bail!("the calibration workload did not finish within a minute");
+        }
+        match rx.recv_timeout(Duration::from_millis(20)) {
+            Ok(ProcessEvent::Exited(_, exit)) => {
+                process.mark_reaped();
+                break exit;
+            }
+            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the calibration workload"),
+        }
+    };
+    let metrics = session.snapshot(&[Role::Process.slot()])?;
+    session.untrack_all()?;
+    if !exit.success() {
+        bail!("calibration workload ended with {}", exit.describe());
+    }
+    Ok(metrics)
+}
+
+/// One calibration function's figures from the workload's own clock.
+struct SelfTimed {
+    /// Per probed call, everything included.
+    self_ns: f64,
+    /// Per call of the never-probed twin: the true cost.
+    twin_ns: f64,
+}
+
+fn read_results(path: &Path) -> Result<std::collections::HashMap<String, SelfTimed>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    let mut out = std::collections::HashMap::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{}: {line}", path.display()))?;
+        let name = v["function"].as_str().context("function name")?.to_string();
+        let self_ns = v["ns_per_call"].as_f64().context("ns_per_call")?;
+        let twin_ns = v["twin_ns_per_call"].as_f64().context("twin_ns_per_call")?;
+        out.insert(name, SelfTimed { self_ns, twin_ns });
+    }
+    Ok(out)
+}
+
+fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
+    let role = metrics.roles.iter().find(|r| r.role == Role::Process.name())?;
+    let f = role.functions.iter().find(|f| f.name == name && f.timing.calls > 0)?;
+    Some(f.timing.mean_ns())
+}
+
+fn median(v: &[f64]) -> f64 {
+    crate::run::Spread::of(v.iter().copied()).map_or(0.0, |s| s.median)
+}
+
+fn stddev(v: &[f64]) -> f64 {
+    if v.len() < 2 {
+        return 0.0;
+    }
+    let mean = v.iter().sum::<f64>() / v.len() as f64;
+    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stddev_and_median() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert!((stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) - 2.138).abs() < 1e-3);
+        assert_eq!(stddev(&[1.0]), 0.0);
+    }
+}
