@@ -4,6 +4,7 @@
 
 mod calibrate;
 mod compare;
+mod duty;
 mod matrix;
 mod probes;
 mod qlog;

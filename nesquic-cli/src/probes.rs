@@ -183,6 +183,31 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
     println!("  {}", offload_line(role));
 }
 
+/// Duty-cycled functions: raw counts and counts extrapolated to the whole run.
+pub fn print_duty(metrics: &Metrics) {
+    let mut lines = Vec::new();
+    for role in &metrics.roles {
+        for f in &role.functions {
+            let Some(d) = f.duty else { continue };
+            lines.push(format!(
+                "  {:<7} {:<26} {:>10} calls seen, {:>12.0} extrapolated (probes attached {:.1}% of the time) {}",
+                role.role,
+                f.category,
+                f.timing.calls,
+                d.calls,
+                d.fraction * 100.0,
+                f.name
+            ));
+        }
+    }
+    if !lines.is_empty() {
+        println!("duty-cycled function probes:");
+        for l in lines {
+            println!("{l}");
+        }
+    }
+}
+
 /// Timed functions with the calibrated probe overhead subtracted, per role.
 pub fn print_compensated(metrics: &Metrics, calibration: &crate::calibrate::Calibration) {
     let mut lines = Vec::new();
@@ -321,8 +346,13 @@ pub fn list(text: &str, binary: &Path) -> Result<()> {
     }
     for f in &plan.resolution.functions {
         let bytes = if f.bytes_arg > 0 { format!(" bytes=arg{}", f.bytes_arg) } else { String::new() };
+        let site = if f.site.skip > 0 {
+            format!("{} after endbr64", f.site.kind.label())
+        } else {
+            f.site.kind.label().to_string()
+        };
         println!(
-            "{:<26} {:<18} {:#014x} {}  [{}]{bytes}\n{:<46}{}",
+            "{:<26} {:<18} {:#014x} {}  [{}]{bytes}\n{:<46}{}  probe site: {site}",
             f.category,
             f.backend,
             f.address,

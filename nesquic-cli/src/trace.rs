@@ -24,6 +24,10 @@ pub struct TraceArgs {
     /// Also write the figures as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Duty-cycle the function probes: attached WINDOW out of every PERIOD (e.g. 50ms/500ms);
+    /// counts are extrapolated with the measured attached fraction (raw and scaled reported).
+    #[arg(long, value_name = "WINDOW/PERIOD", value_parser = crate::duty::parse)]
+    pub duty: Option<crate::duty::DutySpec>,
     /// Kill the command after this long.
     #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
     pub timeout: Duration,
@@ -68,6 +72,10 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     let mut process = LutProcess::spawn_inheriting_output(Role::Process, &binary, &args.command[1..], tx)?;
     let pid = u32::try_from(process.pid).context("negative pid")?;
     session.track(pid, Role::Process.index())?;
+    let mut duty = args.duty.map(crate::duty::DutyCycle::new);
+    if let Some(d) = duty.as_mut() {
+        d.begin(Instant::now());
+    }
     process.release()?;
     let deadline = Instant::now() + args.timeout;
     // The profile symbolises with the process's memory map, which is gone once it exits.
@@ -84,7 +92,13 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             process.kill();
             bail!("timed out after {:?}: command killed (raise it with --timeout)", args.timeout);
         }
-        match rx.recv_timeout(Duration::from_millis(50)) {
+        if let Some(d) = duty.as_mut() {
+            d.tick(&mut session).context("duty-cycle the function probes")?;
+        }
+        let wait = duty.as_ref().map_or(Duration::from_millis(50), |d| {
+            d.next_toggle().clamp(Duration::from_millis(1), Duration::from_millis(50))
+        });
+        match rx.recv_timeout(wait) {
             Ok(ProcessEvent::Exited(_, exit)) => {
                 process.mark_reaped();
                 break exit;
@@ -94,6 +108,9 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
         }
     };
     let mut metrics = session.snapshot(&[Role::Process.slot()])?;
+    if let Some(fraction) = duty.as_mut().and_then(|d| d.finish()) {
+        metrics.apply_duty(fraction);
+    }
     if let Some(c) = &calibration {
         c.compensate(&mut metrics);
     }
@@ -113,6 +130,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     drop(session);
     let cpu = (exit.user + exit.system).as_secs_f64();
     crate::probes::print_summary(&metrics, &BTreeMap::from([("process".to_string(), cpu)]), "whole command");
+    crate::probes::print_duty(&metrics);
     if let Some(c) = &calibration {
         crate::probes::print_compensated(&metrics, c);
     }

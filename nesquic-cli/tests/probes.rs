@@ -589,3 +589,38 @@ fn calibrated_timing_recovers_a_known_cost_on_every_site_kind() {
     }
     assert_nothing_attached();
 }
+
+#[test]
+fn duty_cycled_counts_extrapolate_to_the_full_count() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("trace.json");
+    let calls_file = dir.path().join("steady.json");
+    // A steady load: one call every 100 us for 3 s (30,000 calls), paced by the clock.
+    let out = nesquic()
+        .args(["trace", "--duty", "50ms/500ms", "--probe", "uprobe:nesquic_workload_tick", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(workload())
+        .args(["--steady", "3000", "100"])
+        .arg(&calls_file)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let made: Value = serde_json::from_slice(&std::fs::read(&calls_file).expect("workload report")).expect("json");
+    let made = made["calls"].as_f64().expect("calls");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let f = &report["probes"]["roles"][0]["functions"][0];
+    let raw = f["calls"].as_f64().expect("raw calls");
+    let fraction = f["duty"]["fraction"].as_f64().expect("fraction");
+    let scaled = f["duty"]["calls"].as_f64().expect("scaled calls");
+    // The probes really were off most of the time, and the fraction is what was measured.
+    assert!(fraction > 0.01 && fraction < 0.2, "fraction {fraction}");
+    assert!(raw < 0.25 * made, "{raw} of {made} calls seen: not duty-cycled");
+    assert!((scaled - raw / fraction).abs() < 1e-6 * scaled);
+    let error = (scaled - made).abs() / made;
+    assert!(error <= 0.1, "extrapolated {scaled:.0} vs {made} calls made ({:.1}% off)", error * 100.0);
+    assert_eq!(report["probes"]["lost"]["exit_without_entry"], 0, "{}", report["probes"]["lost"]);
+    assert_eq!(report["probes"]["lost"]["nested_overwrites"], 0, "{}", report["probes"]["lost"]);
+    assert_nothing_attached();
+}

@@ -203,6 +203,28 @@ static __always_inline int datagram_events_on(void)
 	return cfg && cfg->datagram_events;
 }
 
+static __always_inline int functions_paused(void)
+{
+	__u32 zero = 0;
+	struct nq_settings *cfg = bpf_map_lookup_elem(&settings, &zero);
+	return cfg && cfg->functions_paused;
+}
+
+static __always_inline int duty_cycling(void)
+{
+	__u32 zero = 0;
+	struct nq_settings *cfg = bpf_map_lookup_elem(&settings, &zero);
+	return cfg && cfg->window_start_ns != 0;
+}
+
+/* An in-flight entry from before the current duty-cycle window: its return probe was detached. */
+static __always_inline int stale_call(const struct func_call *call)
+{
+	__u32 zero = 0;
+	struct nq_settings *cfg = bpf_map_lookup_elem(&settings, &zero);
+	return cfg && call->start_ns < cfg->window_start_ns;
+}
+
 static __always_inline void emit_message(__u64 ts, __u32 role, __u32 kind, __u64 bytes, __u64 datagrams, __u32 unit,
 					 struct nq_health *h)
 {
@@ -360,7 +382,8 @@ static __always_inline __u64 register_arg(struct pt_regs *ctx, __u32 n)
 SEC("uprobe")
 int nq_func_enter(struct pt_regs *ctx)
 {
-	if (!role_of_current())
+	/* Duty cycle: outside a counting window no call starts being measured. */
+	if (!role_of_current() || functions_paused())
 		return 0;
 	struct func_key key = { .pid_tgid = bpf_get_current_pid_tgid(), .cookie = bpf_get_attach_cookie(ctx) };
 	struct func_call call = { .start_ns = bpf_ktime_get_ns() };
@@ -383,9 +406,10 @@ int nq_func_enter(struct pt_regs *ctx)
 	}
 	struct nq_health *h = health_slot();
 	if (bpf_map_update_elem(&func_inflight, &key, &call, BPF_NOEXIST) != 0) {
-		/* Either re-entered (recursion) or the map is full. */
-		if (bpf_map_lookup_elem(&func_inflight, &key)) {
-			if (h)
+		/* Either re-entered (recursion), a stale entry, or the map is full. */
+		struct func_call *old = bpf_map_lookup_elem(&func_inflight, &key);
+		if (old) {
+			if (h && !stale_call(old))
 				h->nested_overwrites += 1;
 			bpf_map_update_elem(&func_inflight, &key, &call, BPF_ANY);
 		} else if (h) {
@@ -404,9 +428,16 @@ int nq_func_exit(struct pt_regs *ctx)
 	struct func_key key = { .pid_tgid = bpf_get_current_pid_tgid(), .cookie = bpf_get_attach_cookie(ctx) };
 	struct func_call *call = bpf_map_lookup_elem(&func_inflight, &key);
 	if (!call) {
+		/* Duty cycle: the call began outside the window, so nothing was recorded. */
+		if (functions_paused() || duty_cycling())
+			return 0;
 		struct nq_health *h = health_slot();
 		if (h)
 			h->exit_without_entry += 1;
+		return 0;
+	}
+	if (stale_call(call)) {
+		bpf_map_delete_elem(&func_inflight, &key);
 		return 0;
 	}
 	__u64 ns = bpf_ktime_get_ns() - call->start_ns;

@@ -70,8 +70,9 @@ struct nq_sample_key {
 };
 
 struct nq_settings {
-	__u32 datagram_events;
-	__u32 reserved;
+	__u32 datagram_events;  /* 1: emit an nq_datagram_event per message */
+	__u32 functions_paused; /* 1: function probes record nothing new (duty cycle: between windows) */
+	__u64 window_start_ns;  /* duty cycle: calls that entered before this (CLOCK_MONOTONIC) are stale */
 };
 
 /* Sizes the Rust mirror asserts too (src/layout.rs). */
@@ -79,7 +80,7 @@ _Static_assert(sizeof(struct nq_stats) == 384, "nq_stats layout changed: update 
 _Static_assert(sizeof(struct nq_func_config) == 8, "nq_func_config layout changed");
 _Static_assert(sizeof(struct nq_health) == 48, "nq_health layout changed");
 _Static_assert(sizeof(struct nq_datagram_event) == 32, "nq_datagram_event layout changed");
-_Static_assert(sizeof(struct nq_settings) == 8, "nq_settings layout changed");
+_Static_assert(sizeof(struct nq_settings) == 16, "nq_settings layout changed");
 _Static_assert(sizeof(struct nq_sample_key) == 16, "nq_sample_key layout changed");
 
 #endif

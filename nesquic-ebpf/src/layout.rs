@@ -135,8 +135,11 @@ pub struct NqSampleKey {
 pub struct NqSettings {
     /// 1: emit an [`NqDatagramEvent`] per message.
     pub datagram_events: u32,
-    /// Padding.
-    pub reserved: u32,
+    /// 1: function probes record no new call (duty cycle: outside a counting window).
+    pub functions_paused: u32,
+    /// Duty cycle: start of the current window (CLOCK_MONOTONIC ns); calls in flight that
+    /// entered before it were cut off by a detach and are dropped, not counted as lost.
+    pub window_start_ns: u64,
 }
 
 impl NqHealth {
@@ -171,5 +174,5 @@ const _: () = assert!(std::mem::size_of::<NqStats>() == 384);
 const _: () = assert!(std::mem::size_of::<NqFuncConfig>() == 8);
 const _: () = assert!(std::mem::size_of::<NqHealth>() == 48);
 const _: () = assert!(std::mem::size_of::<NqDatagramEvent>() == 32);
-const _: () = assert!(std::mem::size_of::<NqSettings>() == 8);
+const _: () = assert!(std::mem::size_of::<NqSettings>() == 16);
 const _: () = assert!(std::mem::size_of::<NqSampleKey>() == 16);

@@ -20,7 +20,7 @@ pub mod symbols;
 use std::path::PathBuf;
 
 pub use catalog::{Catalog, ProbeRequest, ProbeSpec, Resolution, ResolvedFunction};
-pub use metrics::{FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};
+pub use metrics::{DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};
 pub use session::ProbeSession;
 pub use symbols::ObjectSymbols;
 

@@ -122,6 +122,39 @@ pub struct FunctionMetrics {
     /// Uncertainty of `compensated_mean_ns` (one standard deviation of the calibration).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compensation_uncertainty_ns: Option<f64>,
+    /// Duty-cycled probes: the fraction of the time they were attached (measured), and the raw
+    /// calls and bytes scaled by its inverse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duty: Option<DutyScaled>,
+}
+
+/// Counts of a duty-cycled function, extrapolated to the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DutyScaled {
+    /// Attached time / observed time.
+    pub fraction: f64,
+    /// `calls / fraction`.
+    pub calls: f64,
+    /// `bytes / fraction`.
+    pub bytes: f64,
+}
+
+impl Metrics {
+    /// Extrapolates every function's counts from the time its probes were attached.
+    pub fn apply_duty(&mut self, fraction: f64) {
+        if fraction <= 0.0 {
+            return;
+        }
+        for role in &mut self.roles {
+            for f in &mut role.functions {
+                f.duty = Some(DutyScaled {
+                    fraction,
+                    calls: f.timing.calls as f64 / fraction,
+                    bytes: f.bytes as f64 / fraction,
+                });
+            }
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -175,6 +208,7 @@ impl RoleMetrics {
                 site: l.site,
                 compensated_mean_ns: None,
                 compensation_uncertainty_ns: None,
+                duty: None,
             })
             .collect();
         Self { role: role.to_string(), io, functions }
@@ -250,6 +284,18 @@ impl Metrics {
                         Some(x) => {
                             x.timing.absorb(&f.timing);
                             x.bytes += f.bytes;
+                            x.duty = match (x.duty, f.duty) {
+                                (Some(a), Some(b)) => {
+                                    let calls = a.calls + b.calls;
+                                    let raw = x.timing.calls as f64;
+                                    Some(DutyScaled {
+                                        fraction: if calls > 0.0 { raw / calls } else { a.fraction },
+                                        calls,
+                                        bytes: a.bytes + b.bytes,
+                                    })
+                                }
+                                _ => None,
+                            };
                         }
                         None => mine.functions.push(f.clone()),
                     }

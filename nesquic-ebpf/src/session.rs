@@ -7,7 +7,7 @@ use std::num::NonZeroU32;
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues, RingBuf, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
-use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLinkId, UProbeScope};
+use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeLinkId, UProbeScope};
 use aya::programs::PerfEvent;
 use aya::programs::{TracePoint, UProbe};
 use aya::Ebpf;
@@ -33,11 +33,23 @@ pub struct ProbeSession {
     func_stats: PerCpuArray<MapData, NqStats>,
     health: PerCpuArray<MapData, NqHealth>,
     settings: Array<MapData, NqSettings>,
+    /// What `settings` holds (written whole).
+    settings_value: NqSettings,
     datagram_events: RingBuf<MapData>,
     io: bool,
     functions: Vec<ResolvedFunction>,
     /// uprobe links per tracked pid: (enter, exit if timed) per function.
     links: HashMap<u32, Vec<(UProbeLinkId, Option<UProbeLinkId>)>>,
+    /// Tracked pids whose function probes are attached or (duty cycle) waiting for the next window.
+    tracked: Vec<u32>,
+    /// Whether function probes are attached now (false between duty-cycle windows).
+    functions_attached: bool,
+    /// Closing a uprobe link takes the kernel ~0.2 s (it removes the breakpoint at once, then
+    /// waits for hits in flight); links are closed on this thread so the caller does not wait.
+    /// Joined when the session drops, so everything is detached by then.
+    closer: Option<(std::sync::mpsc::Sender<UProbeLink>, std::thread::JoinHandle<()>)>,
+    /// Links handed to the closer and not yet closed.
+    closing: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     nr_cpus: usize,
     profiling: bool,
 }
@@ -70,13 +82,19 @@ impl ProbeSession {
             func_stats,
             health,
             settings,
+            settings_value: NqSettings { datagram_events: 0, functions_paused: 0, window_start_ns: 0 },
             datagram_events,
             io,
             functions,
             links: HashMap::new(),
+            tracked: Vec::new(),
+            functions_attached: true,
+            closer: None,
+            closing: Default::default(),
             nr_cpus,
             profiling: false,
         };
+        session.closer = spawn_closer(session.closing.clone());
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
         if io {
             for name in SYSCALLS {
@@ -95,8 +113,22 @@ impl ProbeSession {
     /// Turns per-message events on or off (off by default: figures are aggregated in the kernel;
     /// events cost a ring-buffer record per message). Read them with [`Self::drain_datagram_events`].
     pub fn set_datagram_events(&mut self, on: bool) -> Result<(), EbpfError> {
-        let value = NqSettings { datagram_events: u32::from(on), reserved: 0 };
-        self.settings.set(0, value, 0).map_err(|e| EbpfError::Map(format!("settings: {e}")))
+        self.settings_value.datagram_events = u32::from(on);
+        self.write_settings()
+    }
+
+    /// Duty cycle: whether function probes count calls (they may stay attached either way).
+    /// The switch is one map write, effective at once; attaching and detaching are not.
+    pub fn set_functions_counting(&mut self, on: bool) -> Result<(), EbpfError> {
+        self.settings_value.functions_paused = u32::from(!on);
+        if on {
+            self.settings_value.window_start_ns = monotonic_ns();
+        }
+        self.write_settings()
+    }
+
+    fn write_settings(&mut self) -> Result<(), EbpfError> {
+        self.settings.set(0, self.settings_value, 0).map_err(|e| EbpfError::Map(format!("settings: {e}")))
     }
 
     /// Takes every per-message event the kernel has queued (oldest first per CPU). Events it
@@ -232,6 +264,17 @@ impl ProbeSession {
             return Err(EbpfError::Map(format!("role index {role} out of range")));
         }
         self.targets.insert(pid, role, 0).map_err(|e| EbpfError::Map(format!("targets: {e}")))?;
+        if !self.tracked.contains(&pid) {
+            self.tracked.push(pid);
+        }
+        if self.functions_attached {
+            self.attach_functions(pid)?;
+        }
+        Ok(())
+    }
+
+    /// Attaches every function probe to `pid`.
+    fn attach_functions(&mut self, pid: u32) -> Result<(), EbpfError> {
         let Some(scope_pid) = NonZeroU32::new(pid) else { return Ok(()) };
         let mut links = Vec::with_capacity(self.functions.len());
         let functions = self.functions.clone();
@@ -257,25 +300,87 @@ impl ProbeSession {
         Ok(())
     }
 
-    /// Stops measuring `pid` and detaches its uprobes.
-    pub fn untrack(&mut self, pid: u32) -> Result<(), EbpfError> {
-        // Absent keys (never tracked, or already removed) are fine.
-        let _ = self.targets.remove(&pid);
+    /// Detaches every function probe from `pid` (it stays tracked).
+    fn detach_functions(&mut self, pid: u32) -> Result<(), EbpfError> {
         for (enter, exit) in self.links.remove(&pid).unwrap_or_default() {
-            self.uprobe(FUNC_ENTER)?.detach(enter).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
+            // Return probe first: a call in flight then simply goes unfinished instead of
+            // finishing without its start.
             if let Some(exit) = exit {
-                self.uprobe(FUNC_EXIT)?.detach(exit).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
+                self.close_link(FUNC_EXIT, exit)?;
+            }
+            self.close_link(FUNC_ENTER, enter)?;
+        }
+        Ok(())
+    }
+
+    /// Takes a link from its program and closes it on the closer thread (or here, if that
+    /// thread is gone).
+    fn close_link(&mut self, program: &str, id: UProbeLinkId) -> Result<(), EbpfError> {
+        let link = self.uprobe(program)?.take_link(id).map_err(|e| EbpfError::Map(format!("detach: {e}")))?;
+        match &self.closer {
+            Some((tx, _)) => {
+                self.closing.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                if let Err(unsent) = tx.send(link) {
+                    drop(unsent.0);
+                    self.closing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+                }
+            }
+            None => drop(link),
+        }
+        Ok(())
+    }
+
+    /// Whether detached probes are still being closed (their breakpoints may still fire):
+    /// re-attaching now would probe some calls twice.
+    pub fn detaching(&self) -> bool {
+        self.closing.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
+    /// Duty cycling: attaches (`true`) or detaches (`false`) the function probes of every
+    /// tracked process. I/O tracepoints and the profile are not affected. A process that has
+    /// exited is skipped.
+    pub fn set_functions_attached(&mut self, on: bool) -> Result<(), EbpfError> {
+        if on == self.functions_attached {
+            return Ok(());
+        }
+        self.functions_attached = on;
+        for pid in self.tracked.clone() {
+            let result = if on { self.attach_functions(pid) } else { self.detach_functions(pid) };
+            if let Err(e) = result {
+                if std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                    return Err(e);
+                }
+                self.tracked.retain(|p| *p != pid);
             }
         }
         Ok(())
     }
 
+    /// Whether function probes are attached now.
+    pub fn functions_attached(&self) -> bool {
+        self.functions_attached
+    }
+
+    /// Stops measuring `pid` and detaches its uprobes.
+    pub fn untrack(&mut self, pid: u32) -> Result<(), EbpfError> {
+        // Absent keys (never tracked, or already removed) are fine.
+        let _ = self.targets.remove(&pid);
+        self.tracked.retain(|p| *p != pid);
+        self.detach_functions(pid)
+    }
+
     /// Stops measuring every process, including children the kernel side added.
     pub fn untrack_all(&mut self) -> Result<(), EbpfError> {
-        let pids: Vec<u32> = self.links.keys().copied().collect();
+        let mut pids: Vec<u32> = self.links.keys().copied().collect();
+        pids.extend(self.tracked.iter().copied());
         for pid in pids {
             self.untrack(pid)?;
         }
+        self.functions_attached = true;
+        // The next process starts counting, outside any duty cycle.
+        self.settings_value.functions_paused = 0;
+        self.settings_value.window_start_ns = 0;
+        self.write_settings()?;
         let keys: Vec<u32> = self.targets.keys().filter_map(Result::ok).collect();
         for k in keys {
             let _ = self.targets.remove(&k);
@@ -367,6 +472,41 @@ impl ProbeSession {
             .ok_or_else(|| EbpfError::Load(format!("program {program} missing from the object")))?
             .try_into()
             .map_err(|e| EbpfError::Load(format!("{program}: {e}")))
+    }
+}
+
+/// CLOCK_MONOTONIC in ns, the clock of `bpf_ktime_get_ns`.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writes into a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The thread that closes uprobe links (see `ProbeSession::closer`); `None` if it cannot start
+/// (links are then closed inline).
+fn spawn_closer(
+    closing: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) -> Option<(std::sync::mpsc::Sender<UProbeLink>, std::thread::JoinHandle<()>)> {
+    let (tx, rx) = std::sync::mpsc::channel::<UProbeLink>();
+    let handle = std::thread::Builder::new()
+        .name("uprobe-closer".into())
+        .spawn(move || {
+            for link in rx {
+                drop(link);
+                closing.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+            }
+        })
+        .ok()?;
+    Some((tx, handle))
+}
+
+impl Drop for ProbeSession {
+    fn drop(&mut self) {
+        if let Some((tx, handle)) = self.closer.take() {
+            drop(tx);
+            let _ = handle.join();
+        }
     }
 }
 

@@ -93,6 +93,11 @@ pub struct RunArgs {
     /// --repeat sets the rounds.
     #[arg(long, requires = "probe")]
     pub overhead: bool,
+    /// Duty-cycle the function probes: attached WINDOW out of every PERIOD (e.g. 50ms/500ms), so
+    /// timing probes perturb only that share of the run; counts are extrapolated with the
+    /// measured attached fraction and reported raw and scaled. I/O probes stay on.
+    #[arg(long, value_name = "WINDOW/PERIOD", value_parser = crate::duty::parse, requires = "probe")]
+    pub duty: Option<crate::duty::DutySpec>,
     /// Set by `nesquic matrix`: no per-run summary tables, repetition lines on stderr.
     #[arg(skip)]
     pub quiet: bool,
@@ -208,6 +213,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         label: String::new(),
         lut_qlog: None,
         options: &args.lut_opts,
+        duty: args.duty,
     };
     if args.overhead {
         let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
@@ -357,12 +363,20 @@ pub(crate) fn measure(
         io_settings: Vec::new(),
         io_layer_counters: Vec::new(),
         maps: nesquic_ebpf::profile::MapsCache::default(),
+        duty: spec.duty.map(crate::duty::DutyCycle::new),
     };
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
     let io_layer_counters = std::mem::take(&mut observer.io_layer_counters);
+    let duty_fraction = observer.duty.as_mut().and_then(|d| d.finish());
     let probes = match (&outcome, observer.session.as_deref()) {
-        (Ok(_), Some(session)) => Some(session.snapshot(&LUT_ROLES.map(Role::slot))?),
+        (Ok(_), Some(session)) => {
+            let mut m = session.snapshot(&LUT_ROLES.map(Role::slot))?;
+            if let Some(fraction) = duty_fraction {
+                m.apply_duty(fraction);
+            }
+            Some(m)
+        }
         _ => None,
     };
     if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.session.as_deref_mut()) {
@@ -408,6 +422,7 @@ struct RunObserver<'a> {
     repetition: u32,
     io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
     io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
+    duty: Option<crate::duty::DutyCycle>,
     /// Memory maps of the LUT processes, for symbolising profile samples after they exit.
     maps: nesquic_ebpf::profile::MapsCache,
 }
@@ -417,7 +432,11 @@ impl ProcessObserver for RunObserver<'_> {
         self.pids.push((role, pid));
         let Some(session) = self.session.as_deref_mut() else { return Ok(()) };
         let pid = u32::try_from(pid).context("negative pid")?;
-        session.track(pid, role.index()).with_context(|| format!("attach probes to the {role} (pid {pid})"))
+        session.track(pid, role.index()).with_context(|| format!("attach probes to the {role} (pid {pid})"))?;
+        if let Some(duty) = self.duty.as_mut() {
+            duty.begin(Instant::now());
+        }
+        Ok(())
     }
 
     fn lut_event(&mut self, role: Role, event: &nesquic_lut_adapters::report::LutEvent) -> Result<()> {
@@ -442,7 +461,14 @@ impl ProcessObserver for RunObserver<'_> {
         Ok(())
     }
 
+    fn next_tick(&self) -> Option<Duration> {
+        self.duty.as_ref().map(|d| d.next_toggle())
+    }
+
     fn tick(&mut self, progress_bytes: u64) -> Result<()> {
+        if let (Some(duty), Some(session)) = (self.duty.as_mut(), self.session.as_deref_mut()) {
+            duty.tick(session).context("duty-cycle the function probes")?;
+        }
         if self.session.as_deref().is_some_and(|s| s.is_profiling()) {
             self.maps.refresh(self.pids.iter().filter_map(|&(_, pid)| u32::try_from(pid).ok()));
         }
@@ -561,6 +587,7 @@ fn print_probe_summary(report: &RunReport) -> Option<nesquic_ebpf::Metrics> {
     cpu.insert("client".to_string(), report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
     let window = format!("totals over {} repetition(s); %CPU = time inside / the process's CPU time", all.len());
     crate::probes::print_summary(&merged, &cpu, &window);
+    crate::probes::print_duty(&merged);
     Some(merged)
 }
 

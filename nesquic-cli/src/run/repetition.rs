@@ -31,6 +31,12 @@ pub trait ProcessObserver {
     fn lut_event(&mut self, _role: Role, _event: &LutEvent) -> Result<()> {
         Ok(())
     }
+
+    /// When the observer next needs a `tick` (duty-cycled probes toggle on time); `None`: the
+    /// default 50 ms is fine.
+    fn next_tick(&self) -> Option<Duration> {
+        None
+    }
 }
 
 /// Everything one repetition needs.
@@ -55,6 +61,8 @@ pub struct RepetitionSpec<'a> {
     pub label: String,
     /// LUT-specific settings (`--lut-opt`).
     pub options: &'a [String],
+    /// Duty-cycle the function probes (`--duty`).
+    pub duty: Option<crate::duty::DutySpec>,
     /// Ask the LUT for its own qlog, written to `<dir>/lut-<role>-<rep>.sqlog`.
     pub lut_qlog: Option<(&'a Path, u32)>,
 }
@@ -101,6 +109,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         client_exit: None,
         done: None,
         lut_qlogs: Vec::new(),
+        poll: POLL,
     };
     let addr = loop {
         let event = watch.next(&mut [&mut server])?;
@@ -133,6 +142,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     let mut progress = 0;
 
     while watch.client_exit.is_none() || watch.server_exit.is_none() || watch.done.is_none() {
+        watch.poll = observer.next_tick().map_or(POLL, |t| t.clamp(Duration::from_millis(1), POLL));
         let event = watch.next(&mut [&mut server, &mut client])?;
         if let Some((_, LutEvent::Done(result))) = &event {
             progress = result.bytes;
@@ -207,6 +217,8 @@ struct Watch<'a> {
     client_exit: Option<Exit>,
     done: Option<ClientResult>,
     lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
+    /// Longest wait for an event.
+    poll: Duration,
 }
 
 impl Watch<'_> {
@@ -231,7 +243,7 @@ impl Watch<'_> {
             procs.iter_mut().for_each(|p| p.kill());
             bail!("timed out: the repetition did not finish within the time limit (raise it with --timeout)");
         }
-        match self.rx.recv_timeout(POLL.min(self.deadline - now)) {
+        match self.rx.recv_timeout(self.poll.min(self.deadline - now)) {
             Ok(ProcessEvent::Exited(role, exit)) => {
                 if let Some(p) = procs.iter_mut().find(|p| p.role == role) {
                     p.mark_reaped();

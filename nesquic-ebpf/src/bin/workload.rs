@@ -9,6 +9,7 @@
 //! It writes what it did (from its own counters) as JSON to the path given with `--report`.
 //! `--spin MS` instead burns MS milliseconds of CPU, 70% in one function and 30% in another (for
 //! the sampling profile).
+//! `--steady MS PERIOD_US OUT` calls `nesquic_workload_tick` at a fixed rate (duty-cycle tests).
 //! `--calibrate ITERATIONS CALLS OUT` calls each calibration function (`nesquic_cal_push`,
 //! `_nop`, `_step`: the same busy loop behind a `push`, a 5-byte NOP or a `mov` as first
 //! instruction, i.e. the three kinds of uprobe site) CALLS times and writes the mean wall time per
@@ -171,8 +172,40 @@ fn calibrate_mode(iterations: u64, calls: u64, out: &str) -> std::io::Result<()>
     std::fs::write(out, lines.join("\n") + "\n")
 }
 
+/// `--steady MS PERIOD_US OUT`: calls `nesquic_workload_tick` once every PERIOD_US for MS
+/// milliseconds, paced by the clock (so the rate does not depend on what a probe costs, as long
+/// as it costs less than the period), and writes the number of calls to OUT.
+fn steady_mode(ms: u64, period_us: u64, out: &str) -> std::io::Result<()> {
+    let start = std::time::Instant::now();
+    let period = Duration::from_micros(period_us.max(1));
+    let end = start + Duration::from_millis(ms);
+    let mut next = start;
+    let mut calls = 0u64;
+    while next < end {
+        while std::time::Instant::now() < next {
+            std::hint::spin_loop();
+        }
+        std::hint::black_box(nesquic_workload_tick(calls));
+        calls += 1;
+        next += period;
+    }
+    std::fs::write(out, format!("{{\"calls\":{calls}}}\n"))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--steady") {
+        let num = |k: usize| args.get(i + k).and_then(|v| v.parse::<u64>().ok());
+        let (Some(ms), Some(period_us), Some(out)) = (num(1), num(2), args.get(i + 3)) else {
+            eprintln!("usage: nesquic-workload --steady MS PERIOD_US OUT");
+            std::process::exit(2);
+        };
+        if let Err(e) = steady_mode(ms, period_us, out) {
+            eprintln!("nesquic-workload: {out}: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     if let Some(i) = args.iter().position(|a| a == "--calibrate") {
         let num = |k: usize| args.get(i + k).and_then(|v| v.parse::<u64>().ok());
