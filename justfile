@@ -41,11 +41,17 @@ bench-io: setup
 bench-probes: build
     #!/usr/bin/env bash
     set -euo pipefail
+    bin=${CARGO_TARGET_DIR:-target}/release
     out=docs/probe-overhead.md
     cmd="nesquic run --lut quinn --size 200MB --repeat 5 --probe io,profile,crypto,crypto:time --overhead"
-    table=$(./target/release/$cmd --json bench/probe-overhead.json | sed -n '/^probe overhead/,$p')
-    { echo "# Probe overhead"; echo; echo "Produced by \`just bench-probes\` ($cmd) on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."; \
-      echo "Raw figures: bench/probe-overhead.json."; echo; echo '```'; echo "$table"; echo '```'; } > "$out"
+    duty="nesquic run --lut quinn --size 200MB --repeat 5 --probe crypto:time --duty 50ms/500ms --overhead"
+    table=$($bin/$cmd --json bench/probe-overhead.json | sed -n '/^probe overhead/,$p')
+    dtable=$($bin/$duty --json bench/probe-overhead-duty.json | sed -n '/^probe overhead/,$p')
+    { echo "# Probe overhead"; echo; echo "Produced by \`just bench-probes\` on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."; \
+      echo "Raw figures: bench/probe-overhead.json, bench/probe-overhead-duty.json."; echo; \
+      echo "\`$cmd\`"; echo; echo '```'; echo "$table"; echo '```'; echo; \
+      echo "Timed crypto probes duty-cycled (counting 50 ms of every 500 ms): \`$duty\`"; echo; \
+      echo '```'; echo "$dtable"; echo '```'; } > "$out"
     cat "$out"
 
 # LUTs and I/O paths side by side (quinn native vs quinn-proto on Nesquic I/O vs plain, quiche,
@@ -53,5 +59,9 @@ bench-probes: build
 bench-luts: build
     ./scripts/bench-luts.sh
 
+# Does the eBPF sampling profile agree with `perf record` on the same run? -> bench/perf-agreement.md
+bench-perf: build
+    ./scripts/perf-agreement.sh
+
 # Every benchmark.
-bench: bench-io bench-probes bench-luts
+bench: bench-io bench-probes bench-luts bench-perf

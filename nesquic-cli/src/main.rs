@@ -6,6 +6,7 @@ mod calibrate;
 mod compare;
 mod duty;
 mod matrix;
+mod perf_classify;
 mod probes;
 mod qlog;
 mod report;
@@ -51,6 +52,10 @@ enum Command {
     Report(report::ReportArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
     Matrix(matrix::MatrixArgs),
+    /// Classify a `perf script` dump into profile components (checks `--probe profile`
+    /// against `perf record`; see scripts/perf-agreement.sh).
+    #[command(hide = true)]
+    PerfClassify(perf_classify::PerfClassifyArgs),
     /// Compare two runs (CI regression gate): exit 0 pass, 1 regression, 2 bad input.
     Compare(compare::CompareArgs),
 }
@@ -84,6 +89,7 @@ fn main() -> ExitCode {
         Command::Trace(args) => trace::execute(&args),
         Command::Report(args) => report::execute(&args),
         Command::Matrix(args) => matrix::execute(&args),
+        Command::PerfClassify(args) => perf_classify::execute(&args),
         Command::Compare(args) => {
             return match compare::execute(&args) {
                 Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,

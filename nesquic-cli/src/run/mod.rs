@@ -368,6 +368,7 @@ pub(crate) fn measure(
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
     let io_layer_counters = std::mem::take(&mut observer.io_layer_counters);
+    let pids = observer.pids.clone();
     let duty_fraction = observer.duty.as_mut().and_then(|d| d.finish());
     let probes = match (&outcome, observer.session.as_deref()) {
         (Ok(_), Some(session)) => {
@@ -408,6 +409,7 @@ pub(crate) fn measure(
     figures.profile = profile;
     figures.io_settings = io_settings;
     figures.io_layer_counters = io_layer_counters;
+    figures.pids = pids;
     Ok(figures)
 }
 

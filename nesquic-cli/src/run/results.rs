@@ -56,6 +56,9 @@ pub struct RepetitionFigures {
     pub server: ProcessFigures,
     /// The client process.
     pub client: ProcessFigures,
+    /// The LUT processes' pids (to match external tools' records, e.g. `perf`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<(super::process::Role, i32)>,
     /// Each side's effective UDP settings, as the LUT reported them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub io_settings: Vec<(super::process::Role, nesquic_lut_adapters::report::IoSettings)>,
@@ -88,6 +91,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             server: o.server.into(),
             client: o.client.into(),
             lut_qlogs: o.lut_qlogs.clone(),
+            pids: Vec::new(),
             io_settings: Vec::new(),
             io_layer_counters: Vec::new(),
             probes: None,
