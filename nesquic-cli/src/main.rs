@@ -5,6 +5,7 @@
 mod calibrate;
 mod compare;
 mod duty;
+mod link;
 mod matrix;
 mod perf_classify;
 mod probes;
@@ -40,7 +41,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a LUT's server and client as separate processes, transfer a verified payload, report.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// List the libraries under test this build knows, with versions and I/O paths.
     Luts,
     /// Show what a probe list resolves to in a LUT (functions, addresses, objects) and which

@@ -9,6 +9,7 @@
  * Everything is aggregated here in per-CPU maps: no event per call crosses to user space. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_endian.h>
 #include "nesquic.h"
 
 #define SOL_UDP 17
@@ -505,4 +506,48 @@ int nq_sample(struct bpf_perf_event_data *ctx)
 		}
 	}
 	return 0;
+}
+
+/* ---- link impairment: random loss on a veth's egress, for kernels without netem ---- */
+
+#define NQ_TC_ACT_OK 0
+#define NQ_TC_ACT_SHOT 2
+#define NQ_ETH_P_IP 0x0800
+
+/* Drop probability in parts per million (index 0). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} loss_config SEC(".maps");
+
+/* What was applied, measured: index 0/1 datagrams passed/dropped, 2/3 packets (skbs) passed/
+ * dropped. A UDP GSO batch crosses a veth as one skb; dropping it drops all its datagrams (a
+ * burst), so the datagram figures are the loss the stack saw. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4);
+	__type(key, __u32);
+	__type(value, __u64);
+} loss_stats SEC(".maps");
+
+SEC("classifier")
+int nq_tc_loss(struct __sk_buff *skb)
+{
+	/* Only IPv4 (the benchmark's traffic); ARP and the rest pass untouched. */
+	if (skb->protocol != bpf_htons(NQ_ETH_P_IP))
+		return NQ_TC_ACT_OK;
+	__u32 zero = 0;
+	__u32 *ppm = bpf_map_lookup_elem(&loss_config, &zero);
+	__u32 drop = ppm && (bpf_get_prandom_u32() % 1000000) < *ppm;
+	__u32 segs = skb->gso_segs ? skb->gso_segs : 1;
+	__u64 *n = bpf_map_lookup_elem(&loss_stats, &drop);
+	if (n)
+		*n += segs;
+	__u32 skb_idx = 2 + drop;
+	__u64 *p = bpf_map_lookup_elem(&loss_stats, &skb_idx);
+	if (p)
+		*p += 1;
+	return drop ? NQ_TC_ACT_SHOT : NQ_TC_ACT_OK;
 }

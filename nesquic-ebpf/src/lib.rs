@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod impair;
 pub mod layout;
 pub mod metrics;
 pub mod objects;

@@ -20,7 +20,7 @@ use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
 use crate::{preflight, EbpfError};
 
 /// The compiled eBPF object (built by build.rs).
-static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nesquic.bpf.o"));
+pub(crate) static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nesquic.bpf.o"));
 
 const FUNC_ENTER: &str = "nq_func_enter";
 const FUNC_EXIT: &str = "nq_func_exit";

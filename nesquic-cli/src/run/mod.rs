@@ -98,6 +98,26 @@ pub struct RunArgs {
     /// measured attached fraction and reported raw and scaled. I/O probes stay on.
     #[arg(long, value_name = "WINDOW/PERIOD", value_parser = crate::duty::parse, requires = "probe")]
     pub duty: Option<crate::duty::DutySpec>,
+    /// Network between client and server: loopback, or veth (two network namespaces joined by
+    /// a veth pair, created and removed by nesquic; root).
+    #[arg(long, value_enum, default_value_t = crate::link::LinkKind::Loopback)]
+    pub link: crate::link::LinkKind,
+    /// With --link veth: rate limit each direction (tbf), as tc spells it: 100mbit, 1gbit.
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<String>,
+    /// With --link veth: random loss each direction, percent (netem, else a tc-bpf filter that
+    /// also measures what it dropped).
+    #[arg(long, value_name = "PERCENT")]
+    pub loss: Option<f64>,
+    /// With --link veth: one-way delay in ms (needs netem).
+    #[arg(long, value_name = "MS")]
+    pub delay: Option<f64>,
+    /// With --link veth and --delay: jitter in ms (needs netem).
+    #[arg(long, value_name = "MS", requires = "delay")]
+    pub jitter: Option<f64>,
+    /// With --link veth: reorder this percentage of packets (needs netem).
+    #[arg(long, value_name = "PERCENT")]
+    pub reorder: Option<f64>,
     /// Set by `nesquic matrix`: no per-run summary tables, repetition lines on stderr.
     #[arg(skip)]
     pub quiet: bool,
@@ -123,6 +143,9 @@ pub struct RunReport {
     /// The timing probes' calibration, when timed probes ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub calibration: Option<crate::calibrate::Calibration>,
+    /// `--link veth`: the link, what was applied by which mechanism, and what was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<serde_json::Value>,
 }
 
 /// What was run.
@@ -198,6 +221,23 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             s.set_datagram_events(true)?;
         }
     }
+    let conditions = crate::link::Conditions {
+        rate: args.rate.clone(),
+        loss_pct: args.loss,
+        delay_ms: args.delay,
+        jitter_ms: args.jitter,
+        reorder_pct: args.reorder,
+    };
+    let topology = match args.link {
+        crate::link::LinkKind::Veth => Some(crate::link::Topology::create(&conditions)?),
+        crate::link::LinkKind::Loopback if conditions.any() => {
+            anyhow::bail!("--rate/--loss/--delay/--jitter/--reorder apply to a link: add --link veth")
+        }
+        crate::link::LinkKind::Loopback => None,
+    };
+    if let (Some(t), false) = (&topology, args.quiet) {
+        eprintln!("nesquic: link: {}", t.applied.mechanisms.join("; "));
+    }
     let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
     let certs = tls::generate(workdir.path())?;
     let launcher = lut.launcher(&binary);
@@ -214,6 +254,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         lut_qlog: None,
         options: &args.lut_opts,
         duty: args.duty,
+        hosts: topology.as_ref().map(|t| (&t.server, &t.client)),
     };
     if args.overhead {
         let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
@@ -240,6 +281,10 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
     let mut started = run_started(args, lut.as_ref(), &binary, io, session.as_ref());
     started["lut"]["source"] = lut_source.clone().unwrap_or(serde_json::Value::Null);
+    if let Some(t) = &topology {
+        let data = json!({"link": "veth", "server": t.server, "client": t.client, "mechanisms": t.applied.mechanisms});
+        recorder.both("nesquic:link_configured", |_| data.clone())?;
+    }
     recorder.both("nesquic:run_started", |role| {
         let mut data = started.clone();
         data["role"] = json!(role.to_string());
@@ -265,6 +310,19 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     // Invariant: repeat >= 1 (clap range), so there is at least one repetition here.
     let summary = Summary::of(&reps).context("no repetitions")?;
+    let link = topology.as_ref().map(|t| {
+        let loss = t.observed_loss();
+        json!({
+            "kind": "veth",
+            "mechanisms": t.applied.mechanisms,
+            "conditions": conditions,
+            "observed_loss": loss.map(|(dropped, seen)| json!({
+                "dropped": dropped, "seen": seen,
+                "pct": if seen > 0 { dropped as f64 * 100.0 / seen as f64 } else { 0.0 },
+            })),
+            "qdisc_drops": t.qdisc_drops(),
+        })
+    });
     let report = RunReport {
         nesquic_version: env!("CARGO_PKG_VERSION"),
         lut: LutInfo {
@@ -281,6 +339,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         repetitions: reps,
         summary,
         calibration: calibration.clone(),
+        link,
     };
     let merged = if args.quiet {
         let all: Vec<nesquic_ebpf::Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
@@ -659,6 +718,20 @@ fn print_summary(report: &RunReport) {
         }
     }
     print_io_layer_counters(report);
+    if let Some(link) = &report.link {
+        let mechanisms: Vec<&str> =
+            link["mechanisms"].as_array().into_iter().flatten().filter_map(|m| m.as_str()).collect();
+        println!("link: {}", mechanisms.join("; "));
+        if let Some(l) = link["observed_loss"].as_object() {
+            println!(
+                "link loss measured by the tc-bpf filters: {} of {} datagrams dropped ({:.2}%)",
+                l["dropped"],
+                l["seen"],
+                l["pct"].as_f64().unwrap_or(0.0)
+            );
+        }
+        println!("qdisc drops (tbf queue overflow): {}", link["qdisc_drops"]);
+    }
 }
 
 /// The I/O layer's own counts (median over repetitions) and, with `--probe io`, whether the

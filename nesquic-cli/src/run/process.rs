@@ -153,18 +153,25 @@ const FORK_TIMEOUT: Duration = Duration::from_secs(10);
 impl LutProcess {
     /// Forks `binary args…` and holds the child before `exec` until [`LutProcess::release`], so
     /// an observer can register its pid before it runs one instruction of the LUT.
-    pub fn spawn(role: Role, binary: &Path, args: &[std::ffi::OsString], events: Sender<ProcessEvent>) -> Result<Self> {
-        Self::spawn_with(role, binary, args, events, true)
+    /// With `netns` (a /var/run/netns file) the child enters that network namespace first.
+    pub fn spawn_in(
+        role: Role,
+        binary: &Path,
+        args: &[std::ffi::OsString],
+        events: Sender<ProcessEvent>,
+        netns: Option<&Path>,
+    ) -> Result<Self> {
+        Self::spawn_with(role, binary, args, events, true, netns)
     }
 
-    /// Like [`LutProcess::spawn`], but the process writes to nesquic's own stdout and stderr.
+    /// Like [`LutProcess::spawn_in`], but the process writes to nesquic's own stdout and stderr.
     pub fn spawn_inheriting_output(
         role: Role,
         binary: &Path,
         args: &[std::ffi::OsString],
         events: Sender<ProcessEvent>,
     ) -> Result<Self> {
-        Self::spawn_with(role, binary, args, events, false)
+        Self::spawn_with(role, binary, args, events, false, None)
     }
 
     fn spawn_with(
@@ -173,7 +180,14 @@ impl LutProcess {
         args: &[std::ffi::OsString],
         events: Sender<ProcessEvent>,
         capture: bool,
+        netns: Option<&Path>,
     ) -> Result<Self> {
+        // Opened here, entered in the child between fork and exec; kept open until exec.
+        let netns_file = match netns {
+            Some(p) => Some(std::fs::File::open(p).with_context(|| format!("open network namespace {}", p.display()))?),
+            None => None,
+        };
+        let netns_fd = netns_file.as_ref().map_or(-1, |f| f.as_raw_fd());
         let (gate_read, gate_write) = pipe().context("create start gate pipe")?;
         let (pid_read, pid_write) = pipe().context("create pid pipe")?;
         let gate_fd = gate_read.as_raw_fd();
@@ -189,6 +203,9 @@ impl LutProcess {
             command.pre_exec(move || {
                 // If nesquic dies for any reason, its LUT processes die with it: no orphans.
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if netns_fd >= 0 && libc::setns(netns_fd, libc::CLONE_NEWNET) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 let pid = libc::getpid().to_ne_bytes();
@@ -213,7 +230,7 @@ impl LutProcess {
             .spawn(move || {
                 let spawned = command.spawn();
                 // The child has exec'd (or failed); our copies of its pipe ends can go.
-                drop((gate_read, pid_write));
+                drop((gate_read, pid_write, netns_file));
                 let mut child = match spawned {
                     Ok(child) => child,
                     Err(e) => {

@@ -63,6 +63,8 @@ pub struct RepetitionSpec<'a> {
     pub options: &'a [String],
     /// Duty-cycle the function probes (`--duty`).
     pub duty: Option<crate::duty::DutySpec>,
+    /// `--link veth`: server and client run in these hosts' network namespaces.
+    pub hosts: Option<(&'a crate::link::Host, &'a crate::link::Host)>,
     /// Ask the LUT for its own qlog, written to `<dir>/lut-<role>-<rep>.sqlog`.
     pub lut_qlog: Option<(&'a Path, u32)>,
 }
@@ -91,13 +93,17 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     let (tx, rx) = channel();
     let deadline = Instant::now() + spec.timeout;
     let server_args = spec.lut.server_args(&ServerSpec {
-        listen: "127.0.0.1:0".parse()?,
+        listen: match spec.hosts {
+            Some((server, _)) => std::net::SocketAddr::new(server.ip, 0),
+            None => "127.0.0.1:0".parse()?,
+        },
         certs: spec.certs,
         io: spec.io,
         qlog: lut_qlog_path(spec, Role::Server).as_deref(),
         options: spec.options,
     });
-    let mut server = LutProcess::spawn(Role::Server, spec.binary, &server_args, tx.clone())?;
+    let server_ns = spec.hosts.map(|(s, _)| s.netns_path());
+    let mut server = LutProcess::spawn_in(Role::Server, spec.binary, &server_args, tx.clone(), server_ns.as_deref())?;
     observer.spawned(Role::Server, server.pid)?;
     server.release()?;
 
@@ -133,7 +139,8 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         qlog: lut_qlog_path(spec, Role::Client).as_deref(),
         options: spec.options,
     });
-    let mut client = LutProcess::spawn(Role::Client, spec.binary, &client_args, tx)?;
+    let client_ns = spec.hosts.map(|(_, c)| c.netns_path());
+    let mut client = LutProcess::spawn_in(Role::Client, spec.binary, &client_args, tx, client_ns.as_deref())?;
     observer.spawned(Role::Client, client.pid)?;
     client.release()?;
     let started = Instant::now();
