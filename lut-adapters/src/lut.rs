@@ -197,8 +197,12 @@ pub trait Lut: Send + Sync {
     fn check_options(&self, io: IoMode, options: &[String]) -> Result<(), LutError> {
         for o in options {
             let known: Vec<&LutOption> = self.options().iter().filter(|opt| opt.io.contains(&io)).collect();
-            let ok =
-                o.split_once('=').is_some_and(|(k, v)| known.iter().any(|opt| opt.key == k && opt.values.contains(&v)));
+            let ok = o.split_once('=').is_some_and(|(k, v)| {
+                known.iter().any(|opt| {
+                    opt.key == k
+                        && (opt.values.contains(&v) || (opt.values == [BYTES] && v.parse::<u64>().is_ok_and(|n| n > 0)))
+                })
+            });
             if !ok {
                 let list: Vec<String> =
                     known.iter().map(|opt| format!("{}={} ({})", opt.key, opt.values.join("|"), opt.meaning)).collect();
@@ -224,6 +228,24 @@ fn push_common_args(args: &mut Vec<OsString>, io: IoMode, qlog: Option<&Path>, o
         args.extend(["--opt".into(), o.into()]);
     }
 }
+
+/// The value placeholder of options that take a byte count.
+pub const BYTES: &str = "BYTES";
+
+const RCVBUF_NATIVE: LutOption = LutOption {
+    key: "rcvbuf",
+    values: &[BYTES],
+    meaning: "SO_RCVBUF to request (also --rcvbuf)",
+    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
+};
+const SNDBUF_NATIVE: LutOption = LutOption {
+    key: "sndbuf",
+    values: &[BYTES],
+    meaning: "SO_SNDBUF to request (also --sndbuf)",
+    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
+};
+const RCVBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..RCVBUF_NATIVE };
+const SNDBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..SNDBUF_NATIVE };
 
 /// One `--lut-opt` setting a LUT understands.
 #[derive(Debug, Clone, Copy)]
@@ -256,6 +278,8 @@ impl Lut for QuinnLut {
             },
             NESQUIC_IO_GRO,
             NESQUIC_IO_MMSG,
+            RCVBUF_NATIVE,
+            SNDBUF_NATIVE,
         ]
     }
     fn version(&self) -> String {
@@ -304,6 +328,8 @@ impl Lut for QuicheLut {
             NESQUIC_IO_GSO,
             NESQUIC_IO_GRO,
             NESQUIC_IO_MMSG,
+            RCVBUF_NESQUIC,
+            SNDBUF_NESQUIC,
             LutOption {
                 key: "pacing",
                 values: &["on", "off"],

@@ -23,6 +23,17 @@ pub fn io_config(io: IoMode, opts: &[String]) -> Result<(IoConfig, Vec<String>)>
     let mut rest = Vec::new();
     for opt in opts {
         let (key, value) = opt.split_once('=').with_context(|| format!("option {opt:?} is not KEY=VALUE"))?;
+        match key {
+            "rcvbuf" => {
+                config.recv_buffer = Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?);
+                continue;
+            }
+            "sndbuf" => {
+                config.send_buffer = Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?);
+                continue;
+            }
+            _ => {}
+        }
         let on = match value {
             "on" => true,
             "off" => false,

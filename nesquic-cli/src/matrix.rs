@@ -28,6 +28,18 @@ pub struct MatrixArgs {
     /// repeatable. A set a LUT does not accept is skipped for that LUT.
     #[arg(long = "lut-opts", value_name = "SET")]
     pub lut_opts: Vec<String>,
+    /// Socket receive buffers to compare, comma-separated (`1x,16x`, `4MB`): a dimension.
+    #[arg(long, value_delimiter = ',')]
+    pub rcvbuf: Vec<String>,
+    /// Link for every run (`nesquic run --link`).
+    #[arg(long, value_enum, default_value_t = crate::link::LinkKind::Loopback)]
+    pub link: crate::link::LinkKind,
+    /// With --link veth: rate for every run (`nesquic run --rate`).
+    #[arg(long)]
+    pub rate: Option<String>,
+    /// With --link veth: loss percent for every run (`nesquic run --loss`).
+    #[arg(long)]
+    pub loss: Option<f64>,
     /// Payload per transfer: 25MB, 1GiB, ...
     #[arg(long, default_value = "25MB", value_parser = units::parse_size)]
     pub size: u64,
@@ -57,6 +69,7 @@ struct Combination {
     lut: String,
     io: IoMode,
     options: Vec<String>,
+    rcvbuf: Option<String>,
 }
 
 impl Combination {
@@ -64,6 +77,9 @@ impl Combination {
         let mut s = format!("{} --io {}", self.lut, self.io);
         if !self.options.is_empty() {
             s.push_str(&format!(" {}", self.options.join(" ")));
+        }
+        if let Some(r) = &self.rcvbuf {
+            s.push_str(&format!(" --rcvbuf {r}"));
         }
         s
     }
@@ -76,6 +92,7 @@ struct Row {
     version: String,
     io: IoMode,
     options: Vec<String>,
+    rcvbuf: Option<String>,
     rounds: usize,
     summary: Summary,
     /// Send+recv syscalls per MB of payload, per side (median over rounds).
@@ -136,6 +153,16 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
             for o in &c.options {
                 argv.extend(["--lut-opt".into(), o.clone()]);
             }
+            if let Some(r) = &c.rcvbuf {
+                argv.extend(["--rcvbuf".into(), r.clone()]);
+            }
+            argv.extend(["--link".into(), format!("{:?}", args.link).to_lowercase()]);
+            if let Some(r) = &args.rate {
+                argv.extend(["--rate".into(), r.clone()]);
+            }
+            if let Some(l) = args.loss {
+                argv.extend(["--loss".into(), l.to_string()]);
+            }
             if let Some(p) = &args.probe {
                 argv.extend(["--probe".into(), p.clone()]);
             }
@@ -194,7 +221,16 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
                     skipped.push(e.to_string());
                     continue;
                 }
-                out.push(Combination { lut: lut.name().to_string(), io, options: options.clone() });
+                let buffers: Vec<Option<String>> =
+                    if args.rcvbuf.is_empty() { vec![None] } else { args.rcvbuf.iter().cloned().map(Some).collect() };
+                for rcvbuf in buffers {
+                    // A LUT that cannot set its socket buffer is skipped for this dimension.
+                    if rcvbuf.is_some() && lut.check_options(io, &["rcvbuf=1".to_string()]).is_err() {
+                        skipped.push(format!("{} --io {io} cannot set --rcvbuf", lut.name()));
+                        continue;
+                    }
+                    out.push(Combination { lut: lut.name().to_string(), io, options: options.clone(), rcvbuf });
+                }
             }
         }
     }
@@ -215,6 +251,7 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>, si
         version,
         io: c.io,
         options: c.options.clone(),
+        rcvbuf: c.rcvbuf.clone(),
         rounds: reps.len(),
         summary,
         server_syscalls_per_mb: median(&|(s, _, _)| Some((s.send_calls + s.recv_calls) as f64 / mb)),
@@ -316,7 +353,15 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
             vec![
                 format!("{} {}", r.lut, r.version),
                 r.io.to_string(),
-                if r.options.is_empty() { "-".into() } else { r.options.join(" ") },
+                {
+                    let mut o = r.options.clone();
+                    o.extend(r.rcvbuf.iter().map(|b| format!("rcvbuf {b}")));
+                    if o.is_empty() {
+                        "-".into()
+                    } else {
+                        o.join(" ")
+                    }
+                },
                 r.rounds.to_string(),
                 format!("{:.0} ({:.0}-{:.0})", g.median, g.min, g.max),
                 format!("{:.3}", r.summary.server_cpu_s.median),

@@ -208,3 +208,29 @@ fn msquic_profiles_and_the_options_that_do_not_apply() {
     assert!(!out.status.success());
     assert!(stderr(&out).contains("does not support --io nesquic"), "{}", stderr(&out));
 }
+
+#[test]
+fn socket_buffer_knobs_are_applied_or_refused() {
+    require_lut_binaries();
+    let default: u64 =
+        std::fs::read_to_string("/proc/sys/net/core/rmem_default").expect("sysctl").trim().parse().expect("number");
+    for (lut, io) in [("quinn", "native"), ("quiche", "nesquic"), ("quinn", "plain")] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = dir.path().join("run.json");
+        let out = nesquic()
+            .args(["run", "--lut", lut, "--io", io, "--rcvbuf", "16x", "--size", "2MB", "--json"])
+            .arg(&json)
+            .output()
+            .expect("run nesquic");
+        assert!(out.status.success(), "{lut}/{io}: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+        for pair in report["repetitions"][0]["io_settings"].as_array().expect("io settings") {
+            // As root the *FORCE option is used, so the kernel grants exactly what was asked.
+            assert_eq!(pair[1]["recv_buffer"].as_u64(), Some(16 * default), "{lut}/{io}: {pair}");
+        }
+    }
+    let out = nesquic().args(["run", "--lut", "msquic", "--rcvbuf", "16x"]).output().expect("run");
+    assert!(!out.status.success() && stderr(&out).contains("rcvbuf"), "{}", stderr(&out));
+    let out = nesquic().args(["run", "--lut", "quinn", "--rcvbuf", "lots"]).output().expect("run");
+    assert!(!out.status.success() && stderr(&out).contains("--rcvbuf"), "{}", stderr(&out));
+}

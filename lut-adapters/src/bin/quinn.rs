@@ -45,10 +45,13 @@ fn main() {
     let result = runtime.block_on(async {
         match cli.role {
             Role::Server { listen, cert, key, io: _, qlog, opts } => {
-                server(listen, &cert, &key, transport(qlog.as_deref(), "server", &opts)?).await
+                let socket = bind(listen, &opts)?;
+                server(socket, &cert, &key, transport(qlog.as_deref(), "server", &opts)?).await
             }
             Role::Client { connect, ca, size, io: _, qlog, opts } => {
-                client(connect, &ca, size, transport(qlog.as_deref(), "client", &opts)?).await
+                let any: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
+                let socket = bind(any, &opts)?;
+                client(socket, connect, &ca, size, transport(qlog.as_deref(), "client", &opts)?).await
             }
         }
     });
@@ -66,7 +69,9 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Res
         match opt.as_str() {
             "gso=on" => drop(transport.enable_segmentation_offload(true)),
             "gso=off" => drop(transport.enable_segmentation_offload(false)),
-            other => bail!("unknown option {other:?}; supported: gso=on|off"),
+            // Socket options, applied in `bind`.
+            o if o.starts_with("rcvbuf=") || o.starts_with("sndbuf=") => {}
+            other => bail!("unknown option {other:?}; supported: gso=on|off, rcvbuf=BYTES, sndbuf=BYTES"),
         }
     }
     if let Some(path) = qlog {
@@ -81,9 +86,20 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Res
     Ok(Arc::new(transport))
 }
 
-/// Binds the UDP socket quinn will use and reports how quinn-udp and the kernel configured it.
-fn bind(addr: std::net::SocketAddr) -> Result<std::net::UdpSocket> {
+/// Binds the UDP socket quinn will use, applies `rcvbuf=`/`sndbuf=` options, and reports how
+/// quinn-udp and the kernel configured it.
+fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSocket> {
     let socket = std::net::UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
+    for opt in opts {
+        let (key, value) = opt.split_once('=').unwrap_or((opt, ""));
+        let (force, plain) = match key {
+            "rcvbuf" => (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
+            "sndbuf" => (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
+            _ => continue,
+        };
+        let bytes: libc::c_int = value.parse().with_context(|| format!("{opt}: bytes expected"))?;
+        set_buffer(&socket, force, plain, bytes).with_context(|| opt.clone())?;
+    }
     // The same probe quinn runs on this socket when it wraps it (sets the same options).
     let state = quinn::udp::UdpSocketState::new((&socket).into()).context("probe UDP socket capabilities")?;
     LutEvent::Io(IoSettings {
@@ -98,6 +114,29 @@ fn bind(addr: std::net::SocketAddr) -> Result<std::net::UdpSocket> {
     })
     .emit();
     Ok(socket)
+}
+
+/// Requests a socket buffer size: the *FORCE option first (root may exceed the sysctl maximum),
+/// half the value because the kernel doubles it.
+fn set_buffer(socket: &std::net::UdpSocket, force: libc::c_int, plain: libc::c_int, bytes: libc::c_int) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let value: libc::c_int = bytes / 2;
+    for option in [force, plain] {
+        // SAFETY: passes a pointer to a live c_int and its size.
+        let r = unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+    }
+    Err(std::io::Error::last_os_error().into())
 }
 
 fn sockopt(socket: &std::net::UdpSocket, option: libc::c_int) -> u64 {
@@ -126,7 +165,7 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 }
 
 async fn server(
-    listen: std::net::SocketAddr,
+    socket: std::net::UdpSocket,
     cert: &std::path::Path,
     key: &std::path::Path,
     transport: Arc<quinn::TransportConfig>,
@@ -142,7 +181,7 @@ async fn server(
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
     config.transport_config(transport);
     let runtime = Arc::new(quinn::TokioRuntime);
-    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), bind(listen)?, runtime)?;
+    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), socket, runtime)?;
     LutEvent::Listening { addr: endpoint.local_addr()? }.emit();
 
     let abort_after: Option<u64> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
@@ -176,6 +215,7 @@ async fn server(
 }
 
 async fn client(
+    socket: std::net::UdpSocket,
     connect: std::net::SocketAddr,
     ca: &std::path::Path,
     size: u64,
@@ -190,9 +230,7 @@ async fn client(
     crypto.alpn_protocols = vec![ALPN.to_vec()];
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
     config.transport_config(transport);
-    let bind: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
-    let endpoint =
-        quinn::Endpoint::new(quinn::EndpointConfig::default(), None, self::bind(bind)?, Arc::new(quinn::TokioRuntime))?;
+    let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))?;
 
     let start = Instant::now();
     let conn = endpoint.connect_with(config, connect, SERVER_NAME)?.await.context("handshake")?;

@@ -65,6 +65,23 @@ pub struct RunArgs {
     /// LUT-specific setting KEY=VALUE, repeatable (quinn: gso=on|off). `nesquic luts` lists them.
     #[arg(long = "lut-opt", value_name = "KEY=VALUE")]
     pub lut_opts: Vec<String>,
+    /// Socket receive buffer to request: bytes (4MB, 8388608) or a multiple of the kernel default
+    /// (16x = 16 x net.core.rmem_default). Same as --lut-opt rcvbuf=BYTES; a LUT that cannot set it
+    /// (msquic) refuses.
+    #[arg(long, value_name = "SIZE|Nx")]
+    pub rcvbuf: Option<String>,
+    /// Socket send buffer, like --rcvbuf (multiples of net.core.wmem_default).
+    #[arg(long, value_name = "SIZE|Nx")]
+    pub sndbuf: Option<String>,
+    /// UDP GSO on or off (same as --lut-opt gso=...).
+    #[arg(long, value_parser = ["on", "off"])]
+    pub gso: Option<String>,
+    /// UDP GRO on or off, Nesquic I/O (same as --lut-opt gro=...).
+    #[arg(long, value_parser = ["on", "off"])]
+    pub gro: Option<String>,
+    /// sendmmsg/recvmmsg batching on or off, Nesquic I/O (same as --lut-opt mmsg=...).
+    #[arg(long, value_parser = ["on", "off"])]
+    pub mmsg: Option<String>,
     /// MsQuic's execution profile (same as --lut-opt profile=...); only with --lut msquic.
     #[arg(long, value_name = "PROFILE", value_parser = ["max-throughput", "low-latency"])]
     pub msquic_profile: Option<String>,
@@ -178,6 +195,17 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
     let mut lut_opts = args.lut_opts.clone();
+    for (key, value) in [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg)] {
+        if let Some(v) = value {
+            lut_opts.push(format!("{key}={v}"));
+        }
+    }
+    if let Some(v) = &args.rcvbuf {
+        lut_opts.push(format!("rcvbuf={}", socket_buffer(v, "rmem_default").context("--rcvbuf")?));
+    }
+    if let Some(v) = &args.sndbuf {
+        lut_opts.push(format!("sndbuf={}", socket_buffer(v, "wmem_default").context("--sndbuf")?));
+    }
     if let Some(profile) = &args.msquic_profile {
         anyhow::ensure!(lut.name() == "msquic", "--msquic-profile only applies to --lut msquic (not {})", lut.name());
         lut_opts.push(format!("profile={profile}"));
@@ -387,6 +415,23 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
     }
     Ok(Some(report))
+}
+
+/// Bytes for `--rcvbuf/--sndbuf`: a size (`4MB`) or a multiple of the kernel's default
+/// (`16x`, read from /proc/sys/net/core/`sysctl`).
+fn socket_buffer(text: &str, sysctl: &str) -> Result<u64> {
+    if let Some(factor) = text.strip_suffix('x') {
+        let factor: f64 = factor.parse().with_context(|| format!("{text}: expected SIZE or Nx (16x)"))?;
+        let path = format!("/proc/sys/net/core/{sysctl}");
+        let default: u64 = std::fs::read_to_string(&path)
+            .with_context(|| format!("read {path}"))?
+            .trim()
+            .parse()
+            .with_context(|| format!("parse {path}"))?;
+        anyhow::ensure!(factor > 0.0, "{text}: the multiple must be positive");
+        return Ok((default as f64 * factor) as u64);
+    }
+    units::parse_size(text)
 }
 
 fn choose_lut(args: &RunArgs) -> Result<Box<dyn nesquic_lut_adapters::Lut>> {
