@@ -247,6 +247,13 @@ const SNDBUF_NATIVE: LutOption = LutOption {
 const RCVBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..RCVBUF_NATIVE };
 const SNDBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..SNDBUF_NATIVE };
 
+const CC_ALL: LutOption = LutOption {
+    key: "cc",
+    values: &["cubic", "newreno", "bbr"],
+    meaning: "congestion control (default cubic; also --cc)",
+    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
+};
+
 /// One `--lut-opt` setting a LUT understands.
 #[derive(Debug, Clone, Copy)]
 pub struct LutOption {
@@ -280,6 +287,7 @@ impl Lut for QuinnLut {
             NESQUIC_IO_MMSG,
             RCVBUF_NATIVE,
             SNDBUF_NATIVE,
+            CC_ALL,
         ]
     }
     fn version(&self) -> String {
@@ -331,6 +339,10 @@ impl Lut for QuicheLut {
             RCVBUF_NESQUIC,
             SNDBUF_NESQUIC,
             LutOption {
+                meaning: "congestion control: cubic (default), newreno (Reno), bbr (BBRv2); also --cc",
+                ..CC_ALL
+            },
+            LutOption {
                 key: "pacing",
                 values: &["on", "off"],
                 meaning: "quiche's pacing (SendInfo.at honoured; default on)",
@@ -362,12 +374,20 @@ impl Lut for MsquicLut {
         "msquic"
     }
     fn options(&self) -> &'static [LutOption] {
-        &[LutOption {
-            key: "profile",
-            values: &["max-throughput", "low-latency"],
-            meaning: "MsQuic's execution profile (default max-throughput; also --msquic-profile)",
-            io: &[IoMode::Native],
-        }]
+        &[
+            LutOption {
+                key: "profile",
+                values: &["max-throughput", "low-latency"],
+                meaning: "MsQuic's execution profile (default max-throughput; also --msquic-profile)",
+                io: &[IoMode::Native],
+            },
+            LutOption {
+                key: "cc",
+                values: &["cubic", "bbr"],
+                meaning: "congestion control (default cubic; MsQuic has no NewReno; also --cc)",
+                io: &[IoMode::Native],
+            },
+        ]
     }
     fn version(&self) -> String {
         env!("NESQUIC_MSQUIC_VERSION").to_string()

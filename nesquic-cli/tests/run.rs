@@ -234,3 +234,22 @@ fn socket_buffer_knobs_are_applied_or_refused() {
     let out = nesquic().args(["run", "--lut", "quinn", "--rcvbuf", "lots"]).output().expect("run");
     assert!(!out.status.success() && stderr(&out).contains("--rcvbuf"), "{}", stderr(&out));
 }
+
+#[test]
+fn congestion_control_is_chosen_per_lut_or_refused() {
+    require_lut_binaries();
+    for (lut, io, cc) in [
+        ("quinn", "native", "newreno"),
+        ("quinn", "native", "bbr"),
+        ("quinn", "nesquic", "bbr"),
+        ("quiche", "nesquic", "newreno"),
+        ("quiche", "nesquic", "bbr"),
+        ("msquic", "native", "bbr"),
+    ] {
+        let out =
+            nesquic().args(["run", "--lut", lut, "--io", io, "--cc", cc, "--size", "2MB"]).output().expect("run nesquic");
+        assert!(out.status.success(), "{lut}/{io} --cc {cc}: {}", stderr(&out));
+    }
+    let out = nesquic().args(["run", "--lut", "msquic", "--cc", "newreno"]).output().expect("run");
+    assert!(!out.status.success() && stderr(&out).contains("cc=newreno"), "{}", stderr(&out));
+}

@@ -123,6 +123,8 @@ pub struct StackOptions {
     pub qlog_start: Option<Instant>,
     /// Honour the library's pacing (quiche's `SendInfo::at`); quinn-proto paces internally.
     pub pacing: bool,
+    /// Congestion control: `cubic` (default), `newreno`, `bbr`.
+    pub cc: Option<String>,
 }
 
 /// What one side of a transfer did.

@@ -42,6 +42,12 @@ fn config(options: &StackOptions) -> Result<quiche::Config, TranslationError> {
     c.set_max_stream_window(STREAM_WINDOW);
     c.set_disable_active_migration(true);
     c.enable_pacing(options.pacing);
+    c.set_cc_algorithm(match options.cc.as_deref() {
+        None | Some("cubic") => quiche::CongestionControlAlgorithm::CUBIC,
+        Some("newreno") => quiche::CongestionControlAlgorithm::Reno,
+        Some("bbr") => quiche::CongestionControlAlgorithm::Bbr2Gcongestion,
+        Some(_) => return Err(TranslationError::Config("congestion control: cubic, newreno or bbr")),
+    });
     Ok(c)
 }
 

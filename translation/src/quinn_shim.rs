@@ -32,6 +32,13 @@ const MAX_DATAGRAM: usize = 1452;
 fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<TransportConfig>, TranslationError> {
     let mut t = TransportConfig::default();
     t.enable_segmentation_offload(max_datagrams > 1);
+    let factory: Arc<dyn quinn_proto::congestion::ControllerFactory + Send + Sync> = match options.cc.as_deref() {
+        None | Some("cubic") => Arc::new(quinn_proto::congestion::CubicConfig::default()),
+        Some("newreno") => Arc::new(quinn_proto::congestion::NewRenoConfig::default()),
+        Some("bbr") => Arc::new(quinn_proto::congestion::BbrConfig::default()),
+        Some(_) => return Err(TranslationError::Config("congestion control: cubic, newreno or bbr")),
+    };
+    t.congestion_controller_factory(factory);
     t.max_idle_timeout(Some(Duration::from_secs(10).try_into().map_err(|_| TranslationError::Config("idle timeout"))?));
     if let Some(path) = &options.qlog {
         let file =

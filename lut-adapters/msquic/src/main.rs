@@ -38,17 +38,29 @@ fn main() {
     }
 }
 
-/// `--opt` settings: `profile=max-throughput|low-latency` (MsQuic's execution profile).
-fn profile(opts: &[String]) -> Result<ExecutionProfile> {
-    let mut profile = ExecutionProfile::MaxThroughput;
+/// `--opt` settings: `profile=max-throughput|low-latency` (MsQuic's execution profile) and
+/// `cc=cubic|bbr`.
+struct Options {
+    profile: ExecutionProfile,
+    cc: u16,
+}
+
+fn options(opts: &[String]) -> Result<Options> {
+    let mut o = Options { profile: ExecutionProfile::MaxThroughput, cc: 0 };
     for opt in opts {
-        profile = match opt.as_str() {
-            "profile=max-throughput" => ExecutionProfile::MaxThroughput,
-            "profile=low-latency" => ExecutionProfile::LowLatency,
-            other => bail!("unknown option {other:?}; supported: profile=max-throughput|low-latency"),
-        };
+        match opt.as_str() {
+            "profile=max-throughput" => o.profile = ExecutionProfile::MaxThroughput,
+            "profile=low-latency" => o.profile = ExecutionProfile::LowLatency,
+            "cc=cubic" => {
+                o.cc = msquic::ffi::QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_CUBIC as u16
+            }
+            "cc=bbr" => {
+                o.cc = msquic::ffi::QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_BBR as u16
+            }
+            other => bail!("unknown option {other:?}; supported: profile=max-throughput|low-latency, cc=cubic|bbr"),
+        }
     }
-    Ok(profile)
+    Ok(o)
 }
 
 fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
@@ -59,11 +71,11 @@ fn run(role: Role) -> Result<()> {
     match role {
         Role::Server { listen, cert, key, io, qlog, opts } => {
             native_only(io, qlog.is_some())?;
-            server(listen, &cert, &key, profile(&opts)?)
+            server(listen, &cert, &key, &options(&opts)?)
         }
         Role::Client { connect, ca, size, io, qlog, opts } => {
             native_only(io, qlog.is_some())?;
-            client(connect, &ca, size, profile(&opts)?)
+            client(connect, &ca, size, &options(&opts)?)
         }
     }
 }
@@ -83,8 +95,8 @@ fn registration(profile: ExecutionProfile) -> Result<Registration> {
     Registration::new(&config).map_err(status("open registration"))
 }
 
-fn settings() -> Settings {
-    Settings::new().set_PeerBidiStreamCount(1).set_IdleTimeoutMs(IDLE_TIMEOUT_MS)
+fn settings(o: &Options) -> Settings {
+    Settings::new().set_PeerBidiStreamCount(1).set_IdleTimeoutMs(IDLE_TIMEOUT_MS).set_CongestionControlAlgorithm(o.cc)
 }
 
 /// How a side's work ended, sent from MsQuic's threads to the main thread.
@@ -93,10 +105,10 @@ enum Outcome {
     Failed(String),
 }
 
-fn server(listen: SocketAddr, cert: &std::path::Path, key: &std::path::Path, profile: ExecutionProfile) -> Result<()> {
-    let registration = registration(profile)?;
+fn server(listen: SocketAddr, cert: &std::path::Path, key: &std::path::Path, o: &Options) -> Result<()> {
+    let registration = registration(o.profile.clone())?;
     let alpn = [BufferRef::from(ALPN)];
-    let config = Configuration::open(&registration, &alpn, Some(&settings())).map_err(status("open configuration"))?;
+    let config = Configuration::open(&registration, &alpn, Some(&settings(o))).map_err(status("open configuration"))?;
     // MsQuic's quictls backend loads PEM files; they are only needed while loading.
     let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
     let credential = Credential::CertificateFile(CertificateFile::new(key_pem.path_str()?, cert_pem.path_str()?));
@@ -227,10 +239,10 @@ enum ClientSignal {
     Failed(String),
 }
 
-fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, profile: ExecutionProfile) -> Result<()> {
-    let registration = registration(profile)?;
+fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, o: &Options) -> Result<()> {
+    let registration = registration(o.profile.clone())?;
     let alpn = [BufferRef::from(ALPN)];
-    let config = Configuration::open(&registration, &alpn, Some(&settings())).map_err(status("open configuration"))?;
+    let config = Configuration::open(&registration, &alpn, Some(&settings(o))).map_err(status("open configuration"))?;
     let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
     // Default validation (no NO_CERTIFICATE_VALIDATION flag) against exactly this trust anchor.
     let credential = CredentialConfig::new_client().set_ca_certificate_file(ca_pem.path_str()?);

@@ -69,9 +69,20 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Res
         match opt.as_str() {
             "gso=on" => drop(transport.enable_segmentation_offload(true)),
             "gso=off" => drop(transport.enable_segmentation_offload(false)),
+            "cc=cubic" => {
+                transport.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()));
+            }
+            "cc=newreno" => {
+                transport.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()));
+            }
+            "cc=bbr" => {
+                transport.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+            }
             // Socket options, applied in `bind`.
             o if o.starts_with("rcvbuf=") || o.starts_with("sndbuf=") => {}
-            other => bail!("unknown option {other:?}; supported: gso=on|off, rcvbuf=BYTES, sndbuf=BYTES"),
+            other => bail!(
+                "unknown option {other:?}; supported: gso=on|off, cc=cubic|newreno|bbr, rcvbuf=BYTES, sndbuf=BYTES"
+            ),
         }
     }
     if let Some(path) = qlog {

@@ -82,6 +82,10 @@ pub struct RunArgs {
     /// sendmmsg/recvmmsg batching on or off, Nesquic I/O (same as --lut-opt mmsg=...).
     #[arg(long, value_parser = ["on", "off"])]
     pub mmsg: Option<String>,
+    /// Congestion control: cubic, newreno, bbr (same as --lut-opt cc=...); a LUT without it
+    /// refuses (msquic has no NewReno).
+    #[arg(long, value_parser = ["cubic", "newreno", "bbr"])]
+    pub cc: Option<String>,
     /// MsQuic's execution profile (same as --lut-opt profile=...); only with --lut msquic.
     #[arg(long, value_name = "PROFILE", value_parser = ["max-throughput", "low-latency"])]
     pub msquic_profile: Option<String>,
@@ -195,7 +199,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
     let mut lut_opts = args.lut_opts.clone();
-    for (key, value) in [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg)] {
+    for (key, value) in [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg), ("cc", &args.cc)] {
         if let Some(v) = value {
             lut_opts.push(format!("{key}={v}"));
         }
