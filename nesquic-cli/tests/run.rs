@@ -246,8 +246,10 @@ fn congestion_control_is_chosen_per_lut_or_refused() {
         ("quiche", "nesquic", "bbr"),
         ("msquic", "native", "bbr"),
     ] {
-        let out =
-            nesquic().args(["run", "--lut", lut, "--io", io, "--cc", cc, "--size", "2MB"]).output().expect("run nesquic");
+        let out = nesquic()
+            .args(["run", "--lut", lut, "--io", io, "--cc", cc, "--size", "2MB"])
+            .output()
+            .expect("run nesquic");
         assert!(out.status.success(), "{lut}/{io} --cc {cc}: {}", stderr(&out));
     }
     let out = nesquic().args(["run", "--lut", "msquic", "--cc", "newreno"]).output().expect("run");
