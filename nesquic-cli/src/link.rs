@@ -103,8 +103,8 @@ fn tc_in(netns: &str, args: &[&str]) -> Result<std::process::Output> {
     Command::new("ip").args(["netns", "exec", netns, "tc"]).args(args).output().context("run `tc` (iproute2)")
 }
 
-/// Whether this kernel has the netem qdisc (probed on a throwaway dummy device? no: on the
-/// server's veth end, which is ours).
+/// Whether this kernel has the netem qdisc: tried on the server's veth end (ours, and about to
+/// get its qdiscs anyway), then removed.
 fn netem_available(host: &Host) -> bool {
     let probe = tc_in(&host.netns, &["qdisc", "add", "dev", &host.iface, "root", "netem", "delay", "0ms"]);
     let ok = probe.is_ok_and(|o| o.status.success());

@@ -125,12 +125,15 @@ pub fn run(
             loop {
                 endpoint.fill_transmits(now, &mut batch)?;
                 let was_full = batch.is_full();
+                let queued = batch.datagrams();
                 if flush(io, &mut batch, now)? {
                     send_blocked = true;
                     stats.send_blocked += 1;
                     break;
                 }
-                if !was_full {
+                // Go on only while a full batch made room: a batch full of datagrams held for
+                // their pacing time must wait for that time, not spin here.
+                if !was_full || batch.datagrams() == queued {
                     break;
                 }
             }

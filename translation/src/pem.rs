@@ -32,11 +32,14 @@ pub fn der_files_to_pem(cert: &Path, key: &Path) -> Result<(TempPem, TempPem), T
     Ok((der_file_to_pem(cert, "CERTIFICATE")?, der_file_to_pem(key, "PRIVATE KEY")?))
 }
 
-/// Writes `<der>.<pid>.pem` holding `der`'s bytes under a `label` armour.
+/// Writes `<der>.<pid>-<n>.pem` holding `der`'s bytes under a `label` armour (unique per call:
+/// a server and a client in one process may convert the same file at once).
 pub fn der_file_to_pem(der: &Path, label: &str) -> Result<TempPem, TranslationError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let bytes = std::fs::read(der).map_err(|source| TranslationError::File { path: der.into(), source })?;
     let mut name = der.as_os_str().to_owned();
-    name.push(format!(".{}.pem", std::process::id()));
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    name.push(format!(".{}-{n}.pem", std::process::id()));
     let path = PathBuf::from(name);
     std::fs::write(&path, encode(label, &bytes))
         .map_err(|source| TranslationError::File { path: path.clone(), source })?;

@@ -106,6 +106,10 @@ impl<A> ConnTable<A> {
 
 /// Writes one connection's datagrams into the batch; stops at a paced datagram.
 fn fill_from(conn: &mut quiche::Connection, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
+    // A datagram already waits for its pacing time: the ones after it are due later still.
+    if batch.next_release().is_some() {
+        return Ok(());
+    }
     while !batch.is_full() {
         let mut paced = false;
         let added = batch.push_with(now, MAX_DATAGRAM, |buf| match conn.send(buf) {
