@@ -17,7 +17,7 @@ command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 ls /usr/lib/llvm-19/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang1-19)
 # The msquic LUT links MsQuic statically, which pulls in libnuma whole.
-ls /usr/lib/*/libnuma.a /usr/lib/libnuma.a >/dev/null 2>&1 || need_apt+=(libnuma-dev)
+compgen -G '/usr/lib/*/libnuma.a' >/dev/null || [ -e /usr/lib/libnuma.a ] || need_apt+=(libnuma-dev)
 
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
