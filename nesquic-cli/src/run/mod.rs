@@ -306,7 +306,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     let out_dir = match &args.out {
         Some(dir) => dir.clone(),
-        None => record::default_out_dir(lut.name()),
+        None => record::default_out_dir(lut.name())?,
     };
     record::prepare_out_dir(&out_dir)?;
     let title = format!("nesquic {} {} bulk {} bytes", lut.name(), lut.version(), args.size);

@@ -137,17 +137,26 @@ pub fn host() -> Value {
     })
 }
 
-/// `./nesquic-runs/<YYYYmmdd-HHMMSS>-<lut>`, with `-2`, `-3`, ... if that exists.
-pub fn default_out_dir(lut: &str) -> PathBuf {
+/// Creates and returns `./nesquic-runs/<YYYYmmdd-HHMMSS>-<lut>`, with `-2`, `-3`, ... if that
+/// exists. Created here, atomically (`create_dir` fails if another run took the name in the same
+/// second), so concurrent runs never share a directory.
+pub fn default_out_dir(lut: &str) -> Result<PathBuf> {
     let stamp = crate::qlog::time_stamp(SystemTime::now());
-    let base = PathBuf::from("nesquic-runs").join(format!("{stamp}-{lut}"));
+    let parent = PathBuf::from("nesquic-runs");
+    std::fs::create_dir_all(&parent).with_context(|| format!("create {}", parent.display()))?;
+    let base = parent.join(format!("{stamp}-{lut}"));
     let mut candidate = base.clone();
     let mut n = 2;
-    while candidate.exists() {
-        candidate = PathBuf::from(format!("{}-{n}", base.display()));
-        n += 1;
+    loop {
+        match std::fs::create_dir(&candidate) {
+            Ok(()) => return Ok(candidate),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                candidate = PathBuf::from(format!("{}-{n}", base.display()));
+                n += 1;
+            }
+            Err(e) => return Err(e).with_context(|| format!("create {}", candidate.display())),
+        }
     }
-    candidate
 }
 
 /// Creates the output directory; refuses one that already holds files (runs are never overwritten).
