@@ -78,7 +78,7 @@ impl Calibration {
     }
 
     /// One line per kind for the terminal.
-    pub fn describe(&self) -> Vec<String> {
+    fn describe(&self) -> Vec<String> {
         self.kinds
             .iter()
             .map(|k| {
@@ -96,6 +96,22 @@ impl Calibration {
     }
 }
 
+/// The calibration a probe plan needs: `None` unless it times some function. Printed on stderr
+/// unless `quiet`.
+pub fn for_plan(plan: &ProbePlan, quiet: bool) -> Result<Option<Calibration>> {
+    if !plan.resolution.functions.iter().any(|f| f.timed) {
+        return Ok(None);
+    }
+    let c = run().context("calibrate the timing probes")?;
+    if !quiet {
+        eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds);
+        for line in c.describe() {
+            eprintln!("  {line}");
+        }
+    }
+    Ok(Some(c))
+}
+
 /// The workload binary next to `nesquic`.
 pub fn workload_binary() -> Result<PathBuf> {
     let dir = crate::run::lut_dir(None)?;
@@ -108,7 +124,7 @@ pub fn workload_binary() -> Result<PathBuf> {
 
 /// The calibration for this process: measured on first use (~1 s), then reused (a matrix runs
 /// many transfers; the machine does not change between them).
-pub fn run() -> Result<Calibration> {
+fn run() -> Result<Calibration> {
     static CACHE: std::sync::Mutex<Option<Calibration>> = std::sync::Mutex::new(None);
     let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = cached.as_ref() {
@@ -218,7 +234,7 @@ fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
 }
 
 fn median(v: &[f64]) -> f64 {
-    crate::run::Spread::of(v.iter().copied()).map_or(0.0, |s| s.median)
+    crate::compare::stats::median(v).unwrap_or(0.0)
 }
 
 fn stddev(v: &[f64]) -> f64 {

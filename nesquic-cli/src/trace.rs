@@ -57,16 +57,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     let interrupted = crate::run::install_signal_flag()?;
     let binary = find_executable(&args.command[0])?;
     let plan = ProbePlan::new(&args.probe, &binary)?;
-    let calibration = if plan.resolution.functions.iter().any(|f| f.timed) {
-        let c = crate::calibrate::run().context("calibrate the timing probes")?;
-        eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds);
-        for line in c.describe() {
-            eprintln!("  {line}");
-        }
-        Some(c)
-    } else {
-        None
-    };
+    let calibration = crate::calibrate::for_plan(&plan, false)?;
     let mut session = plan.open_session()?;
     let (tx, rx) = channel();
     let mut process = LutProcess::spawn_inheriting_output(Role::Process, &binary, &args.command[1..], tx)?;

@@ -5,7 +5,7 @@
 //! are "inconclusive" with too few samples. Exit codes: 0 pass, 1 regression, 2 bad input.
 
 mod input;
-mod stats;
+pub(crate) mod stats;
 
 use std::path::PathBuf;
 

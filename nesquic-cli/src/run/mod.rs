@@ -226,17 +226,8 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     };
     // Timed probes: measure what they add on this machine first, to subtract it (docs/probes.md).
     let calibration = match &plan {
-        Some(p) if p.resolution.functions.iter().any(|f| f.timed) => {
-            let c = crate::calibrate::run().context("calibrate the timing probes")?;
-            if !args.quiet {
-                eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds);
-                for line in c.describe() {
-                    eprintln!("  {line}");
-                }
-            }
-            Some(c)
-        }
-        _ => None,
+        Some(p) => crate::calibrate::for_plan(p, args.quiet)?,
+        None => None,
     };
     let mut session = match &plan {
         Some(p) => Some(p.open_session()?),
