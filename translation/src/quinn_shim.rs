@@ -320,6 +320,35 @@ impl ClientEndpoint for QuinnProto {
     }
 }
 
+/// Feeds what stream `id` has ready to `take` (data, then `(&[], true)` at the fin); returns
+/// whether the fin was seen. A stream already read to its end yields nothing.
+fn read_stream(
+    conn: &mut Connection,
+    id: StreamId,
+    mut take: impl FnMut(&[u8], bool) -> Result<(), crate::app::ProtocolError>,
+) -> Result<bool, TranslationError> {
+    let mut recv = conn.recv_stream(id);
+    let Ok(mut chunks) = recv.read(true) else { return Ok(false) };
+    let mut finished = false;
+    let result = loop {
+        match chunks.next(usize::MAX) {
+            Ok(Some(chunk)) => {
+                if let Err(e) = take(&chunk.bytes, false) {
+                    break Err(e.into());
+                }
+            }
+            Ok(None) => {
+                finished = true;
+                break take(&[], true).map_err(Into::into);
+            }
+            Err(ReadError::Blocked) => break Ok(()),
+            Err(e) => break Err(TranslationError::Stream(e.to_string())),
+        }
+    };
+    let _ = chunks.finalize();
+    result.map(|()| finished)
+}
+
 /// Handles one connection's application events and moves its stream data.
 fn drive_connection(entry: &mut Entry, now: Instant) -> Result<(), TranslationError> {
     while let Some(event) = entry.conn.poll() {
@@ -351,53 +380,14 @@ fn drive_connection(entry: &mut Entry, now: Instant) -> Result<(), TranslationEr
                 debug_assert_eq!(n, request.len(), "a fresh stream takes 8 bytes");
                 send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
             }
-            let mut recv = entry.conn.recv_stream(*id);
-            let mut chunks = match recv.read(true) {
-                Ok(c) => c,
-                Err(_) => return Ok(()), // already finished
-            };
-            let mut verified_all = false;
-            loop {
-                match chunks.next(usize::MAX) {
-                    Ok(Some(chunk)) => stream.on_payload(&chunk.bytes, false)?,
-                    Ok(None) => {
-                        stream.on_payload(&[], true)?;
-                        verified_all = true;
-                        break;
-                    }
-                    Err(ReadError::Blocked) => break,
-                    Err(e) => {
-                        let _ = chunks.finalize();
-                        return Err(TranslationError::Stream(e.to_string()));
-                    }
-                }
-            }
-            let _ = chunks.finalize();
+            let verified_all = read_stream(&mut entry.conn, *id, |data, fin| stream.on_payload(data, fin))?;
             if verified_all {
                 entry.conn.close(now, 0u32.into(), Bytes::from_static(b"done"));
             }
         }
         Role::Server(Some((id, app))) => {
             if !app.has_request() {
-                let mut recv = entry.conn.recv_stream(*id);
-                let read = recv.read(true);
-                if let Ok(mut chunks) = read {
-                    loop {
-                        match chunks.next(usize::MAX) {
-                            Ok(Some(chunk)) => app.on_request(&chunk.bytes, false)?,
-                            Ok(None) => {
-                                app.on_request(&[], true)?;
-                                break;
-                            }
-                            Err(ReadError::Blocked) => break,
-                            Err(e) => {
-                                let _ = chunks.finalize();
-                                return Err(TranslationError::Stream(e.to_string()));
-                            }
-                        }
-                    }
-                    let _ = chunks.finalize();
-                }
+                read_stream(&mut entry.conn, *id, |data, fin| app.on_request(data, fin))?;
             }
             while let Some((data, last)) = app.pending() {
                 let len = data.len();
