@@ -63,6 +63,12 @@ pub struct ClientResult {
     pub transfer_ns: u64,
 }
 
+impl From<nesquic_translation::ClientOutcome> for ClientResult {
+    fn from(o: nesquic_translation::ClientOutcome) -> Self {
+        Self { bytes: o.bytes, handshake_ns: o.handshake.as_nanos() as u64, transfer_ns: o.transfer.as_nanos() as u64 }
+    }
+}
+
 impl LutEvent {
     /// Writes the event as one line on stdout (flushed, so the orchestrator sees it at once).
     pub fn emit(&self) {

@@ -100,12 +100,7 @@ pub fn run<S: Stack>(role: Role) -> Result<()> {
                     .with_context(|| format!("{library} client"))?;
             report_summary(&summary, &impairment);
             if let Some(o) = summary.outcome {
-                LutEvent::Done(ClientResult {
-                    bytes: o.bytes,
-                    handshake_ns: o.handshake.as_nanos() as u64,
-                    transfer_ns: o.transfer.as_nanos() as u64,
-                })
-                .emit();
+                LutEvent::Done(ClientResult::from(o)).emit();
             }
         }
     }

@@ -168,23 +168,26 @@ fn server_connection(tx: Sender<Outcome>) -> impl FnMut(ConnectionRef, Connectio
 /// until its `SendComplete`.
 type SendContext = (Vec<u8>, [BufferRef; 1]);
 
+/// Sends `bytes`, kept alive in a boxed [`SendContext`] that the `SendComplete` handler frees.
+fn send_owned(stream: &Stream, bytes: Vec<u8>, flags: SendFlags) -> Result<(), Status> {
+    let mut ctx: Box<SendContext> = Box::new((bytes, [BufferRef::from(&[][..])]));
+    ctx.1[0] = BufferRef::from(ctx.0.as_slice());
+    let raw = Box::into_raw(ctx);
+    // SAFETY: the buffer lives in the boxed context until SendComplete hands it back.
+    if let Err(e) = unsafe { stream.send(&(*raw).1, flags, raw as *const c_void) } {
+        // SAFETY: MsQuic refused the send, so it will not report it: take the box back.
+        drop(unsafe { Box::from_raw(raw) });
+        return Err(e);
+    }
+    Ok(())
+}
+
 /// Queues payload sends until `SENDS_IN_FLIGHT` are outstanding or the payload is all queued.
 fn send_more(stream: &StreamRef, app: &mut ServerStream, in_flight: &mut usize) -> Result<(), Status> {
     while *in_flight < SENDS_IN_FLIGHT {
         let Some((data, last)) = app.pending() else { break };
-        let bytes = data.to_vec();
-        let len = bytes.len();
-        let mut ctx: Box<SendContext> = Box::new((bytes, [BufferRef::from(&[][..])]));
-        ctx.1[0] = BufferRef::from(ctx.0.as_slice());
-        let flags = if last { SendFlags::FIN } else { SendFlags::NONE };
-        let raw = Box::into_raw(ctx);
-        // SAFETY: the buffer lives in the boxed context until SendComplete hands it back.
-        let sent = unsafe { stream.send(&(*raw).1, flags, raw as *const c_void) };
-        if let Err(e) = sent {
-            // SAFETY: MsQuic refused the send, so it will not report it: take the box back.
-            drop(unsafe { Box::from_raw(raw) });
-            return Err(e);
-        }
+        let len = data.len();
+        send_owned(stream, data.to_vec(), if last { SendFlags::FIN } else { SendFlags::NONE })?;
         app.accepted(len, last);
         *in_flight += 1;
     }
@@ -297,12 +300,7 @@ fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, o: &Options) -> 
     }
     let outcome = state.lock().map_err(|_| anyhow!("client state poisoned"))?.stream.outcome();
     let outcome = outcome.context("payload not verified")?;
-    LutEvent::Done(ClientResult {
-        bytes: outcome.bytes,
-        handshake_ns: outcome.handshake.as_nanos() as u64,
-        transfer_ns: outcome.transfer.as_nanos() as u64,
-    })
-    .emit();
+    LutEvent::Done(ClientResult::from(outcome)).emit();
     Ok(())
 }
 
@@ -324,15 +322,7 @@ fn client_connection_event(
                     client_stream_event(&stream_state, stream, event)
                 })?;
                 stream.start(StreamStartFlags::NONE)?;
-                let mut ctx: Box<SendContext> = Box::new((request.to_vec(), [BufferRef::from(&[][..])]));
-                ctx.1[0] = BufferRef::from(ctx.0.as_slice());
-                let raw = Box::into_raw(ctx);
-                // SAFETY: the request lives in the boxed context until SendComplete.
-                if let Err(e) = unsafe { stream.send(&(*raw).1, SendFlags::FIN, raw as *const c_void) } {
-                    // SAFETY: refused, so never reported back: reclaim it.
-                    drop(unsafe { Box::from_raw(raw) });
-                    return Err(e);
-                }
+                send_owned(&stream, request.to_vec(), SendFlags::FIN)?;
                 // The stream closes itself in its ShutdownComplete handler.
                 std::mem::forget(stream);
             }
