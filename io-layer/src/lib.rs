@@ -15,7 +15,7 @@ mod socket;
 
 pub use config::{IoConfig, IoSwitches};
 pub use counters::{Counters, DirectionCounters};
-pub use socket::{Capabilities, GrantedBuffers, RecvMeta, Transmit, UdpIo};
+pub use socket::{set_socket_buffers, Capabilities, GrantedBuffers, RecvMeta, Transmit, UdpIo};
 
 /// Largest UDP payload the kernel accepts in one GSO send over IPv4 (65535 - 20 - 8).
 pub const MAX_UDP_PAYLOAD: usize = 65_507;

@@ -93,16 +93,7 @@ impl UdpIo {
     pub fn bind(addr: SocketAddr, config: &IoConfig) -> Result<Self, IoError> {
         let socket = UdpSocket::bind(addr).map_err(|source| IoError::Bind { addr, source })?;
         let fd = socket.as_raw_fd();
-        if let Some(size) = config.recv_buffer {
-            set_buffer(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, size, "SO_RCVBUF")?;
-        }
-        if let Some(size) = config.send_buffer {
-            set_buffer(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, size, "SO_SNDBUF")?;
-        }
-        let buffers = GrantedBuffers {
-            recv: get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap_or(0),
-            send: get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap_or(0),
-        };
+        let buffers = set_socket_buffers(&socket, config.recv_buffer, config.send_buffer)?;
         // Detect at run time: the kernel says no with an error if it lacks the option.
         let plain = config.switches.plain;
         let gso = !plain && config.switches.gso && set_int(fd, libc::SOL_UDP, libc::UDP_SEGMENT, 0).is_ok();
@@ -386,6 +377,27 @@ fn datagram_count(len: usize, stride: usize) -> usize {
         return usize::from(len > 0);
     }
     len.div_ceil(stride).max(1)
+}
+
+/// Requests `SO_RCVBUF`/`SO_SNDBUF` sizes (`None` keeps the kernel's) on any socket, the `*FORCE`
+/// options first (root may exceed `net.core.rmem_max`), and returns what the kernel granted.
+/// Also for LUTs that bring their own sockets.
+pub fn set_socket_buffers(
+    socket: &impl AsRawFd,
+    recv: Option<usize>,
+    send: Option<usize>,
+) -> Result<GrantedBuffers, IoError> {
+    let fd = socket.as_raw_fd();
+    if let Some(size) = recv {
+        set_buffer(fd, libc::SO_RCVBUFFORCE, libc::SO_RCVBUF, size, "SO_RCVBUF")?;
+    }
+    if let Some(size) = send {
+        set_buffer(fd, libc::SO_SNDBUFFORCE, libc::SO_SNDBUF, size, "SO_SNDBUF")?;
+    }
+    Ok(GrantedBuffers {
+        recv: get_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF).unwrap_or(0),
+        send: get_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUF).unwrap_or(0),
+    })
 }
 
 fn set_buffer(

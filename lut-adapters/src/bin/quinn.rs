@@ -101,16 +101,14 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Res
 /// quinn-udp and the kernel configured it.
 fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSocket> {
     let socket = std::net::UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
-    for opt in opts {
-        let (key, value) = opt.split_once('=').unwrap_or((opt, ""));
-        let (force, plain) = match key {
-            "rcvbuf" => (libc::SO_RCVBUFFORCE, libc::SO_RCVBUF),
-            "sndbuf" => (libc::SO_SNDBUFFORCE, libc::SO_SNDBUF),
-            _ => continue,
+    let bytes = |key: &str| -> Result<Option<usize>> {
+        let Some(opt) = opts.iter().rev().find(|o| o.split_once('=').is_some_and(|(k, _)| k == key)) else {
+            return Ok(None);
         };
-        let bytes: libc::c_int = value.parse().with_context(|| format!("{opt}: bytes expected"))?;
-        set_buffer(&socket, force, plain, bytes).with_context(|| opt.clone())?;
-    }
+        let value = opt.split_once('=').map_or("", |(_, v)| v);
+        Ok(Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?))
+    };
+    let granted = nesquic_io::set_socket_buffers(&socket, bytes("rcvbuf")?, bytes("sndbuf")?)?;
     // The same probe quinn runs on this socket when it wraps it (sets the same options).
     let state = quinn::udp::UdpSocketState::new((&socket).into()).context("probe UDP socket capabilities")?;
     LutEvent::Io(IoSettings {
@@ -120,55 +118,11 @@ fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSock
         // quinn-udp on Linux: one sendmsg per transmit, recvmmsg for receives.
         send_mmsg: false,
         recv_mmsg: true,
-        recv_buffer: sockopt(&socket, libc::SO_RCVBUF),
-        send_buffer: sockopt(&socket, libc::SO_SNDBUF),
+        recv_buffer: granted.recv as u64,
+        send_buffer: granted.send as u64,
     })
     .emit();
     Ok(socket)
-}
-
-/// Requests a socket buffer size: the *FORCE option first (root may exceed the sysctl maximum),
-/// half the value because the kernel doubles it.
-fn set_buffer(socket: &std::net::UdpSocket, force: libc::c_int, plain: libc::c_int, bytes: libc::c_int) -> Result<()> {
-    use std::os::fd::AsRawFd;
-    let value: libc::c_int = bytes / 2;
-    for option in [force, plain] {
-        // SAFETY: passes a pointer to a live c_int and its size.
-        let r = unsafe {
-            libc::setsockopt(
-                socket.as_raw_fd(),
-                libc::SOL_SOCKET,
-                option,
-                (&value as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            )
-        };
-        if r == 0 {
-            return Ok(());
-        }
-    }
-    Err(std::io::Error::last_os_error().into())
-}
-
-fn sockopt(socket: &std::net::UdpSocket, option: libc::c_int) -> u64 {
-    use std::os::fd::AsRawFd;
-    let mut value: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: reads one int option into a live local of the right size.
-    let r = unsafe {
-        libc::getsockopt(
-            socket.as_raw_fd(),
-            libc::SOL_SOCKET,
-            option,
-            (&mut value as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    if r == 0 {
-        value.max(0) as u64
-    } else {
-        0
-    }
 }
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
