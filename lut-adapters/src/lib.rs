@@ -9,6 +9,8 @@
 
 pub mod exec;
 pub mod lut;
+/// The I/O layer, re-exported for the same reason (adapters apply its socket-buffer requests).
+pub use nesquic_io as io;
 /// The translation layer, re-exported so adapter binaries (also ones built outside this workspace
 /// by `--lut-path`) need no second dependency.
 pub use nesquic_translation as translation;

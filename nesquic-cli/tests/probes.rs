@@ -62,6 +62,12 @@ fn assert_nothing_attached() {
     panic!("probes still loaded: {:?}", our_programs());
 }
 
+/// Calls of every function of one probe category in one role's figures.
+fn calls(role: &Value, category: &str) -> u64 {
+    let functions = role["functions"].as_array().expect("functions");
+    functions.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
+}
+
 fn syscall<'a>(role: &'a Value, name: &str) -> &'a Value {
     role["io"].as_array().expect("io").iter().find(|s| s["syscall"] == name).unwrap_or(&Value::Null)
 }
@@ -138,15 +144,6 @@ fn quinn_with_io_and_crypto_probes() {
     let probes = &report["repetitions"][0]["probes"];
     let roles = probes["roles"].as_array().expect("roles");
     let role = |name: &str| roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"));
-    let calls = |r: &Value, category: &str| -> u64 {
-        r["functions"]
-            .as_array()
-            .expect("functions")
-            .iter()
-            .filter(|f| f["category"] == category)
-            .map(|f| f["calls"].as_u64().expect("calls"))
-            .sum()
-    };
     let sent = |r: &Value, field: &str| -> u64 {
         r["io"]
             .as_array()
@@ -472,13 +469,7 @@ fn quiche_io_layer_counters_match_the_probes_and_crypto_is_seen() {
     let roles = report["repetitions"][0]["probes"]["roles"].as_array().expect("roles");
     for role in roles {
         for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
-            let calls: u64 = role["functions"]
-                .as_array()
-                .expect("functions")
-                .iter()
-                .filter(|f| f["category"] == category)
-                .map(|f| f["calls"].as_u64().expect("calls"))
-                .sum();
+            let calls = calls(role, category);
             assert!(calls > 0, "{}: no {category} calls (BoringSSL targets)", role["role"]);
         }
     }
@@ -510,10 +501,6 @@ fn msquic_transfers_with_its_own_gso_and_probes_see_its_crypto() {
     assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(size), Some(true)));
     let roles = rep["probes"]["roles"].as_array().expect("roles");
     let role = |name: &str| roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name}"));
-    let calls = |r: &Value, category: &str| -> u64 {
-        let fs = r["functions"].as_array().expect("functions");
-        fs.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
-    };
     for name in ["server", "client"] {
         let r = role(name);
         for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {

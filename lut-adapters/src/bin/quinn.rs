@@ -108,7 +108,7 @@ fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSock
         let value = opt.split_once('=').map_or("", |(_, v)| v);
         Ok(Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?))
     };
-    let granted = nesquic_io::set_socket_buffers(&socket, bytes("rcvbuf")?, bytes("sndbuf")?)?;
+    let granted = nesquic_lut_adapters::io::set_socket_buffers(&socket, bytes("rcvbuf")?, bytes("sndbuf")?)?;
     // The same probe quinn runs on this socket when it wraps it (sets the same options).
     let state = quinn::udp::UdpSocketState::new((&socket).into()).context("probe UDP socket capabilities")?;
     LutEvent::Io(IoSettings {
