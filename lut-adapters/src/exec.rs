@@ -85,7 +85,7 @@ impl Lut for ExecLut {
             ("NESQUIC_ROLE", "client".into()),
             ("NESQUIC_CONNECT", spec.connect.to_string().into()),
             ("NESQUIC_CA", spec.certs.cert.clone().into()),
-            ("NESQUIC_SIZE", spec.size.to_string().into()),
+            ("NESQUIC_SIZE", spec.workload.size.to_string().into()),
         ];
         if let Some(q) = spec.qlog {
             vars.push(("NESQUIC_QLOG", q.into()));

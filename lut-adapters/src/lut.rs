@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::tls::CertFiles;
+pub use nesquic_testcases::Workload;
 
 /// Which UDP I/O path a LUT runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -67,6 +68,20 @@ pub enum LutError {
     /// `--lut exec` without its commands.
     #[error("--lut exec needs --server-cmd and --client-cmd (see docs/protocol.md for the NESQUIC_* variables)")]
     ExecWithoutCommands,
+    /// The LUT's executable speaks only the one-connection, one-stream protocol on this path.
+    #[error("LUT '{lut}' with --io {io} runs one connection with one stream; this testcase asks for {connections} connection(s) with {streams} stream(s) each{hint}")]
+    UnsupportedWorkload {
+        /// The LUT.
+        lut: &'static str,
+        /// The I/O path.
+        io: IoMode,
+        /// Connections asked for.
+        connections: u32,
+        /// Streams per connection asked for.
+        streams: u32,
+        /// Where it is supported, if anywhere.
+        hint: String,
+    },
     /// A `--lut-opt` the LUT does not understand on this I/O path.
     #[error("LUT '{lut}' with --io {io} does not understand --lut-opt {option}; it accepts: {known}")]
     BadOption {
@@ -86,6 +101,8 @@ pub enum LutError {
 pub struct ServerSpec<'a> {
     /// Address to bind (port 0 picks one; the server reports it).
     pub listen: SocketAddr,
+    /// What the client will ask for: the server serves `connections` connections, then exits.
+    pub workload: Workload,
     /// Certificate and key.
     pub certs: &'a CertFiles,
     /// I/O path.
@@ -103,8 +120,8 @@ pub struct ClientSpec<'a> {
     pub connect: SocketAddr,
     /// Trust anchor (the server's certificate).
     pub certs: &'a CertFiles,
-    /// Payload bytes to request.
-    pub size: u64,
+    /// Connections, streams and payload bytes per stream to request.
+    pub workload: Workload,
     /// I/O path.
     pub io: IoMode,
     /// Where the library writes its own qlog, if asked (`--lut-qlog`).
@@ -169,6 +186,7 @@ pub trait Lut: Send + Sync {
             "--key".into(),
             spec.certs.key.clone().into(),
         ];
+        push_workload_args(&mut args, &spec.workload, false);
         push_common_args(&mut args, spec.io, spec.qlog, spec.options);
         args
     }
@@ -182,10 +200,37 @@ pub trait Lut: Send + Sync {
             "--ca".into(),
             spec.certs.cert.clone().into(),
             "--size".into(),
-            spec.size.to_string().into(),
+            spec.workload.size.to_string().into(),
         ];
+        push_workload_args(&mut args, &spec.workload, true);
         push_common_args(&mut args, spec.io, spec.qlog, spec.options);
         args
+    }
+
+    /// I/O paths on which the executable runs any [`Workload`] (several connections, several
+    /// streams); on the others it runs only one connection with one stream.
+    fn multi_workload_io(&self) -> &'static [IoMode] {
+        &[]
+    }
+
+    /// Checks that the LUT can run `workload` on `io`.
+    fn check_workload(&self, io: IoMode, workload: &Workload) -> Result<(), LutError> {
+        if workload.is_single() || self.multi_workload_io().contains(&io) {
+            return Ok(());
+        }
+        let hint = match self.multi_workload_io() {
+            [] => String::new(),
+            ios => {
+                format!(" (it does with --io {})", ios.iter().map(ToString::to_string).collect::<Vec<_>>().join("|"))
+            }
+        };
+        Err(LutError::UnsupportedWorkload {
+            lut: self.name(),
+            io,
+            connections: workload.connections,
+            streams: workload.streams,
+            hint,
+        })
     }
 
     /// Settings this LUT accepts with `--lut-opt KEY=VALUE`: (key, allowed values, meaning).
@@ -215,6 +260,19 @@ pub trait Lut: Send + Sync {
             }
         }
         Ok(())
+    }
+}
+
+/// `--connections/--streams` (both roles) and `--parallel` (client), only when they differ from
+/// the single-connection default, so LUTs that run only that shape never see them.
+fn push_workload_args(args: &mut Vec<OsString>, w: &Workload, client: bool) {
+    if w.is_single() {
+        return;
+    }
+    args.extend(["--connections".into(), w.connections.to_string().into()]);
+    args.extend(["--streams".into(), w.streams.to_string().into()]);
+    if client {
+        args.extend(["--parallel".into(), w.parallel.to_string().into()]);
     }
 }
 
@@ -301,6 +359,9 @@ impl Lut for QuinnLut {
     }
     fn io_modes(&self) -> &'static [IoMode] {
         &[IoMode::Native, IoMode::Nesquic, IoMode::Plain]
+    }
+    fn multi_workload_io(&self) -> &'static [IoMode] {
+        &[IoMode::Native]
     }
 }
 
@@ -444,11 +505,17 @@ pub mod args {
     /// Server or client.
     #[derive(Debug, clap::Subcommand)]
     pub enum Role {
-        /// Serve one benchmark connection, then exit.
+        /// Serve benchmark connections, then exit.
         Server {
             /// Address to bind.
             #[arg(long)]
             listen: SocketAddr,
+            /// Connections to serve before exiting.
+            #[arg(long, default_value_t = 1)]
+            connections: u32,
+            /// Streams per connection the client will open (raises the library's limit).
+            #[arg(long, default_value_t = 1)]
+            streams: u32,
             /// DER certificate.
             #[arg(long)]
             cert: PathBuf,
@@ -465,7 +532,7 @@ pub mod args {
             #[arg(long = "opt")]
             opts: Vec<String>,
         },
-        /// Download and verify one payload.
+        /// Download and verify payloads.
         Client {
             /// Server address.
             #[arg(long)]
@@ -473,9 +540,18 @@ pub mod args {
             /// DER certificate to trust.
             #[arg(long)]
             ca: PathBuf,
-            /// Bytes to request.
+            /// Bytes to request per stream.
             #[arg(long)]
             size: u64,
+            /// Connections in total.
+            #[arg(long, default_value_t = 1)]
+            connections: u32,
+            /// Connections open at once.
+            #[arg(long, default_value_t = 1)]
+            parallel: u32,
+            /// Concurrent streams per connection.
+            #[arg(long, default_value_t = 1)]
+            streams: u32,
             /// I/O path.
             #[arg(long, value_enum, default_value_t = IoMode::Native)]
             io: IoMode,
@@ -486,6 +562,21 @@ pub mod args {
             #[arg(long = "opt")]
             opts: Vec<String>,
         },
+    }
+}
+
+impl args::Role {
+    /// The workload a client was asked for; a server's has `size` 0 (it learns sizes from the
+    /// requests).
+    pub fn workload(&self) -> Workload {
+        match *self {
+            args::Role::Server { connections, streams, .. } => {
+                Workload { connections, parallel: connections, streams, size: 0 }
+            }
+            args::Role::Client { connections, parallel, streams, size, .. } => {
+                Workload { connections, parallel, streams, size }
+            }
+        }
     }
 }
 

@@ -52,20 +52,87 @@ pub struct IoSettings {
     pub send_buffer: u64,
 }
 
-/// The client's measurements for one transfer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The client's measurements. With one connection and one stream only the first three fields
+/// are sent; with more (testcases other than `bulk`) every connection is listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientResult {
-    /// Bytes received and verified.
+    /// Bytes received and verified, over all connections and streams.
     pub bytes: u64,
-    /// From starting the connection to the handshake completing, in ns.
+    /// From starting the connection to the handshake completing, in ns (several connections:
+    /// the median).
     pub handshake_ns: u64,
-    /// From sending the request to verifying the last byte, in ns.
+    /// From sending the request to verifying the last byte, in ns (several connections: from
+    /// the first request to the last byte verified on any of them).
     pub transfer_ns: u64,
+    /// From the first connection attempt to the last connection's last byte verified, in ns
+    /// (several connections; 0 when not reported).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub elapsed_ns: u64,
+    /// Each connection, in the order they were started (several connections or streams).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub connections: Vec<ConnectionResult>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// One connection of a multi-connection or multi-stream workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConnectionResult {
+    /// When the connection attempt started, ns after the client's first one.
+    pub start_ns: u64,
+    /// Connect to handshake complete, ns.
+    pub handshake_ns: u64,
+    /// First request sent to last byte verified on this connection, ns.
+    pub transfer_ns: u64,
+    /// Each stream: verified bytes and request-to-last-byte time.
+    pub streams: Vec<StreamResult>,
+}
+
+/// One stream's request and verified response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamResult {
+    /// Bytes verified.
+    pub bytes: u64,
+    /// Request sent to last byte verified, ns.
+    pub transfer_ns: u64,
+}
+
+impl ConnectionResult {
+    /// Bytes verified on all of this connection's streams.
+    pub fn bytes(&self) -> u64 {
+        self.streams.iter().map(|s| s.bytes).sum()
+    }
+}
+
+impl ClientResult {
+    /// The `done` report of a multi-connection/multi-stream client: totals derived from each
+    /// connection's figures (`start_ns` relative to the first connect; `elapsed_ns` measured by
+    /// the client).
+    pub fn from_connections(connections: Vec<ConnectionResult>, elapsed_ns: u64) -> Self {
+        let bytes = connections.iter().map(ConnectionResult::bytes).sum();
+        let mut handshakes: Vec<u64> = connections.iter().map(|c| c.handshake_ns).collect();
+        handshakes.sort_unstable();
+        // Nearest-rank median (the lower middle for an even count), as the percentiles nesquic prints.
+        let handshake_ns = handshakes.get(handshakes.len().saturating_sub(1) / 2).copied().unwrap_or(0);
+        // First request to last byte: each connection's requests go out right after its
+        // handshake, so its transfer window is [start + handshake, start + handshake + transfer].
+        let first = connections.iter().map(|c| c.start_ns + c.handshake_ns).min().unwrap_or(0);
+        let last = connections.iter().map(|c| c.start_ns + c.handshake_ns + c.transfer_ns).max().unwrap_or(0);
+        Self { bytes, handshake_ns, transfer_ns: last.saturating_sub(first), elapsed_ns, connections }
+    }
 }
 
 impl From<nesquic_translation::ClientOutcome> for ClientResult {
     fn from(o: nesquic_translation::ClientOutcome) -> Self {
-        Self { bytes: o.bytes, handshake_ns: o.handshake.as_nanos() as u64, transfer_ns: o.transfer.as_nanos() as u64 }
+        Self {
+            bytes: o.bytes,
+            handshake_ns: o.handshake.as_nanos() as u64,
+            transfer_ns: o.transfer.as_nanos() as u64,
+            elapsed_ns: 0,
+            connections: Vec::new(),
+        }
     }
 }
 

@@ -77,8 +77,16 @@ fn report_io(io: &UdpIo) {
 pub fn run<S: Stack>(role: Role) -> Result<()> {
     let library = S::NAME;
     let impairment = Impairment::from_env()?;
+    let workload = role.workload();
+    if !workload.is_single() {
+        bail!(
+            "{library} over nesquic-io runs one connection with one stream (asked for {} connections, {} streams)",
+            workload.connections,
+            workload.streams
+        );
+    }
     match role {
-        Role::Server { listen, cert, key, io, qlog, opts } => {
+        Role::Server { listen, cert, key, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;
             let options = stack_options::<S>(&rest, qlog)?;
             let socket = nesquic_translation::bind(listen, &config)?;
@@ -88,7 +96,7 @@ pub fn run<S: Stack>(role: Role) -> Result<()> {
                 .with_context(|| format!("{library} server"))?;
             report_summary(&summary, &impairment);
         }
-        Role::Client { connect, ca, size, io, qlog, opts } => {
+        Role::Client { connect, ca, size, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;
             let options = stack_options::<S>(&rest, qlog)?;
             let any = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };

@@ -12,6 +12,7 @@ mod probes;
 mod qlog;
 mod report;
 mod run;
+mod testcase;
 mod trace;
 mod units;
 
@@ -25,6 +26,7 @@ use clap::{Parser, Subcommand};
 ///   nesquic run                          # quinn, 25 MB over loopback
 ///   nesquic run --lut quinn --size 1GiB --repeat 5 --json out.json
 ///   nesquic run --probe io,crypto        # + eBPF: syscalls, bytes, datagrams, crypto calls (root)
+///   nesquic run --testcase multi-conn --link veth --rate 1gbit   # scenarios: `nesquic testcases`
 ///   nesquic probes --lut quinn           # what --probe crypto attaches to, without running
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
@@ -44,6 +46,8 @@ enum Command {
     Run(Box<run::RunArgs>),
     /// List the libraries under test this build knows, with versions and I/O paths.
     Luts,
+    /// List the scenarios `nesquic run --testcase NAME` runs.
+    Testcases,
     /// Show what a probe list resolves to in a LUT (functions, addresses, objects) and which
     /// patterns matched nothing, without running a transfer.
     Probes(ProbesArgs),
@@ -84,6 +88,10 @@ fn main() -> ExitCode {
         Command::Run(args) => run::execute(&args).map(|_| ()),
         Command::Luts => {
             list_luts();
+            Ok(())
+        }
+        Command::Testcases => {
+            testcase::list();
             Ok(())
         }
         Command::Probes(args) => list_probes(&args),

@@ -40,9 +40,13 @@ pub struct MatrixArgs {
     /// With --link veth: loss percent for every run (`nesquic run --loss`).
     #[arg(long)]
     pub loss: Option<f64>,
-    /// Payload per transfer: 25MB, 1GiB, ...
-    #[arg(long, default_value = "25MB", value_parser = units::parse_size)]
-    pub size: u64,
+    /// Testcases, comma-separated (`nesquic testcases`): a dimension. A testcase a LUT cannot
+    /// run on an I/O path is listed as skipped.
+    #[arg(long, default_value = "bulk", value_delimiter = ',')]
+    pub testcase: Vec<String>,
+    /// Payload per stream for every testcase (default: each testcase's own).
+    #[arg(long, value_parser = units::parse_size)]
+    pub size: Option<u64>,
     /// Rounds: every combination runs once per round, in rotating order.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
@@ -70,11 +74,12 @@ struct Combination {
     io: IoMode,
     options: Vec<String>,
     rcvbuf: Option<String>,
+    testcase: String,
 }
 
 impl Combination {
     fn label(&self) -> String {
-        let mut s = format!("{} --io {}", self.lut, self.io);
+        let mut s = format!("{} --io {} --testcase {}", self.lut, self.io, self.testcase);
         if !self.options.is_empty() {
             s.push_str(&format!(" {}", self.options.join(" ")));
         }
@@ -93,6 +98,7 @@ struct Row {
     io: IoMode,
     options: Vec<String>,
     rcvbuf: Option<String>,
+    testcase: crate::testcase::TestcaseInfo,
     rounds: usize,
     summary: Summary,
     /// Send+recv syscalls per MB of payload, per side (median over rounds).
@@ -143,13 +149,16 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
                 c.lut.clone(),
                 "--io".into(),
                 c.io.to_string(),
-                "--size".into(),
-                args.size.to_string(),
+                "--testcase".into(),
+                c.testcase.clone(),
                 "--timeout".into(),
                 args.timeout.clone(),
                 "--out".into(),
                 dir.display().to_string(),
             ];
+            if let Some(size) = args.size {
+                argv.extend(["--size".into(), size.to_string()]);
+            }
             for o in &c.options {
                 argv.extend(["--lut-opt".into(), o.clone()]);
             }
@@ -179,7 +188,7 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
         .iter()
         .zip(reports)
         .zip(dirs)
-        .map(|((c, reports), dirs)| row(c, reports, dirs, args.size))
+        .map(|((c, reports), dirs)| row(c, reports, dirs))
         .collect::<Result<_>>()?;
     print_table(&rows, args, &skipped);
     if let Some(path) = &args.json {
@@ -199,6 +208,16 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
     } else {
         args.lut_opts.iter().map(|s| s.split('+').map(str::to_string).collect()).collect()
     };
+    // Resolved up front, so an unknown name fails before anything runs.
+    let testcases: Vec<(String, nesquic_testcases::Workload)> = args
+        .testcase
+        .iter()
+        .map(|name| {
+            let scenario =
+                crate::testcase::TestcaseArgs { testcase: Some(name.clone()), size: args.size, ..Default::default() };
+            Ok((name.clone(), scenario.resolve()?.workload))
+        })
+        .collect::<Result<_>>()?;
     for name in &args.lut {
         let lut = nesquic_lut_adapters::find_lut(name)?;
         let ios: Vec<IoMode> = if args.io.is_empty() {
@@ -229,7 +248,19 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
                         skipped.push(format!("{} --io {io} cannot set --rcvbuf", lut.name()));
                         continue;
                     }
-                    out.push(Combination { lut: lut.name().to_string(), io, options: options.clone(), rcvbuf });
+                    for (name, workload) in &testcases {
+                        if let Err(e) = lut.check_workload(io, workload) {
+                            skipped.push(format!("testcase {name}: {e}"));
+                            continue;
+                        }
+                        out.push(Combination {
+                            lut: lut.name().to_string(),
+                            io,
+                            options: options.clone(),
+                            rcvbuf: rcvbuf.clone(),
+                            testcase: name.clone(),
+                        });
+                    }
                 }
             }
         }
@@ -237,8 +268,10 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
     Ok((out, skipped))
 }
 
-fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>, size: u64) -> Result<Row> {
+fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) -> Result<Row> {
     let version = reports.first().map(|r| r.lut.version.clone()).unwrap_or_default();
+    let testcase = reports.first().map(|r| r.testcase.clone()).context("no runs")?;
+    let size = testcase.workload.total_bytes();
     let reps: Vec<RepetitionFigures> = reports.into_iter().flat_map(|r| r.repetitions).collect();
     let summary = Summary::of(&reps).context("no repetitions")?;
     let mb = size as f64 / 1e6;
@@ -252,6 +285,7 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>, si
         io: c.io,
         options: c.options.clone(),
         rcvbuf: c.rcvbuf.clone(),
+        testcase,
         rounds: reps.len(),
         summary,
         server_syscalls_per_mb: median(&|(s, _, _)| Some((s.send_calls + s.recv_calls) as f64 / mb)),
@@ -328,14 +362,23 @@ fn side_io(rep: &RepetitionFigures) -> Option<RepIo> {
     Some((layer(run::process::Role::Server)?, layer(run::process::Role::Client)?, "io-layer"))
 }
 
+/// `multi-conn 4x1x10000000`.
+fn testcase_cell(t: &crate::testcase::TestcaseInfo) -> String {
+    let w = &t.workload;
+    format!("{} {}x{}x{}", t.name, w.connections, w.streams, w.size)
+}
+
 fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
     let header = [
         "LUT",
         "io",
+        "testcase",
         "options",
         "n",
         "goodput Mbit/s (min-max)",
+        "handshake ms",
+        "conn/s",
         "server CPU s",
         "client CPU s",
         "server syscalls/MB",
@@ -353,6 +396,7 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
             vec![
                 format!("{} {}", r.lut, r.version),
                 r.io.to_string(),
+                testcase_cell(&r.testcase),
                 {
                     let mut o = r.options.clone();
                     o.extend(r.rcvbuf.iter().map(|b| format!("rcvbuf {b}")));
@@ -364,6 +408,8 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
                 },
                 r.rounds.to_string(),
                 format!("{:.0} ({:.0}-{:.0})", g.median, g.min, g.max),
+                format!("{:.2}", r.summary.handshake_ms.median),
+                opt(r.summary.workload.as_ref().map(|w| w.handshakes_per_s.median), 1),
                 format!("{:.3}", r.summary.server_cpu_s.median),
                 format!("{:.3}", r.summary.client_cpu_s.median),
                 opt(r.server_syscalls_per_mb, 1),
@@ -377,7 +423,7 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
         })
         .collect();
     println!();
-    println!("{} bytes per transfer, {} round(s), medians over rounds", args.size, args.repeat);
+    println!("{} round(s), medians over rounds; testcase: name connections x streams x bytes per stream", args.repeat);
     if args.markdown {
         println!("| {} |", header.join(" | "));
         println!("|{}|", header.iter().map(|_| "---").collect::<Vec<_>>().join("|"));

@@ -78,3 +78,41 @@ fn unknown_lut_and_io_are_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--io fast"));
 }
+
+#[test]
+fn testcases_are_a_dimension_and_what_a_lut_cannot_run_is_skipped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("matrix.json");
+    let out = nesquic()
+        .args(["matrix", "--lut", "quinn,quiche", "--testcase", "bulk,multi-stream", "--size", "1MB", "--repeat", "1"])
+        .arg("--out")
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let cells: Vec<(String, String, u64)> = rows
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|r| {
+            let t = &r["testcase"];
+            (
+                r["lut"].as_str().expect("lut").into(),
+                t["name"].as_str().expect("name").into(),
+                r["summary"]["repetitions"].as_u64().expect("n"),
+            )
+        })
+        .collect();
+    let expected = [("quinn", "bulk"), ("quinn", "multi-stream"), ("quiche", "bulk")];
+    assert_eq!(cells, expected.map(|(l, t)| (l.to_string(), t.to_string(), 1)).to_vec());
+    let multi = &rows[1];
+    assert_eq!(multi["testcase"]["workload"]["streams"], 8);
+    assert!(multi["summary"]["workload"]["stream_fairness"]["median"].as_f64().expect("fairness") > 0.125);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("skipped: testcase multi-stream: LUT 'quiche'"), "{stdout}");
+    let out = nesquic().args(["matrix", "--testcase", "bulk,nope"]).output().expect("run nesquic");
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("unknown testcase 'nope'"));
+}

@@ -68,12 +68,20 @@ fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
 }
 
 fn run(role: Role) -> Result<()> {
+    let workload = role.workload();
+    if !workload.is_single() {
+        bail!(
+            "msquic runs one connection with one stream (asked for {} connections, {} streams)",
+            workload.connections,
+            workload.streams
+        );
+    }
     match role {
-        Role::Server { listen, cert, key, io, qlog, opts } => {
+        Role::Server { listen, cert, key, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;
             server(listen, &cert, &key, &options(&opts)?)
         }
-        Role::Client { connect, ca, size, io, qlog, opts } => {
+        Role::Client { connect, ca, size, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;
             client(connect, &ca, size, &options(&opts)?)
         }

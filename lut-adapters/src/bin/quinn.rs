@@ -1,14 +1,16 @@
 //! `nesquic-lut-quinn`: quinn 0.11 (rustls + ring, quinn-udp I/O) speaking the benchmark protocol.
 //! Started by `nesquic run`; see docs/protocol.md.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_adapters::lut::args::{LutCli, Role};
+use nesquic_lut_adapters::lut::Workload;
 use nesquic_lut_adapters::protocol::{self, Verifier, ALPN, REQUEST_LEN, SERVER_NAME};
-use nesquic_lut_adapters::report::{ClientResult, IoSettings, LutEvent};
+use nesquic_lut_adapters::report::{ClientResult, ConnectionResult, IoSettings, LutEvent, StreamResult};
 use nesquic_lut_adapters::{tls, IoMode};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
@@ -44,14 +46,14 @@ fn main() {
     };
     let result = runtime.block_on(async {
         match cli.role {
-            Role::Server { listen, cert, key, io: _, qlog, opts } => {
-                let socket = bind(listen, &opts)?;
-                server(socket, &cert, &key, transport(qlog.as_deref(), "server", &opts)?).await
+            Role::Server { listen, ref cert, ref key, ref qlog, ref opts, .. } => {
+                let socket = bind(listen, opts)?;
+                server(socket, cert, key, transport(qlog.as_deref(), "server", opts)?, cli.role.workload()).await
             }
-            Role::Client { connect, ca, size, io: _, qlog, opts } => {
+            Role::Client { connect, ref ca, ref qlog, ref opts, .. } => {
                 let any: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
-                let socket = bind(any, &opts)?;
-                client(socket, connect, &ca, size, transport(qlog.as_deref(), "client", &opts)?).await
+                let socket = bind(any, opts)?;
+                client(socket, connect, ca, cli.role.workload(), transport(qlog.as_deref(), "client", opts)?).await
             }
         }
     });
@@ -63,7 +65,7 @@ fn main() {
 
 /// quinn's default transport, plus its own qlog when asked (reported to nesquic with the wall
 /// clock of the qlog's time zero).
-fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Result<Arc<quinn::TransportConfig>> {
+fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Result<quinn::TransportConfig> {
     let mut transport = quinn::TransportConfig::default();
     for opt in opts {
         match opt.as_str() {
@@ -94,7 +96,7 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Res
         let start_unix_ns = wall.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         LutEvent::Qlog { path: path.to_path_buf(), start_unix_ns }.emit();
     }
-    Ok(Arc::new(transport))
+    Ok(transport)
 }
 
 /// Binds the UDP socket quinn will use, applies `rcvbuf=`/`sndbuf=` options, and reports how
@@ -133,7 +135,8 @@ async fn server(
     socket: std::net::UdpSocket,
     cert: &std::path::Path,
     key: &std::path::Path,
-    transport: Arc<quinn::TransportConfig>,
+    mut transport: quinn::TransportConfig,
+    workload: Workload,
 ) -> Result<()> {
     let cert = CertificateDer::from(tls::read(cert)?);
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(tls::read(key)?));
@@ -143,39 +146,84 @@ async fn server(
         .with_single_cert(vec![cert], key)
         .context("server certificate")?;
     crypto.alpn_protocols = vec![ALPN.to_vec()];
+    // quinn allows 100 concurrent streams by default; a multi-stream testcase may want more.
+    if workload.streams > 100 {
+        transport.max_concurrent_bidi_streams(workload.streams.into());
+    }
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
-    config.transport_config(transport);
+    config.transport_config(Arc::new(transport));
     let runtime = Arc::new(quinn::TokioRuntime);
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), socket, runtime)?;
     LutEvent::Listening { addr: endpoint.local_addr()? }.emit();
 
-    let abort_after: Option<u64> = std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok());
-    let corrupt_at: Option<u64> = std::env::var(CORRUPT_ENV).ok().and_then(|v| v.parse().ok());
-    let incoming = endpoint.accept().await.context("endpoint closed before a connection arrived")?;
+    let faults = Faults {
+        abort_after: std::env::var(FAULT_ENV).ok().and_then(|v| v.parse().ok()),
+        corrupt_at: std::env::var(CORRUPT_ENV).ok().and_then(|v| v.parse().ok()),
+    };
+    let mut connections = tokio::task::JoinSet::new();
+    for index in 0..workload.connections {
+        let incoming = endpoint.accept().await.context("endpoint closed before every connection arrived")?;
+        connections.spawn(async move {
+            serve_connection(incoming, faults).await.with_context(|| format!("connection {index}"))
+        });
+        // A failed connection ends the run now, not after the rest were accepted.
+        while let Some(done) = connections.try_join_next() {
+            done??;
+        }
+    }
+    while let Some(done) = connections.join_next().await {
+        done??;
+    }
+    endpoint.wait_idle().await;
+    Ok(())
+}
+
+/// Test hooks (see FAULT_ENV, CORRUPT_ENV), applied to every stream.
+#[derive(Debug, Clone, Copy)]
+struct Faults {
+    abort_after: Option<u64>,
+    corrupt_at: Option<u64>,
+}
+
+/// Serves every stream the client opens until it closes the connection (code 0 = done).
+async fn serve_connection(incoming: quinn::Incoming, faults: Faults) -> Result<()> {
     let conn = incoming.await.context("handshake")?;
-    let (mut send, mut recv) = conn.accept_bi().await.context("accept stream")?;
+    let mut streams = tokio::task::JoinSet::new();
+    loop {
+        match conn.accept_bi().await {
+            Ok((send, recv)) => drop(streams.spawn(serve_stream(send, recv, faults))),
+            Err(quinn::ConnectionError::ApplicationClosed(close)) if close.error_code == 0u32.into() => break,
+            Err(e) => return Err(e).context("accept stream"),
+        }
+    }
+    while let Some(done) = streams.join_next().await {
+        done??;
+    }
+    Ok(())
+}
+
+async fn serve_stream(mut send: quinn::SendStream, mut recv: quinn::RecvStream, faults: Faults) -> Result<()> {
     let request = recv.read_to_end(REQUEST_LEN).await.context("read request")?;
     let size = protocol::decode_request(&request).context("request is not 8 bytes")?;
-
     let mut buf = vec![0u8; CHUNK];
     let mut offset = 0u64;
     while offset < size {
         let n = (size - offset).min(CHUNK as u64) as usize;
         protocol::fill_pattern(offset, &mut buf[..n]);
-        if let Some(at) = corrupt_at.filter(|at| (offset..offset + n as u64).contains(at)) {
+        if let Some(at) = faults.corrupt_at.filter(|at| (offset..offset + n as u64).contains(at)) {
             buf[(at - offset) as usize] ^= 0xff;
         }
         send.write_all(&buf[..n]).await.context("write payload")?;
         offset += n as u64;
-        if abort_after.is_some_and(|limit| offset >= limit) {
+        if faults.abort_after.is_some_and(|limit| offset >= limit) {
             eprintln!("nesquic-lut-quinn: {FAULT_ENV} reached, aborting");
             std::process::abort();
         }
     }
     send.finish().context("finish stream")?;
-    // The client closes the connection once it has verified everything.
-    conn.closed().await;
-    endpoint.wait_idle().await;
+    // The client closes the connection once it has verified everything; until then the
+    // stream's data must stay deliverable.
+    let _ = send.stopped().await;
     Ok(())
 }
 
@@ -183,8 +231,8 @@ async fn client(
     socket: std::net::UdpSocket,
     connect: std::net::SocketAddr,
     ca: &std::path::Path,
-    size: u64,
-    transport: Arc<quinn::TransportConfig>,
+    workload: Workload,
+    transport: quinn::TransportConfig,
 ) -> Result<()> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(tls::read(ca)?)).context("trust anchor")?;
@@ -194,35 +242,111 @@ async fn client(
         .with_no_client_auth();
     crypto.alpn_protocols = vec![ALPN.to_vec()];
     let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
-    config.transport_config(transport);
+    config.transport_config(Arc::new(transport));
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))?;
 
+    let verified = Arc::new(AtomicU64::new(0));
+    let reporter = tokio::spawn({
+        let verified = verified.clone();
+        async move {
+            let mut tick = tokio::time::interval(PROGRESS_EVERY);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                LutEvent::Progress { bytes: verified.load(Ordering::Relaxed) }.emit();
+            }
+        }
+    });
+    let first = Instant::now();
+    let slots = Arc::new(tokio::sync::Semaphore::new(workload.parallel as usize));
+    let mut running = tokio::task::JoinSet::new();
+    let mut results = Vec::with_capacity(workload.connections as usize);
+    for index in 0..workload.connections {
+        // Invariant: the semaphore is never closed.
+        let slot = slots.clone().acquire_owned().await.context("connection slots")?;
+        let (endpoint, config, verified) = (endpoint.clone(), config.clone(), verified.clone());
+        running.spawn(async move {
+            let result = one_connection(&endpoint, config, connect, workload, first, &verified).await;
+            drop(slot);
+            result.map(|r| (index, r)).with_context(|| format!("connection {index}"))
+        });
+        while let Some(done) = running.try_join_next() {
+            results.push(done??);
+        }
+    }
+    while let Some(done) = running.join_next().await {
+        results.push(done??);
+    }
+    let elapsed = first.elapsed();
+    reporter.abort();
+    endpoint.wait_idle().await;
+    results.sort_by_key(|(index, _)| *index);
+    let connections: Vec<ConnectionResult> = results.into_iter().map(|(_, r)| r).collect();
+    let done = if workload.is_single() {
+        // The protocol's original one-connection report. Invariant: exactly one connection ran
+        // and succeeded (a failure returned above).
+        let c = &connections[0];
+        ClientResult {
+            bytes: c.bytes(),
+            handshake_ns: c.handshake_ns,
+            transfer_ns: c.transfer_ns,
+            elapsed_ns: 0,
+            connections: Vec::new(),
+        }
+    } else {
+        ClientResult::from_connections(connections, elapsed.as_nanos() as u64)
+    };
+    LutEvent::Done(done).emit();
+    Ok(())
+}
+
+/// One connection: handshake, `workload.streams` concurrent requests, each payload verified,
+/// then a close with code 0.
+async fn one_connection(
+    endpoint: &quinn::Endpoint,
+    config: quinn::ClientConfig,
+    connect: std::net::SocketAddr,
+    workload: Workload,
+    first: Instant,
+    verified: &Arc<AtomicU64>,
+) -> Result<ConnectionResult> {
     let start = Instant::now();
     let conn = endpoint.connect_with(config, connect, SERVER_NAME)?.await.context("handshake")?;
     let handshake = start.elapsed();
+    let requests_start = Instant::now();
+    let mut streams = tokio::task::JoinSet::new();
+    for index in 0..workload.streams {
+        let (conn, verified) = (conn.clone(), verified.clone());
+        streams.spawn(async move {
+            let result = one_stream(&conn, workload.size, &verified).await;
+            result.map(|r| (index, r)).with_context(|| format!("stream {index}"))
+        });
+    }
+    let mut results = Vec::with_capacity(workload.streams as usize);
+    while let Some(done) = streams.join_next().await {
+        results.push(done??);
+    }
+    let transfer = requests_start.elapsed();
+    conn.close(0u32.into(), b"done");
+    results.sort_by_key(|(index, _)| *index);
+    Ok(ConnectionResult {
+        start_ns: start.duration_since(first).as_nanos() as u64,
+        handshake_ns: handshake.as_nanos() as u64,
+        transfer_ns: transfer.as_nanos() as u64,
+        streams: results.into_iter().map(|(_, r)| r).collect(),
+    })
+}
 
+async fn one_stream(conn: &quinn::Connection, size: u64, verified: &AtomicU64) -> Result<StreamResult> {
     let (mut send, mut recv) = conn.open_bi().await?;
     let request_sent = Instant::now();
     send.write_all(&protocol::encode_request(size)).await?;
     send.finish()?;
     let mut verifier = Verifier::default();
-    let mut last_progress = Instant::now();
     while let Some(chunk) = recv.read_chunk(usize::MAX, true).await.context("read payload")? {
         verifier.update(&chunk.bytes)?;
-        if last_progress.elapsed() >= PROGRESS_EVERY {
-            LutEvent::Progress { bytes: verifier.received() }.emit();
-            last_progress = Instant::now();
-        }
+        verified.fetch_add(chunk.bytes.len() as u64, Ordering::Relaxed);
     }
     verifier.finish(size)?;
-    let transfer = request_sent.elapsed();
-    conn.close(0u32.into(), b"done");
-    endpoint.wait_idle().await;
-    LutEvent::Done(ClientResult {
-        bytes: verifier.received(),
-        handshake_ns: handshake.as_nanos() as u64,
-        transfer_ns: transfer.as_nanos() as u64,
-    })
-    .emit();
-    Ok(())
+    Ok(StreamResult { bytes: verifier.received(), transfer_ns: request_sent.elapsed().as_nanos() as u64 })
 }

@@ -40,9 +40,9 @@ pub struct RunArgs {
     /// With --lut exec: the client command. It gets NESQUIC_CONNECT, NESQUIC_CA, NESQUIC_SIZE.
     #[arg(long, value_name = "CMD", requires = "server_cmd")]
     pub client_cmd: Option<String>,
-    /// Payload the client downloads: 25MB (10^6), 1GiB (2^30), 4096, ...
-    #[arg(long, default_value = "25MB", value_parser = units::parse_size)]
-    pub size: u64,
+    /// The scenario and its sizes.
+    #[command(flatten)]
+    pub scenario: crate::testcase::TestcaseArgs,
     /// Repetitions; figures are reported per repetition and as median/min/max.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
@@ -152,10 +152,10 @@ pub struct RunReport {
     /// The LUT.
     pub lut: LutInfo,
     /// The scenario.
-    pub testcase: &'static str,
+    pub testcase: crate::testcase::TestcaseInfo,
     /// LUT-specific settings used (`--lut-opt`).
     pub lut_options: Vec<String>,
-    /// Payload bytes per repetition.
+    /// Payload bytes per repetition (all connections and streams).
     pub size_bytes: u64,
     /// One entry per repetition.
     pub repetitions: Vec<RepetitionFigures>,
@@ -198,6 +198,9 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     let io = args.io.unwrap_or(lut.io_modes()[0]);
     lut.check_io(io)?;
+    let testcase = args.scenario.resolve()?;
+    let workload = testcase.workload;
+    lut.check_workload(io, &workload).with_context(|| format!("testcase {}", testcase.name))?;
     let mut lut_opts = args.lut_opts.clone();
     for (key, value) in [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg), ("cc", &args.cc)] {
         if let Some(v) = value {
@@ -268,7 +271,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         lut: lut.as_ref(),
         binary: &launcher,
         io,
-        size: args.size,
+        workload,
         certs: &certs,
         timeout: args.timeout,
         interrupted: &interrupted,
@@ -287,11 +290,12 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
 
     if !args.quiet {
         eprintln!(
-            "nesquic: {} {} ({}), io {io}, {} bytes x {} repetition(s)",
+            "nesquic: {} {} ({}), io {io}, testcase {}: {} x {} repetition(s)",
             lut.name(),
             lut.version(),
             lut.crypto_backend(),
-            args.size,
+            testcase.name,
+            describe_workload(&workload),
             args.repeat
         );
     }
@@ -300,9 +304,9 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         None => record::default_out_dir(lut.name())?,
     };
     record::prepare_out_dir(&out_dir)?;
-    let title = format!("nesquic {} {} bulk {} bytes", lut.name(), lut.version(), args.size);
+    let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), testcase.name, describe_workload(&workload));
     let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
-    let mut started = run_started(args, lut.as_ref(), &binary, io, session.as_ref());
+    let mut started = run_started(args, &testcase, lut.as_ref(), &binary, io, session.as_ref());
     started["lut"]["source"] = lut_source.clone().unwrap_or(serde_json::Value::Null);
     if let Some(t) = &topology {
         let data = json!({"link": "veth", "server": t.server, "client": t.client, "mechanisms": t.applied.mechanisms});
@@ -356,9 +360,9 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             binary,
             source: lut_source,
         },
-        testcase: "bulk",
+        testcase: crate::testcase::TestcaseInfo::from(&testcase),
         lut_options: args.lut_opts.clone(),
-        size_bytes: args.size,
+        size_bytes: workload.total_bytes(),
         repetitions: reps,
         summary,
         calibration: calibration.clone(),
@@ -410,6 +414,14 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
     }
     Ok(Some(report))
+}
+
+/// "4 connections (4 at once) x 1 stream x 10000000 bytes" or, for bulk, "25000000 bytes".
+pub(crate) fn describe_workload(w: &nesquic_testcases::Workload) -> String {
+    if w.is_single() {
+        return format!("{} bytes", w.size);
+    }
+    format!("{} connection(s) ({} at once) x {} stream(s) x {} bytes", w.connections, w.parallel, w.streams, w.size)
 }
 
 /// Bytes for `--rcvbuf/--sndbuf`: a size (`4MB`) or a multiple of the kernel's default
@@ -503,7 +515,9 @@ pub(crate) fn measure(
         session.reset()?;
         session.reset_profile()?;
     }
-    let mut figures = RepetitionFigures::from(&outcome?);
+    let outcome = outcome?;
+    let mut figures = RepetitionFigures::from(&outcome);
+    figures.workload = crate::testcase::WorkloadFigures::of(&outcome.client_result, &spec.workload)?;
     figures.probes = probes;
     figures.profile = profile;
     figures.io_settings = io_settings;
@@ -605,6 +619,7 @@ impl ProcessObserver for RunObserver<'_> {
 /// The `nesquic:run_started` data (the role is added per trace).
 fn run_started(
     args: &RunArgs,
+    testcase: &nesquic_testcases::Testcase,
     lut: &dyn nesquic_lut_adapters::Lut,
     binary: &std::path::Path,
     io: IoMode,
@@ -621,7 +636,14 @@ fn run_started(
     json!({
         "lut": {"name": lut.name(), "version": lut.version(), "crypto_backend": lut.crypto_backend(), "binary": binary},
         "lut_options": args.lut_opts,
-        "testcase": {"name": "bulk", "size_bytes": args.size, "repetitions": args.repeat, "timeout_s": args.timeout.as_secs_f64()},
+        "testcase": {
+            "name": testcase.name,
+            "origin": testcase.origin,
+            "workload": testcase.workload,
+            "size_bytes": testcase.workload.total_bytes(),
+            "repetitions": args.repeat,
+            "timeout_s": args.timeout.as_secs_f64(),
+        },
         "io": {"mode": io, "stack": io_stack(io)},
         "probes": {
             "requested": args.probe,
@@ -664,12 +686,15 @@ fn run_summary_event(report: &RunReport, role: Role, merged: Option<&nesquic_ebp
         "goodput_mbps": s.goodput_mbps,
         "transfer_s": s.transfer_s,
         "handshake_ms": s.handshake_ms,
+        "testcase": report.testcase,
+        "workload": s.workload,
         "cpu_s": cpu_s,
         "cpu_pct": cpu_pct,
         "per_repetition": report.repetitions.iter().map(|r| json!({
             "goodput_mbps": r.goodput_mbps,
             "transfer_s": r.transfer_s,
             "handshake_ms": r.handshake_ms,
+            "workload": r.workload,
             "cpu_s": if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s },
         })).collect::<Vec<_>>(),
         "probes": probes,
@@ -712,6 +737,14 @@ pub(crate) fn install_signal_flag() -> Result<Arc<AtomicBool>> {
 }
 
 fn repetition_line(label: &str, r: &RepetitionFigures) -> String {
+    let mut line = repetition_figures(label, r);
+    for extra in r.workload.iter().flat_map(|w| w.describe()) {
+        line.push_str(&format!("\n  {extra}"));
+    }
+    line
+}
+
+fn repetition_figures(label: &str, r: &RepetitionFigures) -> String {
     format!(
         "{label}: goodput {:.1} Mbit/s, transfer {:.3} s, handshake {:.2} ms, server CPU {:.3} s ({:.0}%), client CPU {:.3} s ({:.0}%)",
         r.goodput_mbps,
@@ -728,8 +761,12 @@ fn print_summary(report: &RunReport) {
     let s = &report.summary;
     println!();
     println!(
-        "{} {} — {} repetition(s) of {} bytes, payload verified",
-        report.lut.name, report.lut.version, s.repetitions, report.size_bytes
+        "{} {} — testcase {}: {} repetition(s) of {}, payload verified",
+        report.lut.name,
+        report.lut.version,
+        report.testcase.name,
+        s.repetitions,
+        describe_workload(&report.testcase.workload)
     );
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
     let row = |name: &str, sp: &Spread, digits: usize| {
@@ -742,6 +779,20 @@ fn print_summary(report: &RunReport) {
     row("server CPU (%)", &s.server_cpu_pct, 1);
     row("client CPU (s)", &s.client_cpu_s, 3);
     row("client CPU (%)", &s.client_cpu_pct, 1);
+    if let Some(w) = &s.workload {
+        if report.testcase.workload.connections > 1 {
+            row("connections/s", &w.handshakes_per_s, 1);
+            row("handshake p50 (ms)", &w.handshake_p50_ms, 2);
+            row("handshake p99 (ms)", &w.handshake_p99_ms, 2);
+            row("slowest conn (Mbit/s)", &w.connection_goodput_min_mbps, 1);
+        }
+        if let Some(f) = &w.connection_fairness {
+            row("conn fairness (Jain)", f, 3);
+        }
+        if let Some(f) = &w.stream_fairness {
+            row("stream fairness (Jain)", f, 3);
+        }
+    }
     println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
     if let Some(first) = report.repetitions.first() {
         for (role, io) in &first.io_settings {

@@ -64,7 +64,7 @@ pub fn execute(base: &RepetitionSpec<'_>, list: &str, rounds: u32, json: Option<
             results[i].push(figures);
         }
     }
-    let size = base.size;
+    let size = base.workload.total_bytes();
     let per_gb = |r: &RepetitionFigures| cpu_s(r) / (size as f64 / 1e9);
     let baseline_goodput = Spread::of(results[0].iter().map(|r| r.goodput_mbps)).context("no baseline runs")?.median;
     let baseline_cpu = Spread::of(results[0].iter().map(per_gb)).context("no baseline runs")?.median;

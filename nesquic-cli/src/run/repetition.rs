@@ -47,8 +47,8 @@ pub struct RepetitionSpec<'a> {
     pub binary: &'a Path,
     /// I/O path.
     pub io: IoMode,
-    /// Payload bytes.
-    pub size: u64,
+    /// Connections, streams and bytes per stream.
+    pub workload: nesquic_testcases::Workload,
     /// TLS material.
     pub certs: &'a CertFiles,
     /// Whole-repetition limit.
@@ -97,6 +97,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             Some((server, _)) => std::net::SocketAddr::new(server.ip, 0),
             None => "127.0.0.1:0".parse()?,
         },
+        workload: spec.workload,
         certs: spec.certs,
         io: spec.io,
         qlog: lut_qlog_path(spec, Role::Server).as_deref(),
@@ -134,7 +135,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     let client_args = spec.lut.client_args(&ClientSpec {
         connect: addr,
         certs: spec.certs,
-        size: spec.size,
+        workload: spec.workload,
         io: spec.io,
         qlog: lut_qlog_path(spec, Role::Client).as_deref(),
         options: spec.options,
@@ -161,7 +162,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         if let Some((Role::Client, LutEvent::Progress { bytes })) = event {
             progress = bytes;
             if bar.is_none() && started.elapsed() >= spec.progress_after {
-                bar = Some(progress_bar(spec.size, &spec.label));
+                bar = Some(progress_bar(spec.workload.total_bytes(), &spec.label));
             }
             if let Some(bar) = &bar {
                 bar.set_position(bytes);
@@ -263,7 +264,7 @@ impl Watch<'_> {
             }
             Ok(ProcessEvent::Report(role, event)) => {
                 match &event {
-                    LutEvent::Done(result) => self.done = Some(*result),
+                    LutEvent::Done(result) => self.done = Some(result.clone()),
                     LutEvent::Qlog { path, start_unix_ns } => self.lut_qlogs.push((role, path.clone(), *start_unix_ns)),
                     _ => {}
                 }

@@ -69,6 +69,10 @@ pub struct RepetitionFigures {
     /// The LUT's own qlog files (with `--lut-qlog`): role, path, wall clock of their time zero.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lut_qlogs: Vec<(super::process::Role, std::path::PathBuf, u64)>,
+    /// Multi-connection/multi-stream testcases: per-connection goodput, fairness, handshake rate
+    /// and latency percentiles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::testcase::WorkloadFigures>,
     /// The sampling profile of this repetition (with `--probe profile`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<nesquic_ebpf::profile::Profile>,
@@ -96,6 +100,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             io_layer_counters: Vec::new(),
             probes: None,
             profile: None,
+            workload: None,
         }
     }
 }
@@ -144,6 +149,44 @@ pub struct Summary {
     pub client_cpu_s: Spread,
     /// Client CPU utilisation, %.
     pub client_cpu_pct: Spread,
+    /// Multi-connection/multi-stream testcases: their figures over repetitions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workload: Option<WorkloadSummary>,
+}
+
+/// Spreads over repetitions of the multi-connection/multi-stream figures.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadSummary {
+    /// Connections per second.
+    pub handshakes_per_s: Spread,
+    /// Median handshake, ms.
+    pub handshake_p50_ms: Spread,
+    /// 99th-percentile handshake, ms.
+    pub handshake_p99_ms: Spread,
+    /// Slowest connection's goodput, Mbit/s.
+    pub connection_goodput_min_mbps: Spread,
+    /// Jain's index over connections.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_fairness: Option<Spread>,
+    /// Jain's index over streams.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_fairness: Option<Spread>,
+}
+
+impl WorkloadSummary {
+    fn of(reps: &[RepetitionFigures]) -> Option<Self> {
+        let w: Vec<&crate::testcase::WorkloadFigures> = reps.iter().filter_map(|r| r.workload.as_ref()).collect();
+        let spread =
+            |f: &dyn Fn(&crate::testcase::WorkloadFigures) -> Option<f64>| Spread::of(w.iter().filter_map(|x| f(x)));
+        Some(Self {
+            handshakes_per_s: spread(&|x| Some(x.handshakes_per_s))?,
+            handshake_p50_ms: spread(&|x| Some(x.handshake_ms.p50))?,
+            handshake_p99_ms: spread(&|x| Some(x.handshake_ms.p99))?,
+            connection_goodput_min_mbps: spread(&|x| Some(x.connection_goodput_mbps.min))?,
+            connection_fairness: spread(&|x| x.connection_fairness),
+            stream_fairness: spread(&|x| x.stream_fairness),
+        })
+    }
 }
 
 impl Summary {
@@ -159,6 +202,7 @@ impl Summary {
             server_cpu_pct: spread(&|r| r.server.cpu_utilisation_pct)?,
             client_cpu_s: spread(&|r| r.client.cpu_total_s)?,
             client_cpu_pct: spread(&|r| r.client.cpu_utilisation_pct)?,
+            workload: WorkloadSummary::of(reps),
         })
     }
 }

@@ -1,0 +1,317 @@
+//! Choosing the scenario of a run (`--testcase`, `--testcase-file`, overrides) and turning a
+//! multi-connection/multi-stream client report into figures: aggregate and per-connection
+//! goodput, fairness, handshakes per second and handshake latency percentiles.
+
+use std::path::PathBuf;
+
+use anyhow::{ensure, Result};
+use nesquic_lut_adapters::report::ClientResult;
+use nesquic_testcases::{Testcase, Workload};
+use serde::Serialize;
+
+use crate::run::Spread;
+
+/// The scenario flags `run` and `matrix` share.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct TestcaseArgs {
+    /// Scenario (`nesquic testcases` lists them): bulk (default), multi-conn, handshakes,
+    /// multi-stream.
+    #[arg(long, value_name = "NAME", conflicts_with = "testcase_file")]
+    pub testcase: Option<String>,
+    /// A scenario of your own, as a TOML file like those in testcases/scenarios/.
+    #[arg(long, value_name = "FILE")]
+    pub testcase_file: Option<PathBuf>,
+    /// Payload per stream: 25MB (10^6), 1GiB (2^30), 4096. Default: the testcase's (bulk: 25MB).
+    #[arg(long, value_parser = crate::units::parse_size)]
+    pub size: Option<u64>,
+    /// Connections in total (default: the testcase's).
+    #[arg(long, value_name = "N")]
+    pub connections: Option<u32>,
+    /// Connections open at once (default: the testcase's; never more than --connections).
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<u32>,
+    /// Concurrent streams per connection (default: the testcase's).
+    #[arg(long, value_name = "N")]
+    pub streams: Option<u32>,
+}
+
+impl TestcaseArgs {
+    /// The scenario with the command line's overrides applied and checked.
+    pub fn resolve(&self) -> Result<Testcase> {
+        let mut t = match (&self.testcase_file, &self.testcase) {
+            (Some(path), _) => Testcase::load(path)?,
+            (None, Some(name)) => nesquic_testcases::find(name)?,
+            (None, None) => nesquic_testcases::find(nesquic_testcases::DEFAULT_TESTCASE)?,
+        };
+        let w = &mut t.workload;
+        w.size = self.size.unwrap_or(w.size);
+        if let Some(n) = self.connections {
+            w.connections = n;
+            // Fewer connections than the scenario runs at once: all of them at once.
+            w.parallel = self.parallel.unwrap_or(w.parallel.min(n));
+        }
+        w.parallel = self.parallel.unwrap_or(w.parallel);
+        w.streams = self.streams.unwrap_or(w.streams);
+        w.validate(&format!("{} with --connections/--parallel/--streams", t.name))?;
+        Ok(t)
+    }
+}
+
+/// `nesquic testcases`: the built-in scenarios.
+pub fn list() {
+    println!("{:<14} {:>11} {:>8} {:>7} {:>9}  description", "testcase", "connections", "parallel", "streams", "size");
+    for t in nesquic_testcases::builtin() {
+        let w = t.workload;
+        println!(
+            "{:<14} {:>11} {:>8} {:>7} {:>9}  {}",
+            t.name,
+            w.connections,
+            w.parallel,
+            w.streams,
+            human_bytes(w.size),
+            t.description
+        );
+    }
+    println!();
+    println!("nesquic run --testcase NAME [--size S] [--connections N] [--parallel N] [--streams N]");
+    println!("nesquic run --testcase-file my.toml   (fields: name, description, connections, parallel, streams, size)");
+}
+
+fn human_bytes(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000_000 && n % 1_000_000_000 == 0 => format!("{}GB", n / 1_000_000_000),
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}MB", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}KB", n / 1_000),
+        n => format!("{n}B"),
+    }
+}
+
+/// What a run's scenario was, as recorded in summary.json and qlog.
+#[derive(Debug, Clone, Serialize)]
+pub struct TestcaseInfo {
+    /// Name.
+    pub name: String,
+    /// Where it was defined.
+    pub origin: String,
+    /// The workload after overrides.
+    pub workload: Workload,
+}
+
+impl From<&Testcase> for TestcaseInfo {
+    fn from(t: &Testcase) -> Self {
+        Self { name: t.name.clone(), origin: t.origin.clone(), workload: t.workload }
+    }
+}
+
+/// Handshake latency distribution, ms (nearest-rank percentiles).
+#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+pub struct Percentiles {
+    /// Fastest.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Slowest.
+    pub max: f64,
+}
+
+impl Percentiles {
+    /// Of `values` (at least one).
+    pub fn of(mut values: Vec<f64>) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        values.sort_by(f64::total_cmp);
+        let n = values.len();
+        let rank = |p: f64| values[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1];
+        Some(Self { min: values[0], p50: rank(50.0), p90: rank(90.0), p99: rank(99.0), max: values[n - 1] })
+    }
+}
+
+/// Jain's fairness index of `x`: 1 when all are equal, 1/n when one takes everything.
+pub fn jain(x: &[f64]) -> Option<f64> {
+    let sum: f64 = x.iter().sum();
+    let squares: f64 = x.iter().map(|v| v * v).sum();
+    (x.len() > 1 && squares > 0.0).then(|| sum * sum / (x.len() as f64 * squares))
+}
+
+/// Figures of a multi-connection or multi-stream repetition, from the client's per-connection
+/// report.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkloadFigures {
+    /// Connections run.
+    pub connections: u32,
+    /// Streams per connection.
+    pub streams_per_connection: u32,
+    /// First connection attempt to last byte verified, s.
+    pub elapsed_s: f64,
+    /// Connections completed (handshake, transfer, close) per second of `elapsed_s`.
+    pub handshakes_per_s: f64,
+    /// Handshake latencies over all connections.
+    pub handshake_ms: Percentiles,
+    /// Each connection's goodput (its bytes over its request-to-last-byte time), Mbit/s.
+    pub connection_goodput_mbps: Spread,
+    /// Jain's index over the connections' goodputs (with several connections).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connection_fairness: Option<f64>,
+    /// Each stream's goodput, Mbit/s.
+    pub stream_goodput_mbps: Spread,
+    /// Jain's index over all streams' goodputs (with several streams per connection).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream_fairness: Option<f64>,
+}
+
+fn mbps(bytes: u64, ns: u64) -> f64 {
+    if ns == 0 {
+        0.0
+    } else {
+        bytes as f64 * 8e3 / ns as f64
+    }
+}
+
+impl WorkloadFigures {
+    /// Checks the client's report against what was asked (every connection and stream present,
+    /// every stream's payload complete) and derives the figures. `None` for the single
+    /// connection, single stream shape.
+    pub fn of(result: &ClientResult, workload: &Workload) -> Result<Option<Self>> {
+        if workload.is_single() {
+            return Ok(None);
+        }
+        let c = &result.connections;
+        ensure!(
+            c.len() == workload.connections as usize,
+            "the client reported {} connection(s), the testcase asked for {}",
+            c.len(),
+            workload.connections
+        );
+        for (i, conn) in c.iter().enumerate() {
+            ensure!(
+                conn.streams.len() == workload.streams as usize
+                    && conn.streams.iter().all(|s| s.bytes == workload.size),
+                "connection {i}: {} stream(s) with {:?} bytes; the testcase asked for {} of {} bytes",
+                conn.streams.len(),
+                conn.streams.iter().map(|s| s.bytes).collect::<Vec<_>>(),
+                workload.streams,
+                workload.size
+            );
+        }
+        let elapsed_s = result.elapsed_ns as f64 / 1e9;
+        let conn_goodput: Vec<f64> = c.iter().map(|x| mbps(x.bytes(), x.transfer_ns)).collect();
+        let stream_goodput: Vec<f64> =
+            c.iter().flat_map(|x| x.streams.iter().map(|s| mbps(s.bytes, s.transfer_ns))).collect();
+        let handshakes: Vec<f64> = c.iter().map(|x| x.handshake_ns as f64 / 1e6).collect();
+        // Invariants: validate() guarantees at least one connection with one stream.
+        let (Some(connection_goodput_mbps), Some(stream_goodput_mbps), Some(handshake_ms)) = (
+            Spread::of(conn_goodput.iter().copied()),
+            Spread::of(stream_goodput.iter().copied()),
+            Percentiles::of(handshakes),
+        ) else {
+            anyhow::bail!("the client reported no connections");
+        };
+        Ok(Some(Self {
+            connections: workload.connections,
+            streams_per_connection: workload.streams,
+            elapsed_s,
+            handshakes_per_s: if elapsed_s > 0.0 { c.len() as f64 / elapsed_s } else { 0.0 },
+            handshake_ms,
+            connection_goodput_mbps,
+            // Fairness is about sharing: only when every connection ran at the same time.
+            connection_fairness: (workload.parallel == workload.connections).then(|| jain(&conn_goodput)).flatten(),
+            stream_goodput_mbps,
+            stream_fairness: (workload.streams > 1).then(|| jain(&stream_goodput)).flatten(),
+        }))
+    }
+
+    /// Lines for the terminal.
+    pub fn describe(&self) -> Vec<String> {
+        let h = &self.handshake_ms;
+        let mut out = Vec::new();
+        if self.connections > 1 {
+            out.push(format!(
+                "{} connections in {:.3} s: {:.1} connections/s; handshake ms min {:.2} p50 {:.2} p90 {:.2} p99 {:.2} max {:.2}",
+                self.connections, self.elapsed_s, self.handshakes_per_s, h.min, h.p50, h.p90, h.p99, h.max
+            ));
+            out.push(format!(
+                "per-connection goodput Mbit/s: min {:.1} median {:.1} max {:.1}{}",
+                self.connection_goodput_mbps.min,
+                self.connection_goodput_mbps.median,
+                self.connection_goodput_mbps.max,
+                self.connection_fairness.map(|j| format!("; Jain fairness {j:.3}")).unwrap_or_default()
+            ));
+        }
+        if self.streams_per_connection > 1 {
+            out.push(format!(
+                "per-stream goodput Mbit/s: min {:.1} median {:.1} max {:.1}{}",
+                self.stream_goodput_mbps.min,
+                self.stream_goodput_mbps.median,
+                self.stream_goodput_mbps.max,
+                self.stream_fairness.map(|j| format!("; Jain fairness {j:.3}")).unwrap_or_default()
+            ));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use nesquic_lut_adapters::report::{ConnectionResult, StreamResult};
+
+    use super::*;
+
+    #[test]
+    fn jain_and_percentiles() {
+        assert_eq!(jain(&[5.0, 5.0, 5.0]), Some(1.0));
+        assert!((jain(&[10.0, 0.0]).unwrap() - 0.5).abs() < 1e-12);
+        assert_eq!(jain(&[3.0]), None);
+        let p = Percentiles::of((1..=100).map(f64::from).collect()).unwrap();
+        assert_eq!((p.min, p.p50, p.p90, p.p99, p.max), (1.0, 50.0, 90.0, 99.0, 100.0));
+        let p = Percentiles::of(vec![7.0]).unwrap();
+        assert_eq!((p.p50, p.p99), (7.0, 7.0));
+    }
+
+    fn conn(start_ms: u64, handshake_ms: u64, streams: &[(u64, u64)]) -> ConnectionResult {
+        ConnectionResult {
+            start_ns: start_ms * 1_000_000,
+            handshake_ns: handshake_ms * 1_000_000,
+            transfer_ns: streams.iter().map(|s| s.1).max().unwrap() * 1_000_000,
+            streams: streams.iter().map(|&(bytes, ms)| StreamResult { bytes, transfer_ns: ms * 1_000_000 }).collect(),
+        }
+    }
+
+    #[test]
+    fn figures_from_a_client_report() {
+        let w = Workload { connections: 2, parallel: 2, streams: 2, size: 1_000_000 };
+        let report = ClientResult::from_connections(
+            vec![conn(0, 2, &[(1_000_000, 8), (1_000_000, 8)]), conn(1, 4, &[(1_000_000, 16), (1_000_000, 8)])],
+            21_000_000,
+        );
+        // First request at 2 ms, last byte at 1 + 4 + 16 = 21 ms.
+        assert_eq!((report.bytes, report.transfer_ns), (4_000_000, 19_000_000));
+        let f = WorkloadFigures::of(&report, &w).unwrap().unwrap();
+        assert_eq!(f.connection_goodput_mbps.max, 2e6 * 8.0 / 8e-3 / 1e6);
+        assert_eq!(f.connection_goodput_mbps.min, 2e6 * 8.0 / 16e-3 / 1e6);
+        assert!((f.connection_fairness.unwrap() - 0.9).abs() < 1e-9, "{:?}", f.connection_fairness);
+        assert!((f.handshakes_per_s - 2.0 / 0.021).abs() < 1e-6);
+        assert_eq!((f.handshake_ms.min, f.handshake_ms.max), (2.0, 4.0));
+        // A missing stream or a short payload is an error, not a figure.
+        let mut short = report.clone();
+        short.connections[1].streams[0].bytes -= 1;
+        assert!(WorkloadFigures::of(&short, &w).unwrap_err().to_string().contains("connection 1"));
+        let mut missing = report;
+        missing.connections.pop();
+        assert!(WorkloadFigures::of(&missing, &w).is_err());
+    }
+
+    #[test]
+    fn overrides_apply_and_are_checked() {
+        let args = TestcaseArgs { testcase: Some("multi-conn".into()), connections: Some(2), ..Default::default() };
+        let w = args.resolve().unwrap().workload;
+        assert_eq!((w.connections, w.parallel, w.size), (2, 2, 10_000_000));
+        let bad = TestcaseArgs { parallel: Some(3), ..Default::default() };
+        assert!(bad.resolve().unwrap_err().to_string().contains("parallel = 3 exceeds connections = 1"));
+    }
+}

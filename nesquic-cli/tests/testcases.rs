@@ -1,0 +1,153 @@
+//! Testcases end to end: every built-in scenario with quinn on loopback and on a veth link
+//! (root), payloads verified and the per-connection figures consistent with what was asked;
+//! users' scenario files and overrides; clear errors for what cannot run.
+
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+use serde_json::Value;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn nesquic() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
+    c
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn run_json(args: &[&str]) -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out = nesquic()
+        .arg("run")
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
+}
+
+fn f64_at(v: &Value, pointer: &str) -> f64 {
+    v.pointer(pointer).and_then(Value::as_f64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))
+}
+
+/// Checks one run of `testcase` (sizes as asked) and returns its first repetition.
+fn check(report: &Value, testcase: &str, connections: u64, streams: u64, size: u64) -> Value {
+    assert_eq!(report["testcase"]["name"], testcase);
+    let total = connections * streams * size;
+    assert_eq!(report["size_bytes"].as_u64(), Some(total), "{testcase}");
+    let rep = report["repetitions"][0].clone();
+    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(total), Some(true)), "{testcase}");
+    assert!(f64_at(&rep, "/goodput_mbps") > 0.0);
+    if connections == 1 && streams == 1 {
+        assert!(rep.get("workload").is_none(), "bulk has no per-connection figures: {rep}");
+        return rep;
+    }
+    let w = &rep["workload"];
+    assert_eq!((w["connections"].as_u64(), w["streams_per_connection"].as_u64()), (Some(connections), Some(streams)));
+    let h = |p: &str| f64_at(w, &format!("/handshake_ms/{p}"));
+    assert!(
+        h("min") > 0.0 && h("min") <= h("p50") && h("p50") <= h("p90") && h("p90") <= h("p99") && h("p99") <= h("max")
+    );
+    // The repetition's handshake figure is the median connection's.
+    assert_eq!(f64_at(&rep, "/handshake_ms"), h("p50"), "{testcase}");
+    let elapsed = f64_at(w, "/elapsed_s");
+    assert!((f64_at(w, "/handshakes_per_s") - connections as f64 / elapsed).abs() < 1e-6);
+    // Aggregate goodput covers all bytes, so it is at least the slowest connection's share.
+    assert!(f64_at(w, "/connection_goodput_mbps/min") <= f64_at(w, "/connection_goodput_mbps/max"));
+    rep
+}
+
+#[test]
+fn every_testcase_runs_with_quinn_on_loopback_and_veth() {
+    let _g = serial();
+    for link in ["loopback", "veth"] {
+        let report = run_json(&["--testcase", "bulk", "--size", "2MB", "--link", link]);
+        check(&report, "bulk", 1, 1, 2_000_000);
+
+        let report = run_json(&["--testcase", "multi-conn", "--size", "2MB", "--link", link]);
+        let rep = check(&report, "multi-conn", 4, 1, 2_000_000);
+        let fairness = f64_at(&rep, "/workload/connection_fairness");
+        assert!(fairness > 0.25 && fairness <= 1.0, "{link}: Jain index {fairness}");
+        assert!(report["summary"]["workload"]["connection_fairness"].is_object());
+
+        let report = run_json(&["--testcase", "handshakes", "--link", link]);
+        let rep = check(&report, "handshakes", 200, 1, 1_000);
+        // 4 at a time out of 200: not a sharing experiment, so no fairness figure.
+        assert!(rep["workload"].get("connection_fairness").is_none(), "{rep}");
+        assert!(f64_at(&rep, "/workload/handshakes_per_s") > 10.0);
+
+        let report = run_json(&["--testcase", "multi-stream", "--size", "1MB", "--link", link]);
+        let rep = check(&report, "multi-stream", 1, 8, 1_000_000);
+        let fairness = f64_at(&rep, "/workload/stream_fairness");
+        assert!(fairness > 0.125 && fairness <= 1.0, "{link}: Jain index {fairness}");
+    }
+    let out = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("nq-"), "namespaces left behind");
+}
+
+#[test]
+fn a_scenario_file_and_overrides_shape_the_run() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("mine.toml");
+    std::fs::write(
+        &file,
+        "name = \"mine\"\ndescription = \"three in a row, two streams each\"\nconnections = 3\nparallel = 1\nstreams = 2\nsize = \"300KB\"\n",
+    )
+    .expect("write");
+    let file = file.to_str().expect("utf-8 path");
+    let report = run_json(&["--testcase-file", file]);
+    let rep = check(&report, "mine", 3, 2, 300_000);
+    assert!(rep["workload"].get("connection_fairness").is_none(), "one at a time: {rep}");
+    assert_eq!(report["testcase"]["origin"], file);
+    // --connections/--streams/--size override the file.
+    let report = run_json(&["--testcase-file", file, "--connections", "2", "--streams", "3", "--size", "100KB"]);
+    check(&report, "mine", 2, 3, 100_000);
+}
+
+#[test]
+fn what_cannot_run_is_refused_with_the_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--testcase", "nope"],
+            "unknown testcase 'nope'; known testcases: bulk, multi-conn, handshakes, multi-stream",
+        ),
+        (&["--testcase", "multi-conn", "--lut", "quiche"], "runs one connection with one stream"),
+        (&["--testcase", "multi-stream", "--io", "nesquic"], "(it does with --io native)"),
+        (&["--testcase", "bulk", "--parallel", "2"], "parallel = 2 exceeds connections = 1"),
+        (&["--testcase-file", "/nonexistent/x.toml"], "read testcase file /nonexistent/x.toml"),
+    ];
+    for (args, expected) in cases {
+        let out = nesquic().arg("run").args(*args).output().expect("run nesquic");
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\ndescription = \"d\"\nsize = \"1MB\"\nstreems = 2\n").expect("write");
+    let out = nesquic().arg("run").arg("--testcase-file").arg(&bad).output().expect("run nesquic");
+    assert!(
+        !out.status.success() && stderr(&out).contains("streems") && stderr(&out).contains("line 4"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = nesquic().arg("testcases").output().expect("nesquic testcases");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["bulk", "multi-conn", "handshakes", "multi-stream"] {
+        assert!(text.contains(name), "{text}");
+    }
+}
