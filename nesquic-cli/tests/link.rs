@@ -92,14 +92,67 @@ fn five_percent_loss_is_applied_measured_noticed_by_the_lut_and_survived() {
 }
 
 #[test]
-fn conditions_need_veth_and_unsupported_ones_are_errors() {
+fn conditions_need_veth_and_bad_ones_are_errors() {
     let _g = serial();
-    let out = nesquic().args(["run", "--loss", "1"]).output().expect("run");
-    assert!(!out.status.success() && stderr(&out).contains("add --link veth"), "{}", stderr(&out));
-    let out = nesquic().args(["run", "--link", "veth", "--delay", "10", "--size", "1MB"]).output().expect("run");
-    // Without netem (this project's machines) delay is refused, never silently ignored.
-    if !out.status.success() {
-        assert!(stderr(&out).contains("netem"), "{}", stderr(&out));
+    for (args, expected) in [
+        (&["run", "--loss", "1"][..], "add --link veth"),
+        (&["run", "--delay", "10"][..], "add --link veth"),
+        (&["run", "--link", "veth", "--delay=-3"][..], "--delay -3 ms: expected 0-10000"),
+        (&["run", "--link", "veth", "--loss", "120"][..], "--loss 120%: expected 0-100"),
+        (&["run", "--link", "veth", "--reorder", "5"][..], "--reorder needs --delay"),
+    ] {
+        let out = nesquic().args(args).output().expect("run");
+        assert!(!out.status.success() && stderr(&out).contains(expected), "{args:?}: {}", stderr(&out));
+    }
+    assert!(our_namespaces().is_empty());
+}
+
+/// The relay's figures for one direction, or `None` where netem applied the conditions.
+fn relay_direction(report: &Value, direction: &str) -> Option<Value> {
+    let relay = &report["link"]["relay"];
+    if relay.is_null() {
+        assert!(report["link"]["mechanisms"].to_string().contains("netem"), "{report}");
+        return None;
+    }
+    Some(relay[direction].clone())
+}
+
+#[test]
+fn delay_is_applied_both_ways_and_measured() {
+    let _g = serial();
+    let report = run_json(&["--lut", "quinn", "--link", "veth", "--delay", "10", "--size", "2MB"]);
+    assert_eq!(report["repetitions"][0]["payload_verified"], true);
+    // A 1-RTT handshake over 10 ms each way takes at least 20 ms.
+    let handshake = report["repetitions"][0]["handshake_ms"].as_f64().expect("handshake");
+    assert!((20.0..500.0).contains(&handshake), "handshake {handshake} ms with 10 ms each way");
+    for direction in ["up", "down"] {
+        let Some(d) = relay_direction(&report, direction) else { return };
+        let datagrams = d["datagrams"].as_f64().expect("datagrams");
+        let mean_ms = d["held_ns_sum"].as_f64().expect("sum") / datagrams / 1e6;
+        let min_ms = d["held_ns_min"].as_f64().expect("min") / 1e6;
+        assert!(datagrams > 10.0 && min_ms >= 10.0 && mean_ms < 13.0, "{direction}: {d}");
+        assert_eq!((d["reordered"].as_u64(), d["undelayed"].as_u64()), (Some(0), Some(0)), "{direction}: {d}");
+    }
+    assert!(our_namespaces().is_empty());
+}
+
+#[test]
+fn jitter_and_reordering_are_applied_measured_and_survived() {
+    let _g = serial();
+    let report = run_json(&["--lut", "quinn", "--link", "veth", "--delay", "5", "--reorder", "5", "--size", "3MB"]);
+    assert_eq!(report["repetitions"][0]["payload_verified"], true);
+    if let Some(d) = relay_direction(&report, "down") {
+        let datagrams = d["datagrams"].as_f64().expect("datagrams");
+        let undelayed = d["undelayed"].as_f64().expect("undelayed") * 100.0 / datagrams;
+        // 5% of ~2000+ datagrams drawn: well within 2.5-8%.
+        assert!((2.5..8.0).contains(&undelayed), "{undelayed}% sent undelayed: {d}");
+        assert!(d["reordered"].as_u64().expect("reordered") > 0, "{d}");
+    }
+    let report = run_json(&["--lut", "quinn", "--link", "veth", "--delay", "5", "--jitter", "2", "--size", "1MB"]);
+    assert_eq!(report["repetitions"][0]["payload_verified"], true);
+    if let Some(d) = relay_direction(&report, "down") {
+        let (min, max) = (d["held_ns_min"].as_f64().expect("min") / 1e6, d["held_ns_max"].as_f64().expect("max") / 1e6);
+        assert!(min >= 3.0 && max < 9.0 && max - min > 2.0, "held {min}-{max} ms for 5 ± 2 ms: {d}");
     }
     assert!(our_namespaces().is_empty());
 }

@@ -130,13 +130,16 @@ pub struct RunArgs {
     /// also measures what it dropped).
     #[arg(long, value_name = "PERCENT")]
     pub loss: Option<f64>,
-    /// With --link veth: one-way delay in ms (needs netem).
+    /// With --link veth: one-way delay in ms, each direction (netem; without netem Nesquic's
+    /// userspace relay, which measures the delay it added).
     #[arg(long, value_name = "MS")]
     pub delay: Option<f64>,
-    /// With --link veth and --delay: jitter in ms (needs netem).
+    /// With --link veth and --delay: uniform jitter of ±MS around the delay (reorders, as
+    /// netem's does).
     #[arg(long, value_name = "MS", requires = "delay")]
     pub jitter: Option<f64>,
-    /// With --link veth: reorder this percentage of packets (needs netem).
+    /// With --link veth and --delay: this percentage of packets skips the delay, so it
+    /// overtakes earlier ones (netem's `reorder`).
     #[arg(long, value_name = "PERCENT")]
     pub reorder: Option<f64>,
     /// Set by `nesquic matrix`: no per-run summary tables, repetition lines on stderr.
@@ -280,7 +283,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         lut_qlog: None,
         options: &args.lut_opts,
         duty: args.duty,
-        hosts: topology.as_ref().map(|t| (&t.server, &t.client)),
+        topology: topology.as_ref(),
     };
     if args.overhead {
         let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
@@ -348,6 +351,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
                 "pct": if seen > 0 { dropped as f64 * 100.0 / seen as f64 } else { 0.0 },
             })),
             "qdisc_drops": t.qdisc_drops(),
+            "relay": t.relay_stats(),
         })
     });
     let report = RunReport {
@@ -822,6 +826,21 @@ fn print_summary(report: &RunReport) {
             );
         }
         println!("qdisc drops (tbf queue overflow): {}", link["qdisc_drops"]);
+        if let Ok(stats) = serde_json::from_value::<crate::link::relay::RelayStats>(link["relay"].clone()) {
+            for (name, d) in [("client->server", &stats.up), ("server->client", &stats.down)] {
+                println!(
+                    "relay {name}: {} datagrams held {:.2} ms on average (min {:.2}, max {:.2}); {} ({:.2}%) left out of order, {} sent undelayed, {} send errors",
+                    d.datagrams,
+                    d.mean_held_ms(),
+                    d.held_ns_min as f64 / 1e6,
+                    d.held_ns_max as f64 / 1e6,
+                    d.reordered,
+                    d.reordered_pct(),
+                    d.undelayed,
+                    d.send_errors
+                );
+            }
+        }
     }
 }
 

@@ -63,8 +63,9 @@ pub struct RepetitionSpec<'a> {
     pub options: &'a [String],
     /// Duty-cycle the function probes (`--duty`).
     pub duty: Option<crate::duty::DutySpec>,
-    /// `--link veth`: server and client run in these hosts' network namespaces.
-    pub hosts: Option<(&'a crate::link::Host, &'a crate::link::Host)>,
+    /// `--link veth`: server and client run in its hosts' network namespaces; the client may be
+    /// routed through the impairment relay.
+    pub topology: Option<&'a crate::link::Topology>,
     /// Ask the LUT for its own qlog, written to `<dir>/lut-<role>-<rep>.sqlog`.
     pub lut_qlog: Option<(&'a Path, u32)>,
 }
@@ -93,8 +94,8 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     let (tx, rx) = channel();
     let deadline = Instant::now() + spec.timeout;
     let server_args = spec.lut.server_args(&ServerSpec {
-        listen: match spec.hosts {
-            Some((server, _)) => std::net::SocketAddr::new(server.ip, 0),
+        listen: match spec.topology {
+            Some(t) => std::net::SocketAddr::new(t.server.ip, 0),
             None => "127.0.0.1:0".parse()?,
         },
         workload: spec.workload,
@@ -103,7 +104,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         qlog: lut_qlog_path(spec, Role::Server).as_deref(),
         options: spec.options,
     });
-    let server_ns = spec.hosts.map(|(s, _)| s.netns_path());
+    let server_ns = spec.topology.map(|t| t.server.netns_path());
     let mut server = LutProcess::spawn_in(Role::Server, spec.binary, &server_args, tx.clone(), server_ns.as_deref())?;
     observer.spawned(Role::Server, server.pid)?;
     server.release()?;
@@ -133,14 +134,14 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     };
 
     let client_args = spec.lut.client_args(&ClientSpec {
-        connect: addr,
+        connect: spec.topology.map_or(addr, |t| t.route(addr)),
         certs: spec.certs,
         workload: spec.workload,
         io: spec.io,
         qlog: lut_qlog_path(spec, Role::Client).as_deref(),
         options: spec.options,
     });
-    let client_ns = spec.hosts.map(|(_, c)| c.netns_path());
+    let client_ns = spec.topology.map(|t| t.client.netns_path());
     let mut client = LutProcess::spawn_in(Role::Client, spec.binary, &client_args, tx, client_ns.as_deref())?;
     observer.spawned(Role::Client, client.pid)?;
     client.release()?;

@@ -4,11 +4,13 @@
 //! at the next start (their names carry the creating pid).
 //!
 //! Mechanisms (said in the report): rate with `tbf` on both veth ends; loss with `netem` where the
-//! kernel has it, else with a tc-bpf program that also counts what it dropped. Delay, jitter and
-//! reordering need netem here (a userspace relay is not built yet): asked for without netem, they
-//! are an error, not ignored.
+//! kernel has it, else with a tc-bpf program that also counts what it dropped; delay, jitter and
+//! reordering with `netem` where the kernel has it, else with Nesquic's userspace relay
+//! ([`relay`]) in the client's namespace, which measures what it applied.
 
-use std::net::{IpAddr, Ipv4Addr};
+pub mod relay;
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -45,6 +47,24 @@ pub struct Conditions {
 }
 
 impl Conditions {
+    /// Checks ranges and combinations, whichever mechanism will apply them.
+    pub fn validate(&self) -> Result<()> {
+        for (what, v) in [("--delay", self.delay_ms), ("--jitter", self.jitter_ms)] {
+            if let Some(v) = v.filter(|v| !(0.0..=10_000.0).contains(v)) {
+                bail!("{what} {v} ms: expected 0-10000");
+            }
+        }
+        for (what, v) in [("--loss", self.loss_pct), ("--reorder", self.reorder_pct)] {
+            if let Some(v) = v.filter(|v| !(0.0..=100.0).contains(v)) {
+                bail!("{what} {v}%: expected 0-100");
+            }
+        }
+        if self.reorder_pct.is_some_and(|r| r > 0.0) && self.delay_ms.is_none_or(|d| d <= 0.0) {
+            bail!("--reorder needs --delay: reordered datagrams are the ones sent without the delay (as with netem)");
+        }
+        Ok(())
+    }
+
     /// Whether anything is asked for.
     pub fn any(&self) -> bool {
         self.rate.is_some()
@@ -89,6 +109,8 @@ pub struct Topology {
     /// What was applied.
     pub applied: Applied,
     loss_filters: Vec<nesquic_ebpf::impair::LossFilter>,
+    /// Delay/jitter/reorder without netem.
+    relay: Option<relay::Relay>,
 }
 
 fn ip(args: &[&str]) -> Result<()> {
@@ -121,13 +143,14 @@ impl Topology {
         if unsafe { libc::geteuid() } != 0 {
             bail!("--link veth creates network namespaces: run as root");
         }
+        conditions.validate()?;
         sweep_stale();
         let pid = std::process::id();
         let server =
             Host { netns: format!("{PREFIX}-{pid}-s"), iface: format!("{PREFIX}{pid}s"), ip: SERVER_IP.into() };
         let client =
             Host { netns: format!("{PREFIX}-{pid}-c"), iface: format!("{PREFIX}{pid}c"), ip: CLIENT_IP.into() };
-        let mut topology = Self { server, client, applied: Applied::default(), loss_filters: Vec::new() };
+        let mut topology = Self { server, client, applied: Applied::default(), loss_filters: Vec::new(), relay: None };
         // From here on, Drop removes whatever exists.
         topology.build().context("set up --link veth")?;
         topology.impair(conditions).context("apply the link conditions")?;
@@ -157,10 +180,22 @@ impl Topology {
         let needs_netem = cond.delay_ms.is_some() || cond.jitter_ms.is_some() || cond.reorder_pct.is_some();
         let netem = (needs_netem || cond.loss_pct.is_some()) && netem_available(&self.server);
         if needs_netem && !netem {
-            bail!(
-                "--delay/--jitter/--reorder need the netem qdisc, which this kernel lacks (the userspace \
-                 impairment relay is not built yet); --rate (tbf) and --loss (tc-bpf) work without it"
-            );
+            let conditions = relay::RelayConditions {
+                delay_ms: cond.delay_ms.unwrap_or(0.0),
+                jitter_ms: cond.jitter_ms.unwrap_or(0.0),
+                reorder_pct: cond.reorder_pct.unwrap_or(0.0),
+            };
+            let r = relay::Relay::start(&self.client.netns_path(), SocketAddr::new(self.client.ip, 0), conditions)?;
+            self.applied.mechanisms.push(format!(
+                "userspace relay (no netem here) in {} on {}: delay {} ms, jitter ±{} ms, reorder {}% (sent without \
+                 the delay), each direction; the client connects through it",
+                self.client.netns,
+                r.route_address(),
+                conditions.delay_ms,
+                conditions.jitter_ms,
+                conditions.reorder_pct
+            ));
+            self.relay = Some(r);
         }
         if netem {
             let mut args: Vec<String> = Vec::new();
@@ -205,9 +240,6 @@ impl Topology {
             self.applied.mechanisms.push(format!("tbf rate {rate} (burst {burst}, latency 50ms) on both veth ends"));
         }
         if let Some(loss) = cond.loss_pct {
-            if !(0.0..=100.0).contains(&loss) {
-                bail!("--loss {loss}%: expected 0-100");
-            }
             let per_million = (loss * 10_000.0).round() as u32;
             for h in &hosts {
                 let filter = nesquic_ebpf::impair::LossFilter::attach(&h.netns_path(), &h.iface, per_million)
@@ -220,6 +252,16 @@ impl Topology {
             ));
         }
         Ok(())
+    }
+
+    /// Where a client should send to reach `server`: the relay when there is one.
+    pub fn route(&self, server: SocketAddr) -> SocketAddr {
+        self.relay.as_ref().map_or(server, |r| r.route(server))
+    }
+
+    /// What the relay measured so far (with a relay).
+    pub fn relay_stats(&self) -> Option<relay::RelayStats> {
+        self.relay.as_ref().map(relay::Relay::stats)
     }
 
     /// The loss measured by the tc-bpf filters so far: (dropped, seen) IPv4 datagrams, both ways
@@ -256,6 +298,8 @@ impl Topology {
 impl Drop for Topology {
     fn drop(&mut self) {
         self.loss_filters.clear();
+        // The relay's thread lives in the client namespace: stop it before the namespace goes.
+        self.relay = None;
         // Deleting a namespace removes its veth end, the peer and every qdisc with them.
         for h in [&self.server, &self.client] {
             let _ = Command::new("ip").args(["netns", "del", &h.netns]).output();

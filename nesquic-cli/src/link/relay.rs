@@ -1,0 +1,365 @@
+//! The userspace impairment relay: delay, jitter and reordering on kernels without netem.
+//!
+//! A thread in the client's network namespace owns a "front" UDP socket the client connects to
+//! and, per client address, a "back" socket connected to the server, so the server sees one peer
+//! per client and all traffic still crosses the veth (where tbf and the tc-bpf loss filter act).
+//! Every datagram, both ways, is held until its release time: arrival + delay + a uniform jitter
+//! sample in [-jitter, +jitter] (so jitter reorders, as with netem); a `reorder` share of
+//! datagrams skips the delay (netem's `reorder` semantics). What the relay actually did — held
+//! time per datagram and datagrams that left out of arrival order — is measured and reported.
+
+use std::collections::{BinaryHeap, HashMap};
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+/// What the relay applies to each direction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RelayConditions {
+    /// Added one-way delay, ms.
+    pub delay_ms: f64,
+    /// Uniform jitter around the delay, ms (the sample is clamped at zero total delay).
+    pub jitter_ms: f64,
+    /// Share of datagrams sent without the delay, percent.
+    pub reorder_pct: f64,
+}
+
+/// Measured behaviour of one direction.
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub struct DirectionStats {
+    /// Datagrams forwarded.
+    pub datagrams: u64,
+    /// Payload bytes forwarded.
+    pub bytes: u64,
+    /// Datagrams that left after a datagram that arrived later than them.
+    pub reordered: u64,
+    /// Datagrams the reorder draw sent without delay.
+    pub undelayed: u64,
+    /// Sum of time held in the relay, ns (for the mean).
+    pub held_ns_sum: u64,
+    /// Shortest and longest time held, ns.
+    pub held_ns_min: u64,
+    /// Longest time held, ns.
+    pub held_ns_max: u64,
+    /// Datagrams the kernel refused to send (buffer full), lost like a full queue would.
+    pub send_errors: u64,
+}
+
+impl DirectionStats {
+    /// Mean held time, ms.
+    pub fn mean_held_ms(&self) -> f64 {
+        if self.datagrams == 0 {
+            0.0
+        } else {
+            self.held_ns_sum as f64 / self.datagrams as f64 / 1e6
+        }
+    }
+
+    /// Reordered datagrams, percent of forwarded.
+    pub fn reordered_pct(&self) -> f64 {
+        if self.datagrams == 0 {
+            0.0
+        } else {
+            self.reordered as f64 * 100.0 / self.datagrams as f64
+        }
+    }
+}
+
+/// Both directions: client to server ("up") and back ("down").
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub struct RelayStats {
+    /// Client to server.
+    pub up: DirectionStats,
+    /// Server to client.
+    pub down: DirectionStats,
+}
+
+/// A running relay; stopped (thread joined, sockets closed) on drop.
+pub struct Relay {
+    front: SocketAddr,
+    target: Arc<Mutex<Option<SocketAddr>>>,
+    stats: Arc<Mutex<RelayStats>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Relay {
+    /// Starts a relay in the network namespace at `netns`, its front socket on `bind`.
+    pub fn start(netns: &Path, bind: SocketAddr, conditions: RelayConditions) -> Result<Self> {
+        let ns = std::fs::File::open(netns).with_context(|| format!("open {}", netns.display()))?;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let target = Arc::new(Mutex::new(None));
+        let stats = Arc::new(Mutex::new(RelayStats::default()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = (target.clone(), stats.clone(), stop.clone());
+        let thread = std::thread::Builder::new()
+            .name("nesquic-relay".into())
+            .spawn(move || {
+                // SAFETY: setns on a valid namespace fd; it affects only this thread.
+                if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+                    let _ = ready_tx.send(Err(anyhow::anyhow!("setns: {}", std::io::Error::last_os_error())));
+                    return;
+                }
+                let front = match UdpSocket::bind(bind).and_then(|s| s.set_nonblocking(true).map(|()| s)) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(anyhow::anyhow!("bind the relay on {bind}: {e}")));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(front.local_addr().map_err(anyhow::Error::from));
+                let (target, stats, stop) = shared;
+                Worker::new(front, conditions, target, stats).run(&stop);
+            })
+            .context("start the relay thread")?;
+        let front = ready_rx.recv().context("the relay thread ended before it was ready")??;
+        Ok(Self { front, target, stats, stop, thread: Some(thread) })
+    }
+
+    /// Points the relay at `server` (each repetition's server has its own port) and returns the
+    /// address the client must connect to instead.
+    pub fn route(&self, server: SocketAddr) -> SocketAddr {
+        if let Ok(mut t) = self.target.lock() {
+            *t = Some(server);
+        }
+        self.front
+    }
+
+    /// The front socket's address (what clients connect to).
+    pub fn route_address(&self) -> SocketAddr {
+        self.front
+    }
+
+    /// What the relay did so far.
+    pub fn stats(&self) -> RelayStats {
+        self.stats.lock().map(|s| *s).unwrap_or_default()
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A datagram waiting for its release time. Ordered so the heap pops the earliest release
+/// first (ties: arrival order).
+struct Held {
+    release: Instant,
+    arrival: Instant,
+    seq: u64,
+    /// Client to server (through `client`'s back socket), else server to `client`.
+    up: bool,
+    client: SocketAddr,
+    data: Vec<u8>,
+}
+
+impl PartialEq for Held {
+    fn eq(&self, other: &Self) -> bool {
+        (self.release, self.seq) == (other.release, other.seq)
+    }
+}
+impl Eq for Held {}
+impl PartialOrd for Held {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Held {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (other.release, other.seq).cmp(&(self.release, self.seq))
+    }
+}
+
+struct Worker {
+    front: UdpSocket,
+    backs: HashMap<SocketAddr, UdpSocket>,
+    routed_to: Option<SocketAddr>,
+    conditions: RelayConditions,
+    target: Arc<Mutex<Option<SocketAddr>>>,
+    stats: Arc<Mutex<RelayStats>>,
+    local: RelayStats,
+    queue: BinaryHeap<Held>,
+    seq: u64,
+    /// Highest arrival sequence sent so far, per direction (up, down), to count reordering.
+    sent_max_seq: [Option<u64>; 2],
+    rng: u64,
+}
+
+/// Largest datagram the relay carries (a GSO batch arrives split into datagrams).
+const MAX_DATAGRAM: usize = 65_536;
+/// How long the loop sleeps at most, so a stop request is seen promptly.
+const IDLE: Duration = Duration::from_millis(20);
+
+impl Worker {
+    fn new(
+        front: UdpSocket,
+        conditions: RelayConditions,
+        target: Arc<Mutex<Option<SocketAddr>>>,
+        stats: Arc<Mutex<RelayStats>>,
+    ) -> Self {
+        let seed =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        Self {
+            front,
+            backs: HashMap::new(),
+            routed_to: None,
+            conditions,
+            target,
+            stats,
+            local: RelayStats::default(),
+            queue: BinaryHeap::new(),
+            seq: 0,
+            sent_max_seq: [None, None],
+            rng: seed | 1,
+        }
+    }
+
+    /// splitmix64: a uniform draw in [0, 1).
+    fn uniform(&mut self) -> f64 {
+        self.rng = self.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn hold_for(&mut self) -> (Duration, bool) {
+        let c = self.conditions;
+        if c.reorder_pct > 0.0 && self.uniform() * 100.0 < c.reorder_pct {
+            return (Duration::ZERO, true);
+        }
+        let jitter = if c.jitter_ms > 0.0 { (self.uniform() * 2.0 - 1.0) * c.jitter_ms } else { 0.0 };
+        (Duration::from_secs_f64(((c.delay_ms + jitter).max(0.0)) / 1e3), false)
+    }
+
+    fn run(mut self, stop: &AtomicBool) {
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut last_publish = Instant::now();
+        while !stop.load(Ordering::Relaxed) {
+            let wait =
+                self.queue.peek().map_or(IDLE, |h| h.release.saturating_duration_since(Instant::now()).min(IDLE));
+            self.poll(wait);
+            self.receive(&mut buf);
+            self.release_due();
+            if last_publish.elapsed() >= Duration::from_millis(100) {
+                self.publish();
+                last_publish = Instant::now();
+            }
+        }
+        self.publish();
+    }
+
+    /// A new server (next repetition): forget the old clients' back sockets.
+    fn follow_target(&mut self) {
+        let current = self.target.lock().ok().and_then(|t| *t);
+        if current != self.routed_to {
+            self.routed_to = current;
+            self.backs.clear();
+        }
+    }
+
+    fn poll(&self, wait: Duration) {
+        let mut fds: Vec<libc::pollfd> = std::iter::once(&self.front)
+            .chain(self.backs.values())
+            .map(|s| libc::pollfd { fd: s.as_raw_fd(), events: libc::POLLIN, revents: 0 })
+            .collect();
+        // ppoll: nanosecond timeouts, so datagrams leave on time (poll's ms would add up to 1 ms).
+        let timeout = libc::timespec { tv_sec: wait.as_secs() as libc::time_t, tv_nsec: wait.subsec_nanos().into() };
+        // SAFETY: `fds` is a live array of `fds.len()` pollfd structs; no signal mask is passed.
+        unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &timeout, std::ptr::null()) };
+    }
+
+    fn receive(&mut self, buf: &mut [u8]) {
+        // The route may have been set while the loop slept: the client's first datagram must
+        // find it.
+        self.follow_target();
+        let now = Instant::now();
+        while let Ok((n, from)) = self.front.recv_from(buf) {
+            self.ensure_back(from);
+            self.hold(true, from, &buf[..n], now);
+        }
+        let clients: Vec<SocketAddr> = self.backs.keys().copied().collect();
+        for client in clients {
+            while let Some(Ok(n)) = self.backs.get(&client).map(|b| b.recv(buf)) {
+                self.hold(false, client, &buf[..n], now);
+            }
+        }
+    }
+
+    fn ensure_back(&mut self, client: SocketAddr) {
+        let Some(server) = self.routed_to else { return };
+        if self.backs.contains_key(&client) {
+            return;
+        }
+        let local = SocketAddr::new(self.front.local_addr().map_or(client.ip(), |a| a.ip()), 0);
+        let back = UdpSocket::bind(local)
+            .and_then(|s| s.connect(server).map(|()| s))
+            .and_then(|s| s.set_nonblocking(true).map(|()| s));
+        if let Ok(back) = back {
+            self.backs.insert(client, back);
+        }
+    }
+
+    fn hold(&mut self, up: bool, client: SocketAddr, data: &[u8], arrival: Instant) {
+        let (delay, undelayed) = self.hold_for();
+        if undelayed {
+            self.direction(up).undelayed += 1;
+        }
+        self.seq += 1;
+        let held = Held { release: arrival + delay, arrival, seq: self.seq, up, client, data: data.to_vec() };
+        self.queue.push(held);
+    }
+
+    fn direction(&mut self, up: bool) -> &mut DirectionStats {
+        if up {
+            &mut self.local.up
+        } else {
+            &mut self.local.down
+        }
+    }
+
+    fn release_due(&mut self) {
+        let now = Instant::now();
+        while self.queue.peek().is_some_and(|h| h.release <= now) {
+            let Some(h) = self.queue.pop() else { break };
+            let sent = if h.up {
+                self.backs.get(&h.client).map(|b| b.send(&h.data))
+            } else {
+                Some(self.front.send_to(&h.data, h.client))
+            };
+            let sent_at = Instant::now();
+            let index = usize::from(!h.up);
+            let reordered = self.sent_max_seq[index].is_some_and(|m| m > h.seq);
+            self.sent_max_seq[index] = Some(self.sent_max_seq[index].map_or(h.seq, |m| m.max(h.seq)));
+            let d = self.direction(h.up);
+            match sent {
+                Some(Ok(n)) => {
+                    let held = sent_at.duration_since(h.arrival).as_nanos() as u64;
+                    d.datagrams += 1;
+                    d.bytes += n as u64;
+                    d.reordered += u64::from(reordered);
+                    d.held_ns_sum += held;
+                    d.held_ns_min = if d.datagrams == 1 { held } else { d.held_ns_min.min(held) };
+                    d.held_ns_max = d.held_ns_max.max(held);
+                }
+                _ => d.send_errors += 1,
+            }
+        }
+    }
+
+    fn publish(&self) {
+        if let Ok(mut s) = self.stats.lock() {
+            *s = self.local;
+        }
+    }
+}
