@@ -312,6 +312,13 @@ const CC_ALL: LutOption = LutOption {
     io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
 };
 
+const CIPHER_ALL: LutOption = LutOption {
+    key: "cipher",
+    values: &["aes128gcm", "aes256gcm", "chacha20"],
+    meaning: "the only TLS 1.3 cipher suite offered (Initial packets stay AES-128-GCM, RFC 9001); also --cipher",
+    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
+};
+
 /// One `--lut-opt` setting a LUT understands.
 #[derive(Debug, Clone, Copy)]
 pub struct LutOption {
@@ -346,6 +353,7 @@ impl Lut for QuinnLut {
             RCVBUF_NATIVE,
             SNDBUF_NATIVE,
             CC_ALL,
+            CIPHER_ALL,
         ]
     }
     fn version(&self) -> String {
@@ -448,6 +456,7 @@ impl Lut for MsquicLut {
                 meaning: "congestion control (default cubic; MsQuic has no NewReno; also --cc)",
                 io: &[IoMode::Native],
             },
+            LutOption { io: &[IoMode::Native], ..CIPHER_ALL },
         ]
     }
     fn version(&self) -> String {

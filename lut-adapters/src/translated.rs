@@ -123,6 +123,7 @@ fn stack_options<S: Stack>(rest: &[String], qlog: Option<PathBuf>) -> Result<Sta
             ("quiche", "pacing=on") => options.pacing = true,
             ("quiche", "pacing=off") => options.pacing = false,
             (_, o) if o.starts_with("cc=") => options.cc = Some(o["cc=".len()..].to_string()),
+            ("quinn-proto", o) if o.starts_with("cipher=") => options.cipher = Some(o["cipher=".len()..].to_string()),
             _ => bail!("{} over nesquic-io does not understand option {opt:?}", S::NAME),
         }
     }

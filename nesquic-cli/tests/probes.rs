@@ -611,3 +611,53 @@ fn duty_cycled_counts_extrapolate_to_the_full_count() {
     assert_eq!(report["probes"]["lost"]["nested_overwrites"], 0, "{}", report["probes"]["lost"]);
     assert_nothing_attached();
 }
+
+/// Calls of the functions whose names contain `part`, on both sides.
+fn calls_named(rep: &Value, part: &str) -> u64 {
+    let roles = rep["probes"]["roles"].as_array().expect("roles");
+    roles
+        .iter()
+        .flat_map(|r| r["functions"].as_array().expect("functions"))
+        .filter(|f| f["name"].as_str().is_some_and(|n| n.contains(part)))
+        .map(|f| f["calls"].as_u64().expect("calls"))
+        .sum()
+}
+
+#[test]
+fn the_chosen_cipher_is_the_aead_that_runs() {
+    let _g = serial();
+    // (LUT, probe list, a function only ChaCha20-Poly1305 calls, a function only AES-GCM calls)
+    let luts = [
+        ("quinn", "uprobe:ring::aead::algorithm::*_seal", "chacha20_poly1305_seal", "aes_gcm_seal"),
+        ("msquic", "uprobe:Poly1305_Update", "Poly1305_Update", ""),
+    ];
+    for (lut, probes, chacha_fn, aes_fn) in luts {
+        let mut per_cipher = Vec::new();
+        for cipher in ["aes128gcm", "chacha20"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let json = dir.path().join("run.json");
+            let out = nesquic()
+                .args(["run", "--lut", lut, "--cipher", cipher, "--size", "3MB", "--probe", probes, "--json"])
+                .arg(&json)
+                .output()
+                .expect("run nesquic");
+            assert!(out.status.success(), "{lut} {cipher}: {}", stderr(&out));
+            let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+            let rep = report["repetitions"][0].clone();
+            assert_eq!(rep["payload_verified"], true);
+            assert!(report["lut_options"].to_string().contains(&format!("cipher={cipher}")));
+            per_cipher.push((calls_named(&rep, chacha_fn), if aes_fn.is_empty() { 0 } else { calls_named(&rep, aes_fn) }));
+        }
+        let [(aes_chacha, aes_aes), (chacha_chacha, chacha_aes)] = per_cipher[..] else { unreachable!() };
+        // 3 MB is ~2,100 packets per direction, each sealed once.
+        assert_eq!(aes_chacha, 0, "{lut}: ChaCha20 ran although AES-128-GCM was chosen");
+        assert!(chacha_chacha > 2_000, "{lut}: {chacha_chacha} ChaCha20-Poly1305 calls");
+        if !aes_fn.is_empty() {
+            // Only the Initial packets (always AES-128-GCM, RFC 9001) use AES under chacha20.
+            assert!(aes_aes > 2_000 && chacha_aes < 50, "{lut}: AES-GCM seals {aes_aes} vs {chacha_aes}");
+        }
+    }
+    let out = nesquic().args(["run", "--lut", "quiche", "--cipher", "chacha20"]).output().expect("run nesquic");
+    assert!(!out.status.success() && stderr(&out).contains("cannot choose its TLS 1.3 cipher suite"), "{}", stderr(&out));
+    assert_nothing_attached();
+}

@@ -125,6 +125,9 @@ pub struct StackOptions {
     pub pacing: bool,
     /// Congestion control: `cubic` (default), `newreno`, `bbr`.
     pub cc: Option<String>,
+    /// TLS 1.3 cipher suite: `aes128gcm`, `aes256gcm`, `chacha20` (quinn-proto; quiche's
+    /// BoringSSL does not let it be chosen). `None`: the library's preference.
+    pub cipher: Option<String>,
 }
 
 /// What one side of a transfer did.

@@ -53,8 +53,46 @@ fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<Transpo
     Ok(Arc::new(t))
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+/// The TLS 1.3 cipher suites `--cipher` chooses from, by their command-line names.
+pub const CIPHERS: &[(&str, rustls::CipherSuite)] = &[
+    ("aes128gcm", rustls::CipherSuite::TLS13_AES_128_GCM_SHA256),
+    ("aes256gcm", rustls::CipherSuite::TLS13_AES_256_GCM_SHA384),
+    ("chacha20", rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256),
+];
+
+/// rustls on ring, its cipher suites limited to `cipher` (a name from [`CIPHERS`]; `None`: all,
+/// rustls' preference order).
+pub fn rustls_provider(cipher: Option<&str>) -> Result<Arc<rustls::crypto::CryptoProvider>, TranslationError> {
+    let mut provider = rustls::crypto::ring::default_provider();
+    if let Some(name) = cipher {
+        let (_, suite) = CIPHERS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or(TranslationError::Config("cipher: aes128gcm, aes256gcm or chacha20"))?;
+        provider.cipher_suites.retain(|s| s.suite() == *suite);
+    }
+    Ok(Arc::new(provider))
+}
+
+/// QUIC protects Initial packets with AES-128-GCM whatever the handshake negotiates (RFC 9001
+/// 5.2), so a provider limited to another suite still needs this one for them.
+fn initial_suite() -> Result<rustls::quic::Suite, TranslationError> {
+    rustls::crypto::ring::cipher_suite::TLS13_AES_128_GCM_SHA256
+        .tls13()
+        .and_then(|s| s.quic_suite())
+        .ok_or(TranslationError::Config("ring has no QUIC AES-128-GCM suite"))
+}
+
+/// A quinn client TLS configuration whose traffic keys use the configured suites.
+pub fn quic_client_config(tls: rustls::ClientConfig) -> Result<QuicClientConfig, TranslationError> {
+    QuicClientConfig::with_initial(Arc::new(tls), initial_suite()?)
+        .map_err(|_| TranslationError::Config("QUIC client TLS"))
+}
+
+/// A quinn server TLS configuration whose traffic keys use the configured suites.
+pub fn quic_server_config(tls: rustls::ServerConfig) -> Result<QuicServerConfig, TranslationError> {
+    QuicServerConfig::with_initial(Arc::new(tls), initial_suite()?)
+        .map_err(|_| TranslationError::Config("QUIC server TLS"))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TranslationError> {
@@ -125,12 +163,12 @@ impl QuinnProto {
     ) -> Result<Self, TranslationError> {
         let cert = CertificateDer::from(read(cert)?);
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(read(key)?));
-        let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
+        let mut crypto = rustls::ServerConfig::builder_with_provider(rustls_provider(options.cipher.as_deref())?)
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_no_client_auth()
             .with_single_cert(vec![cert], key)?;
         crypto.alpn_protocols = vec![ALPN.to_vec()];
-        let quic = QuicServerConfig::try_from(crypto).map_err(|_| TranslationError::Config("QUIC server TLS"))?;
+        let quic = quic_server_config(crypto)?;
         let mut config = ServerConfig::with_crypto(Arc::new(quic));
         config.transport_config(transport(options, max_datagrams)?);
         let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(config)), true, None);
@@ -147,12 +185,12 @@ impl QuinnProto {
     ) -> Result<Self, TranslationError> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(CertificateDer::from(read(ca)?))?;
-        let mut crypto = rustls::ClientConfig::builder_with_provider(provider())
+        let mut crypto = rustls::ClientConfig::builder_with_provider(rustls_provider(options.cipher.as_deref())?)
             .with_protocol_versions(&[&rustls::version::TLS13])?
             .with_root_certificates(roots)
             .with_no_client_auth();
         crypto.alpn_protocols = vec![ALPN.to_vec()];
-        let quic = QuicClientConfig::try_from(crypto).map_err(|_| TranslationError::Config("QUIC client TLS"))?;
+        let quic = quic_client_config(crypto)?;
         let mut config = ClientConfig::new(Arc::new(quic));
         config.transport_config(transport(options, max_datagrams)?);
         let mut this =

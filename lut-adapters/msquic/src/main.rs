@@ -14,9 +14,10 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Parser;
 use msquic::{
-    Addr, BufferRef, CertificateFile, Configuration, Connection, ConnectionEvent, ConnectionRef,
-    ConnectionShutdownFlags, Credential, CredentialConfig, ExecutionProfile, Listener, ListenerEvent, Registration,
-    RegistrationConfig, SendFlags, Settings, Status, Stream, StreamEvent, StreamOpenFlags, StreamRef, StreamStartFlags,
+    Addr, AllowedCipherSuiteFlags, BufferRef, CertificateFile, Configuration, Connection, ConnectionEvent,
+    ConnectionRef, ConnectionShutdownFlags, Credential, CredentialConfig, ExecutionProfile, Listener, ListenerEvent,
+    Registration, RegistrationConfig, SendFlags, Settings, Status, Stream, StreamEvent, StreamOpenFlags, StreamRef,
+    StreamStartFlags,
 };
 use nesquic_lut_adapters::lut::args::{LutCli, Role};
 use nesquic_lut_adapters::protocol::{ALPN, SERVER_NAME};
@@ -38,15 +39,27 @@ fn main() {
     }
 }
 
-/// `--opt` settings: `profile=max-throughput|low-latency` (MsQuic's execution profile) and
-/// `cc=cubic|bbr`.
+/// `--opt` settings: `profile=max-throughput|low-latency` (MsQuic's execution profile),
+/// `cc=cubic|bbr` and `cipher=aes128gcm|aes256gcm|chacha20`.
 struct Options {
     profile: ExecutionProfile,
     cc: u16,
+    /// The only TLS 1.3 suite allowed (both sides set it, so the handshake must agree on it).
+    cipher: Option<AllowedCipherSuiteFlags>,
+}
+
+impl Options {
+    /// `config` with the cipher restriction applied.
+    fn restrict(&self, config: CredentialConfig) -> CredentialConfig {
+        match self.cipher {
+            Some(c) => config.set_allowed_cipher_suites(c),
+            None => config,
+        }
+    }
 }
 
 fn options(opts: &[String]) -> Result<Options> {
-    let mut o = Options { profile: ExecutionProfile::MaxThroughput, cc: 0 };
+    let mut o = Options { profile: ExecutionProfile::MaxThroughput, cc: 0, cipher: None };
     for opt in opts {
         match opt.as_str() {
             "profile=max-throughput" => o.profile = ExecutionProfile::MaxThroughput,
@@ -57,7 +70,12 @@ fn options(opts: &[String]) -> Result<Options> {
             "cc=bbr" => {
                 o.cc = msquic::ffi::QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_BBR as u16
             }
-            other => bail!("unknown option {other:?}; supported: profile=max-throughput|low-latency, cc=cubic|bbr"),
+            "cipher=aes128gcm" => o.cipher = Some(AllowedCipherSuiteFlags::AES_128_GCM_SHA256),
+            "cipher=aes256gcm" => o.cipher = Some(AllowedCipherSuiteFlags::AES_256_GCM_SHA384),
+            "cipher=chacha20" => o.cipher = Some(AllowedCipherSuiteFlags::CHACHA20_POLY1305_SHA256),
+            other => bail!(
+                "unknown option {other:?}; supported: profile=max-throughput|low-latency, cc=cubic|bbr, cipher=aes128gcm|aes256gcm|chacha20"
+            ),
         }
     }
     Ok(o)
@@ -120,7 +138,9 @@ fn server(listen: SocketAddr, cert: &std::path::Path, key: &std::path::Path, o: 
     // MsQuic's quictls backend loads PEM files; they are only needed while loading.
     let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
     let credential = Credential::CertificateFile(CertificateFile::new(key_pem.path_str()?, cert_pem.path_str()?));
-    config.load_credential(&CredentialConfig::new().set_credential(credential)).map_err(status("load certificate"))?;
+    config
+        .load_credential(&o.restrict(CredentialConfig::new().set_credential(credential)))
+        .map_err(status("load certificate"))?;
     drop((cert_pem, key_pem));
     let config = Arc::new(config);
 
@@ -256,7 +276,7 @@ fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, o: &Options) -> 
     let config = Configuration::open(&registration, &alpn, Some(&settings(o))).map_err(status("open configuration"))?;
     let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
     // Default validation (no NO_CERTIFICATE_VALIDATION flag) against exactly this trust anchor.
-    let credential = CredentialConfig::new_client().set_ca_certificate_file(ca_pem.path_str()?);
+    let credential = o.restrict(CredentialConfig::new_client().set_ca_certificate_file(ca_pem.path_str()?));
     config.load_credential(&credential).map_err(status("load trust anchor"))?;
     drop(ca_pem);
 

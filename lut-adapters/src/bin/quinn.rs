@@ -12,7 +12,7 @@ use nesquic_lut_adapters::lut::Workload;
 use nesquic_lut_adapters::protocol::{self, Verifier, ALPN, REQUEST_LEN, SERVER_NAME};
 use nesquic_lut_adapters::report::{ClientResult, ConnectionResult, IoSettings, LutEvent, StreamResult};
 use nesquic_lut_adapters::{tls, IoMode};
-use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use nesquic_lut_adapters::translation::quinn_shim;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Test hooks: make the server abort after N payload bytes, or flip the payload byte at offset N.
@@ -48,12 +48,12 @@ fn main() {
         match cli.role {
             Role::Server { listen, ref cert, ref key, ref qlog, ref opts, .. } => {
                 let socket = bind(listen, opts)?;
-                server(socket, cert, key, transport(qlog.as_deref(), "server", opts)?, cli.role.workload()).await
+                server(socket, cert, key, opts, transport(qlog.as_deref(), "server", opts)?, cli.role.workload()).await
             }
             Role::Client { connect, ref ca, ref qlog, ref opts, .. } => {
                 let any: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
                 let socket = bind(any, opts)?;
-                client(socket, connect, ca, cli.role.workload(), transport(qlog.as_deref(), "client", opts)?).await
+                client(socket, connect, ca, opts, cli.role.workload(), transport(qlog.as_deref(), "client", opts)?).await
             }
         }
     });
@@ -80,10 +80,10 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Res
             "cc=bbr" => {
                 transport.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
             }
-            // Socket options, applied in `bind`.
-            o if o.starts_with("rcvbuf=") || o.starts_with("sndbuf=") => {}
+            // Socket options, applied in `bind`; the cipher, in the TLS configurations.
+            o if o.starts_with("rcvbuf=") || o.starts_with("sndbuf=") || o.starts_with("cipher=") => {}
             other => bail!(
-                "unknown option {other:?}; supported: gso=on|off, cc=cubic|newreno|bbr, rcvbuf=BYTES, sndbuf=BYTES"
+                "unknown option {other:?}; supported: gso=on|off, cc=cubic|newreno|bbr, rcvbuf=BYTES, sndbuf=BYTES, cipher=aes128gcm|aes256gcm|chacha20"
             ),
         }
     }
@@ -127,20 +127,23 @@ fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSock
     Ok(socket)
 }
 
-fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    Arc::new(rustls::crypto::ring::default_provider())
+/// rustls on ring, limited to the `cipher=` option's suite if given.
+fn provider(opts: &[String]) -> Result<Arc<rustls::crypto::CryptoProvider>> {
+    let cipher = opts.iter().rev().find_map(|o| o.strip_prefix("cipher="));
+    Ok(quinn_shim::rustls_provider(cipher)?)
 }
 
 async fn server(
     socket: std::net::UdpSocket,
     cert: &std::path::Path,
     key: &std::path::Path,
+    opts: &[String],
     mut transport: quinn::TransportConfig,
     workload: Workload,
 ) -> Result<()> {
     let cert = CertificateDer::from(tls::read(cert)?);
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(tls::read(key)?));
-    let mut crypto = rustls::ServerConfig::builder_with_provider(provider())
+    let mut crypto = rustls::ServerConfig::builder_with_provider(provider(opts)?)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_single_cert(vec![cert], key)
@@ -150,7 +153,7 @@ async fn server(
     if workload.streams > 100 {
         transport.max_concurrent_bidi_streams(workload.streams.into());
     }
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(crypto)?));
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(quinn_shim::quic_server_config(crypto)?));
     config.transport_config(Arc::new(transport));
     let runtime = Arc::new(quinn::TokioRuntime);
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), socket, runtime)?;
@@ -231,17 +234,18 @@ async fn client(
     socket: std::net::UdpSocket,
     connect: std::net::SocketAddr,
     ca: &std::path::Path,
+    opts: &[String],
     workload: Workload,
     transport: quinn::TransportConfig,
 ) -> Result<()> {
     let mut roots = rustls::RootCertStore::empty();
     roots.add(CertificateDer::from(tls::read(ca)?)).context("trust anchor")?;
-    let mut crypto = rustls::ClientConfig::builder_with_provider(provider())
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider(opts)?)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_root_certificates(roots)
         .with_no_client_auth();
     crypto.alpn_protocols = vec![ALPN.to_vec()];
-    let mut config = quinn::ClientConfig::new(Arc::new(QuicClientConfig::try_from(crypto)?));
+    let mut config = quinn::ClientConfig::new(Arc::new(quinn_shim::quic_client_config(crypto)?));
     config.transport_config(Arc::new(transport));
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))?;
 

@@ -86,6 +86,10 @@ pub struct RunArgs {
     /// refuses (msquic has no NewReno).
     #[arg(long, value_parser = ["cubic", "newreno", "bbr"])]
     pub cc: Option<String>,
+    /// The only TLS 1.3 cipher suite offered (same as --lut-opt cipher=...): quinn (rustls) and
+    /// msquic can; quiche's BoringSSL cannot and refuses. Initial packets stay AES-128-GCM.
+    #[arg(long, value_parser = ["aes128gcm", "aes256gcm", "chacha20"])]
+    pub cipher: Option<String>,
     /// MsQuic's execution profile (same as --lut-opt profile=...); only with --lut msquic.
     #[arg(long, value_name = "PROFILE", value_parser = ["max-throughput", "low-latency"])]
     pub msquic_profile: Option<String>,
@@ -204,8 +208,15 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let testcase = args.scenario.resolve()?;
     let workload = testcase.workload;
     lut.check_workload(io, &workload).with_context(|| format!("testcase {}", testcase.name))?;
+    if args.cipher.is_some() && !lut.options().iter().any(|o| o.key == "cipher") {
+        anyhow::bail!(
+            "--cipher: LUT '{}' cannot choose its TLS 1.3 cipher suite ({} exposes no such setting); quinn and msquic can",
+            lut.name(),
+            lut.crypto_backend()
+        );
+    }
     let mut lut_opts = args.lut_opts.clone();
-    for (key, value) in [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg), ("cc", &args.cc)] {
+    for (key, value) in [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg), ("cc", &args.cc), ("cipher", &args.cipher)] {
         if let Some(v) = value {
             lut_opts.push(format!("{key}={v}"));
         }
