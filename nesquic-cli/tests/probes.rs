@@ -646,7 +646,8 @@ fn the_chosen_cipher_is_the_aead_that_runs() {
             let rep = report["repetitions"][0].clone();
             assert_eq!(rep["payload_verified"], true);
             assert!(report["lut_options"].to_string().contains(&format!("cipher={cipher}")));
-            per_cipher.push((calls_named(&rep, chacha_fn), if aes_fn.is_empty() { 0 } else { calls_named(&rep, aes_fn) }));
+            per_cipher
+                .push((calls_named(&rep, chacha_fn), if aes_fn.is_empty() { 0 } else { calls_named(&rep, aes_fn) }));
         }
         let [(aes_chacha, aes_aes), (chacha_chacha, chacha_aes)] = per_cipher[..] else { unreachable!() };
         // 3 MB is ~2,100 packets per direction, each sealed once.
@@ -658,6 +659,10 @@ fn the_chosen_cipher_is_the_aead_that_runs() {
         }
     }
     let out = nesquic().args(["run", "--lut", "quiche", "--cipher", "chacha20"]).output().expect("run nesquic");
-    assert!(!out.status.success() && stderr(&out).contains("cannot choose its TLS 1.3 cipher suite"), "{}", stderr(&out));
+    assert!(
+        !out.status.success() && stderr(&out).contains("cannot choose its TLS 1.3 cipher suite"),
+        "{}",
+        stderr(&out)
+    );
     assert_nothing_attached();
 }

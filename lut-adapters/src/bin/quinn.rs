@@ -11,8 +11,8 @@ use nesquic_lut_adapters::lut::args::{LutCli, Role};
 use nesquic_lut_adapters::lut::Workload;
 use nesquic_lut_adapters::protocol::{self, Verifier, ALPN, REQUEST_LEN, SERVER_NAME};
 use nesquic_lut_adapters::report::{ClientResult, ConnectionResult, IoSettings, LutEvent, StreamResult};
-use nesquic_lut_adapters::{tls, IoMode};
 use nesquic_lut_adapters::translation::quinn_shim;
+use nesquic_lut_adapters::{tls, IoMode};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 /// Test hooks: make the server abort after N payload bytes, or flip the payload byte at offset N.
@@ -53,7 +53,8 @@ fn main() {
             Role::Client { connect, ref ca, ref qlog, ref opts, .. } => {
                 let any: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
                 let socket = bind(any, opts)?;
-                client(socket, connect, ca, opts, cli.role.workload(), transport(qlog.as_deref(), "client", opts)?).await
+                client(socket, connect, ca, opts, cli.role.workload(), transport(qlog.as_deref(), "client", opts)?)
+                    .await
             }
         }
     });

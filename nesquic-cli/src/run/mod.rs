@@ -216,7 +216,9 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         );
     }
     let mut lut_opts = args.lut_opts.clone();
-    for (key, value) in [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg), ("cc", &args.cc), ("cipher", &args.cipher)] {
+    for (key, value) in
+        [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg), ("cc", &args.cc), ("cipher", &args.cipher)]
+    {
         if let Some(v) = value {
             lut_opts.push(format!("{key}={v}"));
         }
