@@ -194,3 +194,22 @@ fn exec_lut_runs_an_external_command_like_the_built_in_path() {
     let out = nesquic().args(["run", "--lut", "exec"]).output().expect("run");
     assert!(!out.status.success() && stderr(&out).contains("--server-cmd"), "{}", stderr(&out));
 }
+
+#[test]
+fn testcases_are_part_of_the_identity_and_bring_their_metrics() {
+    // Same total bytes (3 MB), different shape: not comparable.
+    let (base, _, _) = runs();
+    let streams = run("streams", "1MB", &["--testcase", "multi-stream", "--streams", "3"]);
+    let out = compare(base, &streams, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("multi-stream 1x3x1000000 (3000000 bytes)"), "{}", stderr(&out));
+
+    let hs = run("handshakes", "1KB", &["--testcase", "handshakes", "--connections", "40"]);
+    let out = compare(&hs, &hs, &["--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let text = report.to_string();
+    for metric in ["connections_per_s", "handshake_p99_ms"] {
+        assert!(text.contains(metric), "{metric} missing: {text}");
+    }
+}

@@ -96,7 +96,39 @@ pub const METRICS: &[MetricDef] = &[
         higher_is_better: false,
         meaning: "crypto.open ns per datagram received",
     },
+    MetricDef {
+        name: "connections_per_s",
+        kind: Kind::Noisy,
+        higher_is_better: true,
+        meaning: "connections completed per second (testcases with several)",
+    },
+    MetricDef {
+        name: "handshake_p99_ms",
+        kind: Kind::Noisy,
+        higher_is_better: false,
+        meaning: "99th-percentile handshake (testcases with several connections)",
+    },
 ];
+
+/// "multi-conn 4x1x10000000 (40000000 bytes)": what a run asked for, from its `testcase`
+/// record (summary.json or `nesquic:run_started`); runs before testcases existed were bulk.
+fn scenario(testcase: Option<&Value>, size: u64) -> String {
+    let name = testcase.and_then(|t| t["name"].as_str().or(t.as_str())).unwrap_or("bulk");
+    match testcase.map(|t| &t["workload"]).filter(|w| w.is_object()) {
+        Some(w) => format!("{name} {}x{}x{} ({size} bytes)", w["connections"], w["streams"], w["size"]),
+        None => format!("{name} {size} bytes"),
+    }
+}
+
+/// Multi-connection figures of one repetition (its `workload` record), if any.
+fn workload_metrics(w: &Value, push: &mut impl FnMut(String, f64)) {
+    if let (Some(rate), Some(p99)) = (w["handshakes_per_s"].as_f64(), w["handshake_ms"]["p99"].as_f64()) {
+        if w["connections"].as_u64().is_some_and(|c| c > 1) {
+            push("connections_per_s".into(), rate);
+            push("handshake_p99_ms".into(), p99);
+        }
+    }
+}
 
 /// Looks a metric up by its name without role.
 pub fn def(name: &str) -> Option<&'static MetricDef> {
@@ -142,6 +174,7 @@ fn from_summary(v: &Value) -> Result<RunSamples> {
         for role in ["server", "client"] {
             push(format!("{role}.cpu_s"), rep[role]["cpu_total_s"].as_f64().context("cpu_total_s")?);
         }
+        workload_metrics(&rep["workload"], &mut push);
         if let Some(roles) = rep["probes"]["roles"].as_array() {
             for r in roles {
                 probe_metrics(r, size, 1.0, &mut push);
@@ -155,7 +188,7 @@ fn from_summary(v: &Value) -> Result<RunSamples> {
             v["lut"]["version"].as_str().unwrap_or("?"),
             v["lut_options"]
         ),
-        testcase: format!("{} {} bytes", v["testcase"].as_str().unwrap_or("bulk"), size),
+        testcase: scenario(v.get("testcase"), size),
         metrics,
     })
 }
@@ -179,6 +212,7 @@ fn from_sqlog(file: &Path) -> Result<RunSamples> {
         push("goodput_mbps".into(), rep["goodput_mbps"].as_f64().context("goodput_mbps")?);
         push("transfer_s".into(), rep["transfer_s"].as_f64().context("transfer_s")?);
         push(format!("{role}.cpu_s"), rep["cpu_s"].as_f64().context("cpu_s")?);
+        workload_metrics(&rep["workload"], &mut push);
     }
     if let Some(roles) = d["probes"]["roles"].as_array() {
         for r in roles {
@@ -192,11 +226,7 @@ fn from_sqlog(file: &Path) -> Result<RunSamples> {
             lut.and_then(|l| l["name"].as_str()).unwrap_or("?"),
             lut.and_then(|l| l["version"].as_str()).unwrap_or("?")
         ),
-        testcase: format!(
-            "{} {} bytes",
-            started.and_then(|s| s["data"]["testcase"]["name"].as_str()).unwrap_or("bulk"),
-            size
-        ),
+        testcase: scenario(started.map(|s| &s["data"]["testcase"]), size),
         metrics,
     })
 }
