@@ -82,6 +82,16 @@ pub enum LutError {
         /// Where it is supported, if anywhere.
         hint: String,
     },
+    /// A LUT executable asked directly for more than it runs.
+    #[error("{library} runs one connection with one stream (asked for {connections} connections, {streams} streams)")]
+    SingleWorkloadOnly {
+        /// The library (and I/O path).
+        library: String,
+        /// Connections asked for.
+        connections: u32,
+        /// Streams per connection asked for.
+        streams: u32,
+    },
     /// A `--lut-opt` the LUT does not understand on this I/O path.
     #[error("LUT '{lut}' with --io {io} does not understand --lut-opt {option}; it accepts: {known}")]
     BadOption {
@@ -586,6 +596,20 @@ impl args::Role {
                 Workload { connections, parallel, streams, size }
             }
         }
+    }
+
+    /// For executables that run one connection with one stream: an error naming `library` when
+    /// asked for more (nesquic refuses such testcases before starting them; this guards direct use).
+    pub fn require_single_workload(&self, library: &str) -> Result<(), LutError> {
+        let w = self.workload();
+        if w.is_single() {
+            return Ok(());
+        }
+        Err(LutError::SingleWorkloadOnly {
+            library: library.to_string(),
+            connections: w.connections,
+            streams: w.streams,
+        })
     }
 }
 

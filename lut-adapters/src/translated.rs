@@ -77,14 +77,7 @@ fn report_io(io: &UdpIo) {
 pub fn run<S: Stack>(role: Role) -> Result<()> {
     let library = S::NAME;
     let impairment = Impairment::from_env()?;
-    let workload = role.workload();
-    if !workload.is_single() {
-        bail!(
-            "{library} over nesquic-io runs one connection with one stream (asked for {} connections, {} streams)",
-            workload.connections,
-            workload.streams
-        );
-    }
+    role.require_single_workload(&format!("{library} over nesquic-io"))?;
     match role {
         Role::Server { listen, cert, key, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;

@@ -1,38 +1,12 @@
 //! `--link veth` end to end (root): namespaces + veth, rate (tbf), loss (netem or tc-bpf),
 //! measured conditions, and that nothing is left behind, also after an interrupted or killed run.
 
-use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
-use std::time::Duration;
+mod common;
 
 use serde_json::Value;
+use std::time::Duration;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn nesquic() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
-    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
-    c
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Network namespaces nesquic created (`nq-<pid>-s|c`).
-fn our_namespaces() -> Vec<String> {
-    let out = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next())
-        .filter(|n| n.starts_with("nq-"))
-        .map(String::from)
-        .collect()
-}
+use common::{nesquic, our_namespaces, serial, stderr};
 
 fn run_json(args: &[&str]) -> Value {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -128,9 +102,12 @@ fn delay_is_applied_both_ways_and_measured() {
     for direction in ["up", "down"] {
         let Some(d) = relay_direction(&report, direction) else { return };
         let datagrams = d["datagrams"].as_f64().expect("datagrams");
-        let mean_ms = d["held_ns_sum"].as_f64().expect("sum") / datagrams / 1e6;
-        let min_ms = d["held_ns_min"].as_f64().expect("min") / 1e6;
-        assert!(datagrams > 10.0 && min_ms >= 10.0 && mean_ms < 13.0, "{direction}: {d}");
+        let ms = |k: &str| d[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {d}")) / 1e6;
+        // Every datagram drew exactly 10 ms; it was held at least that (lateness only adds, and
+        // stays far below the delay unless the machine is swamped).
+        assert!((ms("drawn_ns_min") - 10.0).abs() < 1e-3 && (ms("drawn_ns_max") - 10.0).abs() < 1e-3, "{d}");
+        let mean = ms("held_ns_sum") / datagrams;
+        assert!(datagrams > 10.0 && ms("held_ns_min") >= 10.0 && mean < 20.0, "{direction}: {d}");
         assert_eq!((d["reordered"].as_u64(), d["undelayed"].as_u64()), (Some(0), Some(0)), "{direction}: {d}");
     }
     assert!(our_namespaces().is_empty());
@@ -151,8 +128,12 @@ fn jitter_and_reordering_are_applied_measured_and_survived() {
     let report = run_json(&["--lut", "quinn", "--link", "veth", "--delay", "5", "--jitter", "2", "--size", "1MB"]);
     assert_eq!(report["repetitions"][0]["payload_verified"], true);
     if let Some(d) = relay_direction(&report, "down") {
-        let (min, max) = (d["held_ns_min"].as_f64().expect("min") / 1e6, d["held_ns_max"].as_f64().expect("max") / 1e6);
-        assert!(min >= 3.0 && max < 9.0 && max - min > 2.0, "held {min}-{max} ms for 5 ± 2 ms: {d}");
+        // The draws span the jitter; what was actually held is never shorter than drawn (the
+        // relay's lateness on a busy machine only adds).
+        let ms = |k: &str| d[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {d}")) / 1e6;
+        let (low, high) = (ms("drawn_ns_min"), ms("drawn_ns_max"));
+        assert!(low >= 3.0 && high <= 7.0 && high - low > 2.0, "drawn {low}-{high} ms for 5 ± 2 ms: {d}");
+        assert!(ms("held_ns_min") >= low, "{d}");
     }
     assert!(our_namespaces().is_empty());
 }

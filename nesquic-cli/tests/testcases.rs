@@ -2,26 +2,11 @@
 //! (root), payloads verified and the per-connection figures consistent with what was asked;
 //! users' scenario files and overrides; clear errors for what cannot run.
 
-use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+mod common;
 
 use serde_json::Value;
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn nesquic() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
-    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
-    c
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{nesquic, our_namespaces, serial, stderr};
 
 fn run_json(args: &[&str]) -> Value {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -94,8 +79,7 @@ fn every_testcase_runs_with_quinn_on_loopback_and_veth() {
         let fairness = f64_at(&rep, "/workload/stream_fairness");
         assert!(fairness > 0.125 && fairness <= 1.0, "{link}: Jain index {fairness}");
     }
-    let out = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
-    assert!(!String::from_utf8_lossy(&out.stdout).contains("nq-"), "namespaces left behind");
+    assert!(our_namespaces().is_empty(), "namespaces left behind: {:?}", our_namespaces());
 }
 
 #[test]

@@ -86,14 +86,7 @@ fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
 }
 
 fn run(role: Role) -> Result<()> {
-    let workload = role.workload();
-    if !workload.is_single() {
-        bail!(
-            "msquic runs one connection with one stream (asked for {} connections, {} streams)",
-            workload.connections,
-            workload.streams
-        );
-    }
+    role.require_single_workload("msquic")?;
     match role {
         Role::Server { listen, cert, key, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;

@@ -49,6 +49,16 @@ pub struct DirectionStats {
     pub held_ns_max: u64,
     /// Datagrams the kernel refused to send (buffer full), lost like a full queue would.
     pub send_errors: u64,
+    /// Shortest and longest delay drawn (arrival to release time), ns: what was asked of the
+    /// relay, before its own lateness.
+    pub drawn_ns_min: u64,
+    /// Longest delay drawn, ns.
+    pub drawn_ns_max: u64,
+    /// How late the relay sent after the release time: sum (for the mean) and worst, ns. On a
+    /// busy machine this is the relay competing for a CPU.
+    pub late_ns_sum: u64,
+    /// Worst lateness, ns.
+    pub late_ns_max: u64,
 }
 
 impl DirectionStats {
@@ -349,8 +359,15 @@ impl Worker {
                     d.bytes += n as u64;
                     d.reordered += u64::from(reordered);
                     d.held_ns_sum += held;
-                    d.held_ns_min = if d.datagrams == 1 { held } else { d.held_ns_min.min(held) };
+                    let drawn = h.release.duration_since(h.arrival).as_nanos() as u64;
+                    let late = sent_at.saturating_duration_since(h.release).as_nanos() as u64;
+                    let first = d.datagrams == 1;
+                    d.held_ns_min = if first { held } else { d.held_ns_min.min(held) };
                     d.held_ns_max = d.held_ns_max.max(held);
+                    d.drawn_ns_min = if first { drawn } else { d.drawn_ns_min.min(drawn) };
+                    d.drawn_ns_max = d.drawn_ns_max.max(drawn);
+                    d.late_ns_sum += late;
+                    d.late_ns_max = d.late_ns_max.max(late);
                 }
                 _ => d.send_errors += 1,
             }

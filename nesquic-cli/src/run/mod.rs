@@ -842,11 +842,15 @@ fn print_summary(report: &RunReport) {
         if let Ok(stats) = serde_json::from_value::<crate::link::relay::RelayStats>(link["relay"].clone()) {
             for (name, d) in [("client->server", &stats.up), ("server->client", &stats.down)] {
                 println!(
-                    "relay {name}: {} datagrams held {:.2} ms on average (min {:.2}, max {:.2}); {} ({:.2}%) left out of order, {} sent undelayed, {} send errors",
+                    "relay {name}: {} datagrams held {:.2} ms on average (min {:.2}, max {:.2}; drawn {:.2}-{:.2}, relay late {:.3} ms on average, {:.2} at worst); {} ({:.2}%) left out of order, {} sent undelayed, {} send errors",
                     d.datagrams,
                     d.mean_held_ms(),
                     d.held_ns_min as f64 / 1e6,
                     d.held_ns_max as f64 / 1e6,
+                    d.drawn_ns_min as f64 / 1e6,
+                    d.drawn_ns_max as f64 / 1e6,
+                    d.late_ns_sum as f64 / d.datagrams.max(1) as f64 / 1e6,
+                    d.late_ns_max as f64 / 1e6,
                     d.reordered,
                     d.reordered_pct(),
                     d.undelayed,
