@@ -18,9 +18,33 @@ pub fn classifier() -> Result<nesquic_ebpf::profile::Classifier> {
 }
 
 /// Prints a sampling profile: components with 95% intervals, then the hottest functions.
-pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str) {
+/// The sampling profile of what `session` sampled since its last reset, symbolised with `maps`,
+/// with the sampler's own cost (kernel BPF statistics).
+pub fn build_profile(
+    session: &mut ProbeSession,
+    maps: &std::collections::HashMap<u32, nesquic_ebpf::profile::ProcessMaps>,
+    roles: &[(u32, &str)],
+) -> Result<nesquic_ebpf::profile::Profile> {
+    let samples = session.profile_samples()?;
+    let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &classifier()?, PROFILE_HZ);
+    profile.sampler = session.sampler_cost();
+    Ok(profile)
+}
+
+/// Prints a profile; `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
+/// proportion.
+pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu_s: f64) {
     println!();
     println!("sampling profile ({} Hz per CPU, CPU-clock), {window}:", profile.frequency_hz);
+    if let Some(c) = profile.sampler.filter(|c| c.runs > 0) {
+        println!(
+            "  sampler cost (kernel BPF stats): {} runs x {:.1} us = {:.1} ms, {:.2}% of the profiled processes' CPU time (the timer interrupt around it not included)",
+            c.runs,
+            c.run_ns as f64 / c.runs as f64 / 1e3,
+            c.run_ns as f64 / 1e6,
+            if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 }
+        );
+    }
     for role in &profile.roles {
         println!("{}: {} samples", role.role, role.samples);
         for c in &role.components {

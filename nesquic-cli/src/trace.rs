@@ -106,15 +106,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
         c.compensate(&mut metrics);
     }
     let profile = if session.is_profiling() {
-        let samples = session.profile_samples()?;
-        let roles = [Role::Process.slot()];
-        Some(nesquic_ebpf::profile::build(
-            &samples,
-            &maps.maps,
-            &roles,
-            &crate::probes::classifier()?,
-            crate::probes::PROFILE_HZ,
-        ))
+        Some(crate::probes::build_profile(&mut session, &maps.maps, &[Role::Process.slot()])?)
     } else {
         None
     };
@@ -126,7 +118,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
         crate::probes::print_compensated(&metrics, c);
     }
     if let Some(p) = &profile {
-        crate::probes::print_profile(p, "whole command");
+        crate::probes::print_profile(p, "whole command", (exit.user + exit.system).as_secs_f64());
     }
     if let Some(path) = &args.json {
         let report = TraceReport {

@@ -386,6 +386,14 @@ fn profile_attributes_cpu_to_the_hot_function() {
     let (hot, cold) = (share("nesquic_workload_hot"), share("nesquic_workload_cold"));
     assert!((0.6..=0.8).contains(&hot), "hot {hot}, cold {cold}: {role}");
     assert!((0.2..=0.4).contains(&cold), "hot {hot}, cold {cold}");
+    // The sampler ran on every tick of every CPU (at least the busy thread's ~1500 ticks), and
+    // the kernel timed it: a handful of microseconds per run, a small share of the 1.5 s spun.
+    let sampler = &traced["profile"]["sampler"];
+    let (runs, run_ns) = (sampler["runs"].as_u64().expect("runs"), sampler["run_ns"].as_u64().expect("run_ns"));
+    assert!(runs >= samples, "{runs} sampler runs for {samples} samples");
+    let per_run_us = run_ns as f64 / runs as f64 / 1e3;
+    assert!((0.05..100.0).contains(&per_run_us), "{per_run_us} us per sampler run");
+    assert!((run_ns as f64) < 0.05 * 1.5e9, "sampler took {run_ns} ns of a 1.5 s run");
     assert_nothing_attached();
 }
 

@@ -22,7 +22,7 @@ use std::path::PathBuf;
 
 pub use catalog::{Catalog, ProbeRequest, ProbeSpec, Resolution, ResolvedFunction};
 pub use metrics::{DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};
-pub use session::ProbeSession;
+pub use session::{ProbeSession, SamplerCost};
 pub use symbols::ObjectSymbols;
 
 /// Everything that can go wrong while probing, phrased so the user knows what to do.

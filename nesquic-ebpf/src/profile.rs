@@ -190,6 +190,9 @@ pub struct Profile {
     pub frequency_hz: u64,
     /// Per role.
     pub roles: Vec<RoleProfile>,
+    /// What the sampling program itself cost, from the kernel's BPF statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<crate::SamplerCost>,
 }
 
 /// Compiled component rules.
@@ -257,7 +260,7 @@ pub fn build(
             top_functions: ranked(functions, 15),
         });
     }
-    Profile { frequency_hz, roles: out }
+    Profile { frequency_hz, roles: out, sampler: None }
 }
 
 #[cfg(test)]

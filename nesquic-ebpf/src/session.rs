@@ -52,6 +52,21 @@ pub struct ProbeSession {
     closing: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     nr_cpus: usize,
     profiling: bool,
+    /// Keeps the kernel's BPF run-time statistics on while profiling (BPF_ENABLE_STATS: off
+    /// again when the fd closes), so the sampler's own cost is measured, not guessed.
+    stats: Option<std::os::fd::OwnedFd>,
+    /// The sampler's counters at the last [`ProbeSession::reset_profile`].
+    sampler_base: SamplerCost,
+}
+
+/// What the sampling program cost, from the kernel's BPF statistics (`run_time_ns`, `run_cnt`
+/// of the program): time spent in the program itself, not the timer interrupt around it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SamplerCost {
+    /// Times the program ran (every CPU-clock tick on every CPU, the LUT's or not).
+    pub runs: u64,
+    /// Total time inside the program, ns.
+    pub run_ns: u64,
 }
 
 impl ProbeSession {
@@ -93,6 +108,8 @@ impl ProbeSession {
             closing: Default::default(),
             nr_cpus,
             profiling: false,
+            stats: None,
+            sampler_base: SamplerCost::default(),
         };
         session.closer = spawn_closer(session.closing.clone());
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
@@ -170,7 +187,35 @@ impl ProbeSession {
                 })?;
         }
         self.profiling = true;
+        // Best effort: without statistics (kernel < 5.8) the cost is reported as unknown.
+        self.stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
+        self.sampler_base = self.sampler_totals().unwrap_or_default();
         Ok(())
+    }
+
+    /// The sampling program's cost since the last [`ProbeSession::reset_profile`]; `None` when not
+    /// profiling or the kernel keeps no statistics.
+    pub fn sampler_cost(&self) -> Option<SamplerCost> {
+        let now = self.sampler_totals()?;
+        Some(SamplerCost {
+            runs: now.runs.saturating_sub(self.sampler_base.runs),
+            run_ns: now.run_ns.saturating_sub(self.sampler_base.run_ns),
+        })
+    }
+
+    /// `run_cnt` and `run_time_ns` of the sampling program, from its fd's fdinfo.
+    fn sampler_totals(&self) -> Option<SamplerCost> {
+        use std::os::fd::{AsFd, AsRawFd};
+        if !self.profiling || self.stats.is_none() {
+            return None;
+        }
+        let program: &PerfEvent = self.ebpf.program("nq_sample")?.try_into().ok()?;
+        let fd = program.fd().ok()?.as_fd().as_raw_fd();
+        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
+        let field = |name: &str| -> Option<u64> {
+            info.lines().find_map(|l| l.strip_prefix(name)?.trim_start_matches(':').trim().parse().ok())
+        };
+        Some(SamplerCost { runs: field("run_cnt")?, run_ns: field("run_time_ns")? })
     }
 
     /// How packet I/O is measured, if it is.
@@ -235,6 +280,7 @@ impl ProbeSession {
         if !self.profiling {
             return Ok(());
         }
+        self.sampler_base = self.sampler_totals().unwrap_or_default();
         let map = self.ebpf.map_mut("samples").ok_or_else(|| EbpfError::Load("map samples missing".into()))?;
         let mut samples: BpfHashMap<&mut MapData, NqSampleKey, u64> =
             BpfHashMap::try_from(map).map_err(|e| EbpfError::Map(format!("samples: {e}")))?;

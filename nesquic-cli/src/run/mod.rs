@@ -396,7 +396,11 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         }
         for (i, rep) in report.repetitions.iter().enumerate() {
             if let Some(p) = &rep.profile {
-                crate::probes::print_profile(p, &format!("repetition {}", i + 1));
+                crate::probes::print_profile(
+                    p,
+                    &format!("repetition {}", i + 1),
+                    rep.server.cpu_total_s + rep.client.cpu_total_s,
+                );
             }
         }
         merged
@@ -522,11 +526,7 @@ pub(crate) fn measure(
     let mut profile = None;
     if let Some(session) = session {
         if outcome.is_ok() && session.is_profiling() {
-            let samples = session.profile_samples()?;
-            let classifier = crate::probes::classifier()?;
-            let roles = LUT_ROLES.map(Role::slot);
-            profile =
-                Some(nesquic_ebpf::profile::build(&samples, &maps, &roles, &classifier, crate::probes::PROFILE_HZ));
+            profile = Some(crate::probes::build_profile(session, &maps, &LUT_ROLES.map(Role::slot))?);
         }
         session.untrack_all()?;
         session.reset()?;
