@@ -45,13 +45,22 @@ bench-probes: build
     out=docs/probe-overhead.md
     cmd="nesquic run --lut quinn --size 200MB --repeat 5 --probe io,profile,crypto,crypto:time --overhead"
     duty="nesquic run --lut quinn --size 200MB --repeat 5 --probe crypto:time --duty 50ms/500ms --overhead"
+    profile="nesquic run --lut quinn --size 200MB --repeat 20 --probe profile --overhead"
     table=$($bin/$cmd --json bench/probe-overhead.json | sed -n '/^probe overhead/,$p')
     dtable=$($bin/$duty --json bench/probe-overhead-duty.json | sed -n '/^probe overhead/,$p')
+    ptable=$($bin/$profile --json bench/probe-overhead-profile.json | sed -n '/^probe overhead/,$p')
+    scratch=$(mktemp -d)
+    sampler=$($bin/nesquic run --lut quinn --size 200MB --probe profile --out "$scratch/run" | grep 'sampler cost')
+    rm -rf "$scratch"
     { echo "# Probe overhead"; echo; echo "Produced by \`just bench-probes\` on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."; \
-      echo "Raw figures: bench/probe-overhead.json, bench/probe-overhead-duty.json."; echo; \
+      echo "Raw figures: bench/probe-overhead.json, bench/probe-overhead-duty.json, bench/probe-overhead-profile.json."; echo; \
       echo "\`$cmd\`"; echo; echo '```'; echo "$table"; echo '```'; echo; \
       echo "Timed crypto probes duty-cycled (counting 50 ms of every 500 ms): \`$duty\`"; echo; \
-      echo '```'; echo "$dtable"; echo '```'; } > "$out"
+      echo '```'; echo "$dtable"; echo '```'; echo; \
+      echo "The sampling profile alone, 20 rounds (its cost is near this VM's round-to-round noise): \`$profile\`"; echo; \
+      echo '```'; echo "$ptable"; echo '```'; echo; \
+      echo "Its program's own cost, timed by the kernel (BPF_ENABLE_STATS) in one 200 MB run:"; echo; \
+      echo '```'; echo "$sampler"; echo '```'; } > "$out"
     cat "$out"
 
 # LUTs and I/O paths side by side (quinn native vs quinn-proto on Nesquic I/O vs plain, quiche,

@@ -9,9 +9,6 @@ use nesquic_ebpf::catalog::Unmatched;
 use nesquic_ebpf::metrics::Timing;
 use nesquic_ebpf::{Catalog, Metrics, ObjectSymbols, ProbeRequest, ProbeSession, Resolution, RoleMetrics};
 
-/// CPU-clock sampling frequency per CPU (odd, so it does not lock step with periodic work).
-pub const PROFILE_HZ: u64 = 999;
-
 /// The catalog's component classifier.
 pub fn classifier() -> Result<nesquic_ebpf::profile::Classifier> {
     Ok(nesquic_ebpf::profile::Classifier::new(&Catalog::builtin()?.components))
@@ -26,7 +23,7 @@ pub fn build_profile(
     roles: &[(u32, &str)],
 ) -> Result<nesquic_ebpf::profile::Profile> {
     let samples = session.profile_samples()?;
-    let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &classifier()?, PROFILE_HZ);
+    let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &classifier()?, session.profile_hz());
     profile.sampler = session.sampler_cost();
     Ok(profile)
 }
@@ -134,7 +131,7 @@ impl ProbePlan {
         let mut session = ProbeSession::open(self.request.io, self.resolution.functions.clone())
             .context("cannot start the eBPF probes")?;
         if self.request.profile {
-            session.start_profile(PROFILE_HZ).context("cannot start the sampling profile")?;
+            session.start_profile(self.request.profile_hz).context("cannot start the sampling profile")?;
         }
         Ok(session)
     }

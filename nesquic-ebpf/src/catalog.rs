@@ -280,7 +280,7 @@ fn resolved(category: &str, backend: &str, object: &Path, f: &FunctionSymbol, by
 }
 
 /// What the user asked for with `--probe`: `io`, `crypto`, `crypto.seal`, `uprobe:GLOB`, ...
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProbeRequest {
     /// Packet I/O syscalls.
     pub io: bool,
@@ -292,6 +292,25 @@ pub struct ProbeRequest {
     pub custom: Vec<CustomSpec>,
     /// CPU-clock sampling profile by component.
     pub profile: bool,
+    /// Its sampling frequency per CPU (`profile:HZ`; default [`DEFAULT_PROFILE_HZ`]).
+    pub profile_hz: u64,
+}
+
+/// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
+/// with periodic work).
+pub const DEFAULT_PROFILE_HZ: u64 = 999;
+
+impl Default for ProbeRequest {
+    fn default() -> Self {
+        Self {
+            io: false,
+            categories: BTreeSet::new(),
+            timed: BTreeSet::new(),
+            custom: Vec::new(),
+            profile: false,
+            profile_hz: DEFAULT_PROFILE_HZ,
+        }
+    }
 }
 
 impl ProbeRequest {
@@ -305,6 +324,13 @@ impl ProbeRequest {
             let item = item.trim();
             if let Some(rest) = item.strip_prefix("uprobe:") {
                 req.custom.push(CustomSpec::parse(rest)?);
+                continue;
+            }
+            if let Some(hz) = item.strip_prefix("profile:") {
+                req.profile = true;
+                req.profile_hz = hz.parse().ok().filter(|hz| (1..=10_000).contains(hz)).ok_or_else(|| {
+                    EbpfError::BadProbe(format!("{item:?}: profile:HZ takes a sampling frequency of 1-10000 per CPU"))
+                })?;
                 continue;
             }
             let (name, timed) = match item.rsplit_once(':') {
@@ -440,6 +466,13 @@ mod tests {
         assert_eq!(ProbeRequest::parse("crypto:time", &c).expect("parse").timed.len(), 4);
         let err = ProbeRequest::parse("cryptoo", &c).expect_err("unknown").to_string();
         assert!(err.contains("cryptoo") && err.contains("crypto.seal"), "{err}");
+        let p = ProbeRequest::parse("profile", &c).expect("parse");
+        assert_eq!((p.profile, p.profile_hz), (true, DEFAULT_PROFILE_HZ));
+        assert_eq!(ProbeRequest::parse("io,profile:499", &c).expect("parse").profile_hz, 499);
+        for bad in ["profile:0", "profile:fast", "profile:20000"] {
+            let err = ProbeRequest::parse(bad, &c).expect_err(bad).to_string();
+            assert!(err.contains("1-10000"), "{err}");
+        }
     }
 
     #[test]

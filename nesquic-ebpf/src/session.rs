@@ -52,6 +52,8 @@ pub struct ProbeSession {
     closing: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     nr_cpus: usize,
     profiling: bool,
+    /// The sampling frequency per CPU, once profiling.
+    profile_hz: u64,
     /// Keeps the kernel's BPF run-time statistics on while profiling (BPF_ENABLE_STATS: off
     /// again when the fd closes), so the sampler's own cost is measured, not guessed.
     stats: Option<std::os::fd::OwnedFd>,
@@ -108,6 +110,7 @@ impl ProbeSession {
             closing: Default::default(),
             nr_cpus,
             profiling: false,
+            profile_hz: 0,
             stats: None,
             sampler_base: SamplerCost::default(),
         };
@@ -187,10 +190,16 @@ impl ProbeSession {
                 })?;
         }
         self.profiling = true;
+        self.profile_hz = frequency_hz;
         // Best effort: without statistics (kernel < 5.8) the cost is reported as unknown.
         self.stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
         self.sampler_base = self.sampler_totals().unwrap_or_default();
         Ok(())
+    }
+
+    /// The sampling frequency per CPU (0 when not profiling).
+    pub fn profile_hz(&self) -> u64 {
+        self.profile_hz
     }
 
     /// The sampling program's cost since the last [`ProbeSession::reset_profile`]; `None` when not

@@ -107,7 +107,8 @@ pub struct RunArgs {
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
-    /// eBPF probes (root), comma-separated: io (syscalls), profile (CPU sampling by component),
+    /// eBPF probes (root), comma-separated: io (syscalls), profile (CPU sampling by component;
+    /// profile:HZ sets the rate per CPU, default 999),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed).
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
