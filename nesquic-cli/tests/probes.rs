@@ -674,3 +674,53 @@ fn the_chosen_cipher_is_the_aead_that_runs() {
     );
     assert_nothing_attached();
 }
+
+/// Runs `lut` with `extra` arguments and `probes`; returns the first repetition.
+fn probed_run(lut: &str, extra: &[&str], probes: &str) -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out = nesquic()
+        .args(["run", "--lut", lut, "--size", "3MB", "--probe", probes, "--json"])
+        .arg(&json)
+        .args(extra)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{lut} {extra:?}: {}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    report["repetitions"][0].clone()
+}
+
+#[test]
+fn the_chosen_congestion_controller_is_the_one_that_runs() {
+    let _g = serial();
+    // (LUT, probes on every controller's per-ACK function, [(--cc, the chosen one's name part)])
+    let luts: [(&str, &str, &[(&str, &str)]); 3] = [
+        (
+            "quinn",
+            "uprobe:*congestion::cubic::Cubic as *::on_ack,uprobe:*congestion::bbr::Bbr as *::on_ack,\
+             uprobe:*new_reno::NewReno as *::on_ack",
+            &[("cubic", "Cubic as"), ("newreno", "NewReno as"), ("bbr", "Bbr as")],
+        ),
+        (
+            "quiche",
+            "uprobe:quiche::recovery::congestion::cubic::on_packets_acked,\
+             uprobe:quiche::recovery::congestion::reno::on_packets_acked,uprobe:*BBRv2 as *::on_congestion_event",
+            &[("cubic", "cubic::on_packets_acked"), ("newreno", "reno::on_packets_acked"), ("bbr", "BBRv2 as")],
+        ),
+        (
+            "msquic",
+            "uprobe:*CongestionControlOnDataAcknowledged",
+            &[("cubic", "CubicCongestionControl"), ("bbr", "BbrCongestionControl")],
+        ),
+    ];
+    for (lut, probes, controllers) in luts {
+        for (cc, chosen) in controllers {
+            let rep = probed_run(lut, &["--cc", cc], probes);
+            assert!(calls_named(&rep, chosen) > 0, "{lut} --cc {cc}: {chosen} never ran");
+            for (other_cc, other) in controllers.iter().filter(|(c, _)| c != cc) {
+                assert_eq!(calls_named(&rep, other), 0, "{lut} --cc {cc}: the {other_cc} controller ran too");
+            }
+        }
+    }
+    assert_nothing_attached();
+}
