@@ -409,7 +409,15 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
                 r.rounds.to_string(),
                 format!("{:.0} ({:.0}-{:.0})", g.median, g.min, g.max),
                 format!("{:.2}", r.summary.handshake_ms.median),
-                opt(r.summary.workload.as_ref().map(|w| w.handshakes_per_s.median), 1),
+                // Connections per second mean something only with several connections.
+                opt(
+                    r.summary
+                        .workload
+                        .as_ref()
+                        .filter(|_| r.testcase.workload.connections > 1)
+                        .map(|w| w.handshakes_per_s.median),
+                    1,
+                ),
                 format!("{:.3}", r.summary.server_cpu_s.median),
                 format!("{:.3}", r.summary.client_cpu_s.median),
                 opt(r.server_syscalls_per_mb, 1),
