@@ -694,7 +694,8 @@ fn probed_run(lut: &str, extra: &[&str], probes: &str) -> Value {
 fn the_chosen_congestion_controller_is_the_one_that_runs() {
     let _g = serial();
     // (LUT, probes on every controller's per-ACK function, [(--cc, the chosen one's name part)])
-    let luts: [(&str, &str, &[(&str, &str)]); 3] = [
+    type Controllers = &'static [(&'static str, &'static str)];
+    let luts: [(&str, &str, Controllers); 3] = [
         (
             "quinn",
             "uprobe:*congestion::cubic::Cubic as *::on_ack,uprobe:*congestion::bbr::Bbr as *::on_ack,\
