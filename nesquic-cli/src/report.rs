@@ -74,6 +74,31 @@ fn print_trace(file: &Path, trace: &QlogTrace) -> Result<()> {
         let f = |k: &str| v[k].as_f64().with_context(|| format!("{}: run_summary.{key}.{k} missing", file.display()));
         println!("{label:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", f("median")?, f("min")?, f("max")?);
     }
+    if let Some(t) = data.get("testcase").filter(|t| t.is_object()) {
+        let w = &t["workload"];
+        println!(
+            "testcase {}: {} connection(s) ({} at once) x {} stream(s) x {} bytes",
+            t["name"].as_str().unwrap_or("?"),
+            w["connections"],
+            w["parallel"],
+            w["streams"],
+            w["size"]
+        );
+    }
+    // Multi-connection/multi-stream figures (median/min/max over repetitions), where recorded.
+    for (label, key, digits) in [
+        ("connections/s", "handshakes_per_s", 1),
+        ("handshake p50 (ms)", "handshake_p50_ms", 2),
+        ("handshake p99 (ms)", "handshake_p99_ms", 2),
+        ("slowest conn (Mbit/s)", "connection_goodput_min_mbps", 1),
+        ("conn fairness (Jain)", "connection_fairness", 3),
+        ("stream fairness (Jain)", "stream_fairness", 3),
+    ] {
+        let v = &data["workload"][key];
+        if let (Some(median), Some(min), Some(max)) = (v["median"].as_f64(), v["min"].as_f64(), v["max"].as_f64()) {
+            println!("{label:<22} {median:>12.digits$} {min:>12.digits$} {max:>12.digits$}");
+        }
+    }
     let snapshots = trace.named("nesquic:metrics_updated").count();
     println!("{snapshots} metrics snapshots in the trace");
     if let Some(probes) = data.get("probes").filter(|p| !p.is_null()) {

@@ -135,3 +135,25 @@ fn what_cannot_run_is_refused_with_the_reason() {
         assert!(text.contains(name), "{text}");
     }
 }
+
+#[test]
+fn report_prints_a_testcase_back_from_its_traces() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run");
+    let out = nesquic()
+        .args(["run", "--testcase", "handshakes", "--connections", "20", "--out"])
+        .arg(&run)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = nesquic().arg("report").arg(&run).output().expect("report");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for expected in [
+        "testcase handshakes: 20 connection(s) (4 at once) x 1 stream(s) x 1000 bytes",
+        "connections/s",
+        "handshake p99 (ms)",
+    ] {
+        assert!(text.contains(expected), "{expected:?} missing:\n{text}");
+    }
+}
