@@ -62,7 +62,7 @@ pub const CIPHERS: &[(&str, rustls::CipherSuite)] = &[
 
 /// rustls on ring, its cipher suites limited to `cipher` (a name from [`CIPHERS`]; `None`: all,
 /// rustls' preference order).
-pub fn rustls_provider(cipher: Option<&str>) -> Result<Arc<rustls::crypto::CryptoProvider>, TranslationError> {
+fn rustls_provider(cipher: Option<&str>) -> Result<Arc<rustls::crypto::CryptoProvider>, TranslationError> {
     let mut provider = rustls::crypto::ring::default_provider();
     if let Some(name) = cipher {
         let (_, suite) = CIPHERS
@@ -83,16 +83,32 @@ fn initial_suite() -> Result<rustls::quic::Suite, TranslationError> {
         .ok_or(TranslationError::Config("ring has no QUIC AES-128-GCM suite"))
 }
 
-/// A quinn client TLS configuration whose traffic keys use the configured suites.
-pub fn quic_client_config(tls: rustls::ClientConfig) -> Result<QuicClientConfig, TranslationError> {
-    QuicClientConfig::with_initial(Arc::new(tls), initial_suite()?)
-        .map_err(|_| TranslationError::Config("QUIC client TLS"))
-}
-
-/// A quinn server TLS configuration whose traffic keys use the configured suites.
-pub fn quic_server_config(tls: rustls::ServerConfig) -> Result<QuicServerConfig, TranslationError> {
+/// The benchmark's server TLS for quinn and quinn-proto alike: TLS 1.3 only, ALPN `nesquic`, the
+/// DER certificate and PKCS#8 key at `cert` and `key`, suites limited to `cipher` if given.
+pub fn server_tls(cert: &Path, key: &Path, cipher: Option<&str>) -> Result<QuicServerConfig, TranslationError> {
+    let cert = CertificateDer::from(read(cert)?);
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(read(key)?));
+    let mut tls = rustls::ServerConfig::builder_with_provider(rustls_provider(cipher)?)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert], key)?;
+    tls.alpn_protocols = vec![ALPN.to_vec()];
     QuicServerConfig::with_initial(Arc::new(tls), initial_suite()?)
         .map_err(|_| TranslationError::Config("QUIC server TLS"))
+}
+
+/// The benchmark's client TLS: TLS 1.3 only, ALPN `nesquic`, trusting exactly the DER certificate
+/// at `ca`, suites limited to `cipher` if given.
+pub fn client_tls(ca: &Path, cipher: Option<&str>) -> Result<QuicClientConfig, TranslationError> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(read(ca)?))?;
+    let mut tls = rustls::ClientConfig::builder_with_provider(rustls_provider(cipher)?)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![ALPN.to_vec()];
+    QuicClientConfig::with_initial(Arc::new(tls), initial_suite()?)
+        .map_err(|_| TranslationError::Config("QUIC client TLS"))
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, TranslationError> {
@@ -161,15 +177,7 @@ impl QuinnProto {
         max_datagrams: usize,
         options: &StackOptions,
     ) -> Result<Self, TranslationError> {
-        let cert = CertificateDer::from(read(cert)?);
-        let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(read(key)?));
-        let mut crypto = rustls::ServerConfig::builder_with_provider(rustls_provider(options.cipher.as_deref())?)
-            .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_no_client_auth()
-            .with_single_cert(vec![cert], key)?;
-        crypto.alpn_protocols = vec![ALPN.to_vec()];
-        let quic = quic_server_config(crypto)?;
-        let mut config = ServerConfig::with_crypto(Arc::new(quic));
+        let mut config = ServerConfig::with_crypto(Arc::new(server_tls(cert, key, options.cipher.as_deref())?));
         config.transport_config(transport(options, max_datagrams)?);
         let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(config)), true, None);
         Ok(Self::with(endpoint, max_datagrams, true))
@@ -183,15 +191,7 @@ impl QuinnProto {
         max_datagrams: usize,
         options: &StackOptions,
     ) -> Result<Self, TranslationError> {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(CertificateDer::from(read(ca)?))?;
-        let mut crypto = rustls::ClientConfig::builder_with_provider(rustls_provider(options.cipher.as_deref())?)
-            .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        crypto.alpn_protocols = vec![ALPN.to_vec()];
-        let quic = quic_client_config(crypto)?;
-        let mut config = ClientConfig::new(Arc::new(quic));
+        let mut config = ClientConfig::new(Arc::new(client_tls(ca, options.cipher.as_deref())?));
         config.transport_config(transport(options, max_datagrams)?);
         let mut this =
             Self::with(ProtoEndpoint::new(Arc::new(EndpointConfig::default()), None, true, None), max_datagrams, false);

@@ -9,15 +9,15 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_adapters::lut::args::{LutCli, Role};
 use nesquic_lut_adapters::lut::Workload;
-use nesquic_lut_adapters::protocol::{self, Verifier, ALPN, REQUEST_LEN, SERVER_NAME};
+use nesquic_lut_adapters::protocol::{self, Verifier, REQUEST_LEN, SERVER_NAME};
 use nesquic_lut_adapters::report::{ClientResult, ConnectionResult, IoSettings, LutEvent, StreamResult};
+use nesquic_lut_adapters::translation::app::CORRUPT_ENV;
 use nesquic_lut_adapters::translation::quinn_shim;
-use nesquic_lut_adapters::{tls, IoMode};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use nesquic_lut_adapters::IoMode;
 
-/// Test hooks: make the server abort after N payload bytes, or flip the payload byte at offset N.
+/// Test hook: make the server abort after N payload bytes (CORRUPT_ENV, shared with the
+/// translation layer's servers, flips the payload byte at offset N).
 const FAULT_ENV: &str = "NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES";
-const CORRUPT_ENV: &str = "NESQUIC_FAULT_SERVER_CORRUPT_AT";
 const CHUNK: usize = 64 * 1024;
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
@@ -128,10 +128,9 @@ fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSock
     Ok(socket)
 }
 
-/// rustls on ring, limited to the `cipher=` option's suite if given.
-fn provider(opts: &[String]) -> Result<Arc<rustls::crypto::CryptoProvider>> {
-    let cipher = opts.iter().rev().find_map(|o| o.strip_prefix("cipher="));
-    Ok(quinn_shim::rustls_provider(cipher)?)
+/// The `cipher=` option's suite, if given (the last one wins).
+fn cipher(opts: &[String]) -> Option<&str> {
+    opts.iter().rev().find_map(|o| o.strip_prefix("cipher="))
 }
 
 async fn server(
@@ -142,19 +141,12 @@ async fn server(
     mut transport: quinn::TransportConfig,
     workload: Workload,
 ) -> Result<()> {
-    let cert = CertificateDer::from(tls::read(cert)?);
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(tls::read(key)?));
-    let mut crypto = rustls::ServerConfig::builder_with_provider(provider(opts)?)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_no_client_auth()
-        .with_single_cert(vec![cert], key)
-        .context("server certificate")?;
-    crypto.alpn_protocols = vec![ALPN.to_vec()];
+    let crypto = quinn_shim::server_tls(cert, key, cipher(opts)).context("server TLS")?;
     // quinn allows 100 concurrent streams by default; a multi-stream testcase may want more.
     if workload.streams > 100 {
         transport.max_concurrent_bidi_streams(workload.streams.into());
     }
-    let mut config = quinn::ServerConfig::with_crypto(Arc::new(quinn_shim::quic_server_config(crypto)?));
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(transport));
     let runtime = Arc::new(quinn::TokioRuntime);
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), socket, runtime)?;
@@ -239,14 +231,8 @@ async fn client(
     workload: Workload,
     transport: quinn::TransportConfig,
 ) -> Result<()> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from(tls::read(ca)?)).context("trust anchor")?;
-    let mut crypto = rustls::ClientConfig::builder_with_provider(provider(opts)?)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    crypto.alpn_protocols = vec![ALPN.to_vec()];
-    let mut config = quinn::ClientConfig::new(Arc::new(quinn_shim::quic_client_config(crypto)?));
+    let crypto = quinn_shim::client_tls(ca, cipher(opts)).context("client TLS (trust anchor)")?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(transport));
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))?;
 

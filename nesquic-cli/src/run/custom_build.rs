@@ -47,8 +47,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
         "[package]\nname = \"nesquic-lut-quinn-custom\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
          [[bin]]\nname = \"nesquic-lut-quinn\"\npath = \"src/main.rs\"\n\n[dependencies]\n\
          nesquic-lut-adapters = {{ path = {adapters:?}, default-features = false }}\nquinn = {{ version = \"*\", features = [\"qlog\"] }}\n\
-         rustls = {{ version = \"0.23\", default-features = false, features = [\"ring\", \"std\"] }}\n\
-         tokio = {{ version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\"] }}\n\
+         tokio = {{ version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }}\n\
          anyhow = \"1\"\nclap = {{ version = \"4.5\", features = [\"derive\", \"env\"] }}\nlibc = \"0.2\"\n\n\
          [profile.release]\ndebug = \"line-tables-only\"\n\n[workspace]\n\n[patch.crates-io]\n"
     );
