@@ -362,12 +362,6 @@ fn side_io(rep: &RepetitionFigures) -> Option<RepIo> {
     Some((layer(run::process::Role::Server)?, layer(run::process::Role::Client)?, "io-layer"))
 }
 
-/// `multi-conn 4x1x10000000`.
-fn testcase_cell(t: &crate::testcase::TestcaseInfo) -> String {
-    let w = &t.workload;
-    format!("{} {}x{}x{}", t.name, w.connections, w.streams, w.size)
-}
-
 fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
     let header = [
@@ -396,7 +390,7 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
             vec![
                 format!("{} {}", r.lut, r.version),
                 r.io.to_string(),
-                testcase_cell(&r.testcase),
+                format!("{} {}", r.testcase.name, r.testcase.workload.shape()),
                 {
                     let mut o = r.options.clone();
                     o.extend(r.rcvbuf.iter().map(|b| format!("rcvbuf {b}")));

@@ -74,29 +74,13 @@ fn print_trace(file: &Path, trace: &QlogTrace) -> Result<()> {
         let f = |k: &str| v[k].as_f64().with_context(|| format!("{}: run_summary.{key}.{k} missing", file.display()));
         println!("{label:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", f("median")?, f("min")?, f("max")?);
     }
-    if let Some(t) = data.get("testcase").filter(|t| t.is_object()) {
-        let w = &t["workload"];
-        println!(
-            "testcase {}: {} connection(s) ({} at once) x {} stream(s) x {} bytes",
-            t["name"].as_str().unwrap_or("?"),
-            w["connections"],
-            w["parallel"],
-            w["streams"],
-            w["size"]
-        );
-    }
-    // Multi-connection/multi-stream figures (median/min/max over repetitions), where recorded.
-    for (label, key, digits) in [
-        ("connections/s", "handshakes_per_s", 1),
-        ("handshake p50 (ms)", "handshake_p50_ms", 2),
-        ("handshake p99 (ms)", "handshake_p99_ms", 2),
-        ("slowest conn (Mbit/s)", "connection_goodput_min_mbps", 1),
-        ("conn fairness (Jain)", "connection_fairness", 3),
-        ("stream fairness (Jain)", "stream_fairness", 3),
-    ] {
-        let v = &data["workload"][key];
-        if let (Some(median), Some(min), Some(max)) = (v["median"].as_f64(), v["min"].as_f64(), v["max"].as_f64()) {
-            println!("{label:<22} {median:>12.digits$} {min:>12.digits$} {max:>12.digits$}");
+    // Testcase runs record their scenario and, with several connections or streams, its figures.
+    if let Ok(w) = serde_json::from_value::<nesquic_testcases::Workload>(data["testcase"]["workload"].clone()) {
+        println!("testcase {}: {}", data["testcase"]["name"].as_str().unwrap_or("?"), w.describe());
+        if let Ok(summary) = serde_json::from_value::<crate::run::WorkloadSummary>(data["workload"].clone()) {
+            for (label, s, digits) in summary.rows(w.connections) {
+                println!("{label:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", s.median, s.min, s.max);
+            }
         }
     }
     let snapshots = trace.named("nesquic:metrics_updated").count();

@@ -86,6 +86,23 @@ impl Workload {
         self.connections == 1 && self.streams == 1
     }
 
+    /// `4x1x10000000`: connections x streams per connection x bytes per stream.
+    pub fn shape(&self) -> String {
+        format!("{}x{}x{}", self.connections, self.streams, self.size)
+    }
+
+    /// "4 connection(s) (4 at once) x 1 stream(s) x 10000000 bytes", or for the one-connection,
+    /// one-stream shape just "25000000 bytes".
+    pub fn describe(&self) -> String {
+        if self.is_single() {
+            return format!("{} bytes", self.size);
+        }
+        format!(
+            "{} connection(s) ({} at once) x {} stream(s) x {} bytes",
+            self.connections, self.parallel, self.streams, self.size
+        )
+    }
+
     /// Payload bytes over all connections and streams.
     pub fn total_bytes(&self) -> u64 {
         u64::from(self.connections) * u64::from(self.streams) * self.size
@@ -210,6 +227,9 @@ mod tests {
         assert_eq!((mc.connections, mc.parallel, mc.streams, mc.total_bytes()), (4, 4, 1, 40_000_000));
         assert_eq!(find("handshakes").unwrap().workload.connections, 200);
         assert_eq!(find("multi-stream").unwrap().workload.streams, 8);
+        assert_eq!(mc.shape(), "4x1x10000000");
+        assert_eq!(mc.describe(), "4 connection(s) (4 at once) x 1 stream(s) x 10000000 bytes");
+        assert_eq!(bulk.workload.describe(), "25000000 bytes");
     }
 
     #[test]

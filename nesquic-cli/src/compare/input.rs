@@ -114,8 +114,8 @@ pub const METRICS: &[MetricDef] = &[
 /// record (summary.json or `nesquic:run_started`); runs before testcases existed were bulk.
 fn scenario(testcase: Option<&Value>, size: u64) -> String {
     let name = testcase.and_then(|t| t["name"].as_str().or(t.as_str())).unwrap_or("bulk");
-    match testcase.map(|t| &t["workload"]).filter(|w| w.is_object()) {
-        Some(w) => format!("{name} {}x{}x{} ({size} bytes)", w["connections"], w["streams"], w["size"]),
+    match testcase.and_then(|t| serde_json::from_value::<nesquic_testcases::Workload>(t["workload"].clone()).ok()) {
+        Some(w) => format!("{name} {} ({size} bytes)", w.shape()),
         None => format!("{name} {size} bytes"),
     }
 }

@@ -19,7 +19,7 @@ use serde_json::json;
 
 use process::{Role, LUT_ROLES};
 use repetition::{run_repetition, ProcessObserver, RepetitionSpec};
-pub(crate) use results::{RepetitionFigures, Spread, Summary};
+pub(crate) use results::{RepetitionFigures, Spread, Summary, WorkloadSummary};
 
 use crate::units;
 
@@ -312,7 +312,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             lut.version(),
             lut.crypto_backend(),
             testcase.name,
-            describe_workload(&workload),
+            workload.describe(),
             args.repeat
         );
     }
@@ -321,7 +321,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         None => record::default_out_dir(lut.name())?,
     };
     record::prepare_out_dir(&out_dir)?;
-    let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), testcase.name, describe_workload(&workload));
+    let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), testcase.name, workload.describe());
     let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
     let mut started = run_started(args, &testcase, lut.as_ref(), &binary, io, session.as_ref());
     started["lut"]["source"] = lut_source.clone().unwrap_or(serde_json::Value::Null);
@@ -436,14 +436,6 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
     }
     Ok(Some(report))
-}
-
-/// "4 connections (4 at once) x 1 stream x 10000000 bytes" or, for bulk, "25000000 bytes".
-pub(crate) fn describe_workload(w: &nesquic_testcases::Workload) -> String {
-    if w.is_single() {
-        return format!("{} bytes", w.size);
-    }
-    format!("{} connection(s) ({} at once) x {} stream(s) x {} bytes", w.connections, w.parallel, w.streams, w.size)
 }
 
 /// Bytes for `--rcvbuf/--sndbuf`: a size (`4MB`) or a multiple of the kernel's default
@@ -784,7 +776,7 @@ fn print_summary(report: &RunReport) {
         report.lut.version,
         report.testcase.name,
         s.repetitions,
-        describe_workload(&report.testcase.workload)
+        report.testcase.workload.describe()
     );
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
     let row = |name: &str, sp: &Spread, digits: usize| {
@@ -797,19 +789,8 @@ fn print_summary(report: &RunReport) {
     row("server CPU (%)", &s.server_cpu_pct, 1);
     row("client CPU (s)", &s.client_cpu_s, 3);
     row("client CPU (%)", &s.client_cpu_pct, 1);
-    if let Some(w) = &s.workload {
-        if report.testcase.workload.connections > 1 {
-            row("connections/s", &w.handshakes_per_s, 1);
-            row("handshake p50 (ms)", &w.handshake_p50_ms, 2);
-            row("handshake p99 (ms)", &w.handshake_p99_ms, 2);
-            row("slowest conn (Mbit/s)", &w.connection_goodput_min_mbps, 1);
-        }
-        if let Some(f) = &w.connection_fairness {
-            row("conn fairness (Jain)", f, 3);
-        }
-        if let Some(f) = &w.stream_fairness {
-            row("stream fairness (Jain)", f, 3);
-        }
+    for (label, spread, digits) in s.workload.iter().flat_map(|w| w.rows(report.testcase.workload.connections)) {
+        row(label, &spread, digits);
     }
     println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
     if let Some(first) = report.repetitions.first() {

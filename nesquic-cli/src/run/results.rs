@@ -1,7 +1,7 @@
 //! Turning repetition outcomes into the figures Nesquic prints and writes: per repetition and as
 //! median/min/max over repetitions. Every figure comes from a measurement; nothing is estimated.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::process::Exit;
 use super::repetition::RepetitionOutcome;
@@ -106,7 +106,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
 }
 
 /// Median, minimum and maximum of one figure over repetitions.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Spread {
     /// Median (mean of the middle two for an even count).
     pub median: f64,
@@ -155,7 +155,7 @@ pub struct Summary {
 }
 
 /// Spreads over repetitions of the multi-connection/multi-stream figures.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct WorkloadSummary {
     /// Connections per second.
     pub handshakes_per_s: Spread,
@@ -174,6 +174,21 @@ pub struct WorkloadSummary {
 }
 
 impl WorkloadSummary {
+    /// The summary table's rows (label, spread, digits) for a run of `connections` connections:
+    /// connection rate, handshake percentiles and the slowest connection only with several.
+    pub fn rows(&self, connections: u32) -> Vec<(&'static str, Spread, usize)> {
+        let mut rows = Vec::new();
+        if connections > 1 {
+            rows.push(("connections/s", self.handshakes_per_s, 1));
+            rows.push(("handshake p50 (ms)", self.handshake_p50_ms, 2));
+            rows.push(("handshake p99 (ms)", self.handshake_p99_ms, 2));
+            rows.push(("slowest conn (Mbit/s)", self.connection_goodput_min_mbps, 1));
+        }
+        rows.extend(self.connection_fairness.map(|f| ("conn fairness (Jain)", f, 3)));
+        rows.extend(self.stream_fairness.map(|f| ("stream fairness (Jain)", f, 3)));
+        rows
+    }
+
     fn of(reps: &[RepetitionFigures]) -> Option<Self> {
         let w: Vec<&crate::testcase::WorkloadFigures> = reps.iter().filter_map(|r| r.workload.as_ref()).collect();
         let spread =
