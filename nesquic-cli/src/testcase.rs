@@ -48,7 +48,7 @@ impl TestcaseArgs {
         if let Some(n) = self.connections {
             w.connections = n;
             // Fewer connections than the scenario runs at once: all of them at once.
-            w.parallel = self.parallel.unwrap_or(w.parallel.min(n));
+            w.parallel = w.parallel.min(n);
         }
         w.parallel = self.parallel.unwrap_or(w.parallel);
         w.streams = self.streams.unwrap_or(w.streams);
