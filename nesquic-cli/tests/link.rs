@@ -6,15 +6,7 @@ mod common;
 use serde_json::Value;
 use std::time::Duration;
 
-use common::{nesquic, our_namespaces, serial, stderr};
-
-fn run_json(args: &[&str]) -> Value {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("run.json");
-    let out = nesquic().arg("run").args(args).arg("--json").arg(&json).output().expect("run nesquic");
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
-}
+use common::{nesquic, our_namespaces, run_json, serial, stderr};
 
 #[test]
 fn every_lut_transfers_over_veth_and_nothing_is_left() {

@@ -631,6 +631,20 @@ fn calls_named(rep: &Value, part: &str) -> u64 {
         .sum()
 }
 
+/// Runs `lut` on 3 MB with `extra` arguments and `probes`; returns the run's summary.
+fn probed_run(lut: &str, extra: &[&str], probes: &str) -> Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out = nesquic()
+        .args(["run", "--lut", lut, "--size", "3MB", "--probe", probes, "--json"])
+        .arg(&json)
+        .args(extra)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{lut} {extra:?}: {}", stderr(&out));
+    serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
+}
+
 #[test]
 fn the_chosen_cipher_is_the_aead_that_runs() {
     let _g = serial();
@@ -642,20 +656,12 @@ fn the_chosen_cipher_is_the_aead_that_runs() {
     for (lut, probes, chacha_fn, aes_fn) in luts {
         let mut per_cipher = Vec::new();
         for cipher in ["aes128gcm", "chacha20"] {
-            let dir = tempfile::tempdir().expect("tempdir");
-            let json = dir.path().join("run.json");
-            let out = nesquic()
-                .args(["run", "--lut", lut, "--cipher", cipher, "--size", "3MB", "--probe", probes, "--json"])
-                .arg(&json)
-                .output()
-                .expect("run nesquic");
-            assert!(out.status.success(), "{lut} {cipher}: {}", stderr(&out));
-            let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-            let rep = report["repetitions"][0].clone();
+            let report = probed_run(lut, &["--cipher", cipher], probes);
+            let rep = &report["repetitions"][0];
             assert_eq!(rep["payload_verified"], true);
             assert!(report["lut_options"].to_string().contains(&format!("cipher={cipher}")));
             per_cipher
-                .push((calls_named(&rep, chacha_fn), if aes_fn.is_empty() { 0 } else { calls_named(&rep, aes_fn) }));
+                .push((calls_named(rep, chacha_fn), if aes_fn.is_empty() { 0 } else { calls_named(rep, aes_fn) }));
         }
         let [(aes_chacha, aes_aes), (chacha_chacha, chacha_aes)] = per_cipher[..] else { unreachable!() };
         // 3 MB is ~2,100 packets per direction, each sealed once.
@@ -673,21 +679,6 @@ fn the_chosen_cipher_is_the_aead_that_runs() {
         stderr(&out)
     );
     assert_nothing_attached();
-}
-
-/// Runs `lut` with `extra` arguments and `probes`; returns the first repetition.
-fn probed_run(lut: &str, extra: &[&str], probes: &str) -> Value {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("run.json");
-    let out = nesquic()
-        .args(["run", "--lut", lut, "--size", "3MB", "--probe", probes, "--json"])
-        .arg(&json)
-        .args(extra)
-        .output()
-        .expect("run nesquic");
-    assert!(out.status.success(), "{lut} {extra:?}: {}", stderr(&out));
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    report["repetitions"][0].clone()
 }
 
 #[test]
@@ -716,10 +707,10 @@ fn the_chosen_congestion_controller_is_the_one_that_runs() {
     ];
     for (lut, probes, controllers) in luts {
         for (cc, chosen) in controllers {
-            let rep = probed_run(lut, &["--cc", cc], probes);
-            assert!(calls_named(&rep, chosen) > 0, "{lut} --cc {cc}: {chosen} never ran");
+            let rep = &probed_run(lut, &["--cc", cc], probes)["repetitions"][0];
+            assert!(calls_named(rep, chosen) > 0, "{lut} --cc {cc}: {chosen} never ran");
             for (other_cc, other) in controllers.iter().filter(|(c, _)| c != cc) {
-                assert_eq!(calls_named(&rep, other), 0, "{lut} --cc {cc}: the {other_cc} controller ran too");
+                assert_eq!(calls_named(rep, other), 0, "{lut} --cc {cc}: the {other_cc} controller ran too");
             }
         }
     }

@@ -6,23 +6,7 @@ mod common;
 
 use serde_json::Value;
 
-use common::{nesquic, our_namespaces, serial, stderr};
-
-fn run_json(args: &[&str]) -> Value {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("run.json");
-    let out = nesquic()
-        .arg("run")
-        .args(args)
-        .arg("--json")
-        .arg(&json)
-        .arg("--out")
-        .arg(dir.path().join("run"))
-        .output()
-        .expect("run nesquic");
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
-}
+use common::{nesquic, our_namespaces, run_json, serial, stderr};
 
 fn f64_at(v: &Value, pointer: &str) -> f64 {
     v.pointer(pointer).and_then(Value::as_f64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))

@@ -33,3 +33,21 @@ pub fn our_namespaces() -> Vec<String> {
         .map(String::from)
         .collect()
 }
+
+/// `nesquic run ARGS` into a scratch run directory; fails the test unless it succeeds; returns
+/// its summary (`--json`).
+pub fn run_json(args: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let out = nesquic()
+        .arg("run")
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
+}
