@@ -192,31 +192,35 @@ fn steady_mode(ms: u64, period_us: u64, out: &str) -> std::io::Result<()> {
     std::fs::write(out, format!("{{\"calls\":{calls}}}\n"))
 }
 
+/// `FLAG A B OUT` (two numbers, then the file the mode writes); `None` without FLAG; exits 2
+/// with `usage` when FLAG's arguments are malformed.
+fn numbers_and_file<'a>(args: &'a [String], flag: &str, usage: &str) -> Option<(u64, u64, &'a str)> {
+    let i = args.iter().position(|a| a == flag)?;
+    let num = |k: usize| args.get(i + k).and_then(|v| v.parse::<u64>().ok());
+    let (Some(a), Some(b), Some(out)) = (num(1), num(2), args.get(i + 3)) else {
+        eprintln!("usage: nesquic-workload {flag} {usage}");
+        std::process::exit(2);
+    };
+    Some((a, b, out))
+}
+
+/// Exits 1 with the error if a mode writing `out` failed.
+fn exit_on_error(out: &str, result: std::io::Result<()>) {
+    if let Err(e) = result {
+        eprintln!("nesquic-workload: {out}: {e}");
+        std::process::exit(1);
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(i) = args.iter().position(|a| a == "--steady") {
-        let num = |k: usize| args.get(i + k).and_then(|v| v.parse::<u64>().ok());
-        let (Some(ms), Some(period_us), Some(out)) = (num(1), num(2), args.get(i + 3)) else {
-            eprintln!("usage: nesquic-workload --steady MS PERIOD_US OUT");
-            std::process::exit(2);
-        };
-        if let Err(e) = steady_mode(ms, period_us, out) {
-            eprintln!("nesquic-workload: {out}: {e}");
-            std::process::exit(1);
-        }
+    if let Some((ms, period_us, out)) = numbers_and_file(&args, "--steady", "MS PERIOD_US OUT") {
+        exit_on_error(out, steady_mode(ms, period_us, out));
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if let Some(i) = args.iter().position(|a| a == "--calibrate") {
-        let num = |k: usize| args.get(i + k).and_then(|v| v.parse::<u64>().ok());
-        let (Some(iterations), Some(calls), Some(out)) = (num(1), num(2), args.get(i + 3)) else {
-            eprintln!("usage: nesquic-workload --calibrate ITERATIONS CALLS OUT");
-            std::process::exit(2);
-        };
-        if let Err(e) = calibrate_mode(iterations, calls, out) {
-            eprintln!("nesquic-workload: {out}: {e}");
-            std::process::exit(1);
-        }
+    if let Some((iterations, calls, out)) = numbers_and_file(&args, "--calibrate", "ITERATIONS CALLS OUT") {
+        exit_on_error(out, calibrate_mode(iterations, calls, out));
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--spin") {
