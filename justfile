@@ -15,6 +15,7 @@ setup:
 # its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest.
 build: setup
     cargo build --release --workspace --bins
+    cargo build --release -p nesquic-agent
     cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
 
 # The main job: `just run` = nesquic run --lut quinn; extra arguments go to `nesquic run`.
@@ -29,48 +30,43 @@ lint:
     cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
 
-# Everything CI runs: lint, then every test (real sockets, real processes; eBPF tests need root).
+# Everything CI runs: lint, then every test (real sockets, real processes; eBPF tests need root),
+# then the eBPF + link subset again on Debian 12's kernel in QEMU (test-kernels).
 test: build lint
     cargo test --release --workspace
+    ./scripts/test-kernels.sh
+
+# Payload harness: generator/verifier speed vs memcpy/memcmp, and each LUT's goodput, CPU and
+# harness share before vs after a change (BEFORE=<lut dir of the old build>); -> bench/harness*.md
+bench-harness *BEFORE: build
+    ./scripts/bench-harness.sh {{BEFORE}}
 
 # I/O layer alone: fast paths vs one datagram per syscall; results go to docs/io-bench.md.
 bench-io: setup
     cargo run --release -p nesquic-io --example io_bench -- docs/io-bench.md
 
-# Probe cost: quinn with and without io / crypto probes, alternating; -> docs/probe-overhead.md
+# Probe cost: each LUT without and with io / crypto / timed crypto probes (user-space agent), quinn
+# on the kernel backend, duty cycles and the profile; alternating rounds -> docs/probe-overhead.md
 bench-probes: build
-    #!/usr/bin/env bash
-    set -euo pipefail
-    bin=${CARGO_TARGET_DIR:-target}/release
-    out=docs/probe-overhead.md
-    cmd="nesquic run --lut quinn --size 200MB --repeat 5 --probe io,profile,crypto,crypto:time --overhead"
-    duty="nesquic run --lut quinn --size 200MB --repeat 5 --probe crypto:time --duty 50ms/500ms --overhead"
-    profile="nesquic run --lut quinn --size 200MB --repeat 20 --probe profile --overhead"
-    table=$($bin/$cmd --json bench/probe-overhead.json | sed -n '/^probe overhead/,$p')
-    dtable=$($bin/$duty --json bench/probe-overhead-duty.json | sed -n '/^probe overhead/,$p')
-    ptable=$($bin/$profile --json bench/probe-overhead-profile.json | sed -n '/^probe overhead/,$p')
-    scratch=$(mktemp -d)
-    sampler=$($bin/nesquic run --lut quinn --size 200MB --probe profile --out "$scratch/run" | grep 'sampler cost')
-    rm -rf "$scratch"
-    { echo "# Probe overhead"; echo; echo "Produced by \`just bench-probes\` on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."; \
-      echo "Raw figures: bench/probe-overhead.json, bench/probe-overhead-duty.json, bench/probe-overhead-profile.json."; echo; \
-      echo "\`$cmd\`"; echo; echo '```'; echo "$table"; echo '```'; echo; \
-      echo "Timed crypto probes duty-cycled (counting 50 ms of every 500 ms): \`$duty\`"; echo; \
-      echo '```'; echo "$dtable"; echo '```'; echo; \
-      echo "The sampling profile alone, 20 rounds (its cost is near this VM's round-to-round noise): \`$profile\`"; echo; \
-      echo '```'; echo "$ptable"; echo '```'; echo; \
-      echo "Its program's own cost, timed by the kernel (BPF_ENABLE_STATS) in one 200 MB run:"; echo; \
-      echo '```'; echo "$sampler"; echo '```'; } > "$out"
-    cat "$out"
+    ./scripts/bench-probes.sh
 
 # LUTs and I/O paths side by side (quinn native vs quinn-proto on Nesquic I/O vs plain, quiche,
 # msquic; 25 MB, 200 MB, 1 GB), alternating rounds, syscalls from the eBPF probes; -> bench/luts.md
 bench-luts: build
     ./scripts/bench-luts.sh
 
+# Do calibrated timed crypto probes agree with the unprobed sampling profile? -> bench/crypto-agreement.md
+bench-crypto: build
+    ./scripts/crypto-agreement.sh
+
 # Does the eBPF sampling profile agree with `perf record` on the same run? -> bench/perf-agreement.md
 bench-perf: build
     ./scripts/perf-agreement.sh
 
 # Every benchmark.
-bench: bench-io bench-probes bench-luts bench-perf
+bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf
+
+# The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
+# (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.
+test-kernels: build
+    ./scripts/test-kernels.sh

@@ -4,8 +4,13 @@
 # cmake + a C++ compiler + libclang (quiche builds BoringSSL from source, bindgen needs libclang),
 # libnuma-dev (MsQuic, linked statically),
 # and `just` (not packaged in Debian 12, so it comes from crates.io).
+# `--kernels` also installs the kernel matrix (`just test-kernels`, docs/kernels.md): QEMU, Debian's
+# stock kernel image, busybox and virtme-ng (from PyPI).
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
+
+kernels=0
+[ "${1:-}" = "--kernels" ] && kernels=1
 
 need_apt=()
 command -v clang-19 >/dev/null 2>&1 || need_apt+=(clang-19 llvm-19)
@@ -18,6 +23,12 @@ command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 ls /usr/lib/llvm-19/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang1-19)
 # The msquic LUT links MsQuic statically, which pulls in libnuma whole.
 compgen -G '/usr/lib/*/libnuma.a' >/dev/null || [ -e /usr/lib/libnuma.a ] || need_apt+=(libnuma-dev)
+
+if [ "$kernels" -eq 1 ]; then
+    command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
+    compgen -G '/boot/vmlinuz-6.1.*-amd64' >/dev/null || need_apt+=(linux-image-amd64)
+    command -v busybox >/dev/null 2>&1 || need_apt+=(busybox-static)
+fi
 
 if [ ${#need_apt[@]} -gt 0 ]; then
     if [ "$(id -u)" -ne 0 ]; then
@@ -38,6 +49,11 @@ fi
 if ! command -v just >/dev/null 2>&1; then
     echo "setup: installing just from crates.io"
     cargo install just --locked --quiet
+fi
+
+if [ "$kernels" -eq 1 ] && ! command -v vng >/dev/null 2>&1; then
+    echo "setup: installing virtme-ng from PyPI"
+    pip install --quiet virtme-ng
 fi
 
 # tracefs is needed by tracepoint probes; a fresh boot may not have it mounted.

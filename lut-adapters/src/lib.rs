@@ -1,23 +1,23 @@
-//! `nesquic-lut-adapters`: the libraries under test (LUTs), one adapter each behind the [`Lut`]
-//! trait, and the benchmark protocol they all speak ([`protocol`]), with its TLS setup ([`tls`])
-//! and the line-based report a LUT process writes for the orchestrator ([`report`]).
+//! `nesquic-lut-adapters`: what the orchestrator knows about each library under test (LUT): one
+//! descriptor per LUT behind the [`Lut`] trait (name, version, crypto backend, I/O paths,
+//! `--lut-opt` settings, which workloads it runs), resolving a LUT by name ([`find_lut`]),
+//! building its server and client command lines, and generating the run's certificate ([`tls`]).
 //!
-//! Every LUT runs as its own executable (`nesquic-lut-<name>`) with `server` and `client`
-//! subcommands, so probes can attach to its binary and tell server and client apart by pid. This
-//! crate must not know about probes, eBPF or how results are summarised.
+//! Every LUT runs as its own executable (`nesquic-lut-<name>`, built by `nesquic-lut-bins` and the
+//! msquic workspace) with `server` and `client` subcommands, so probes can attach to its binary and
+//! tell server and client apart by pid. The protocol those executables speak is
+//! `nesquic-protocol`'s, re-exported here under its old paths ([`protocol`], [`report`]). This
+//! crate links no QUIC library (the `nesquic` binary depends on it), and must not know about
+//! probes, eBPF or how results are summarised.
 #![warn(missing_docs)]
 
 pub mod exec;
 pub mod lut;
-/// The I/O layer, re-exported for the same reason (adapters apply its socket-buffer requests).
-pub use nesquic_io as io;
-/// The translation layer, re-exported so adapter binaries (also ones built outside this workspace
-/// by `--lut-path`) need no second dependency.
-pub use nesquic_translation as translation;
-pub use nesquic_translation::protocol;
-pub mod report;
+/// The benchmark protocol's payload (`nesquic-protocol`'s [`payload`](nesquic_protocol::payload)).
+pub use nesquic_protocol::payload as protocol;
+/// The report lines (`nesquic-protocol`'s `report`).
+pub use nesquic_protocol::report;
 pub mod tls;
-pub mod translated;
 
 pub use exec::ExecLut;
 pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, MsquicLut, QuicheLut, QuinnLut};

@@ -5,32 +5,10 @@ use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::tls::CertFiles;
 pub use nesquic_testcases::Workload;
 
-/// Which UDP I/O path a LUT runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "snake_case")]
-pub enum IoMode {
-    /// The library's own I/O (quinn: quinn-udp with GSO/GRO).
-    Native,
-    /// Nesquic's I/O layer (GSO/GRO + sendmmsg/recvmmsg).
-    Nesquic,
-    /// One sendto/recvfrom per datagram.
-    Plain,
-}
-
-impl std::fmt::Display for IoMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            IoMode::Native => "native",
-            IoMode::Nesquic => "nesquic",
-            IoMode::Plain => "plain",
-        })
-    }
-}
+pub use nesquic_protocol::cli::IoMode;
 
 /// Errors resolving a LUT.
 #[derive(Debug, thiserror::Error)]
@@ -44,7 +22,7 @@ pub enum LutError {
         known: String,
     },
     /// The adapter exists but its executable is not built.
-    #[error("LUT executable {path} not found; build it with `cargo build --release -p nesquic-lut-adapters` (or `just build`)")]
+    #[error("LUT executable {path} not found; build it with `just build` (Rust LUTs: `cargo build --release -p nesquic-lut-bins`)")]
     NotBuilt {
         /// Where it was expected.
         path: PathBuf,
@@ -141,7 +119,7 @@ pub struct ClientSpec<'a> {
 }
 
 /// A library under test. Implementations are small: a name, versions, and the executable that
-/// runs it. Process arguments follow one convention for every LUT (see `src/bin/quinn.rs`).
+/// runs it. Process arguments follow one convention for every LUT (`nesquic-protocol`'s `cli`).
 pub trait Lut: Send + Sync {
     /// Short name used on the command line (`--lut NAME`).
     fn name(&self) -> &'static str;
@@ -506,110 +484,19 @@ pub fn find_lut(name: &str) -> Result<Box<dyn Lut>, LutError> {
 }
 
 /// Command-line arguments every LUT executable accepts (the other half of
-/// [`Lut::server_args`]/[`Lut::client_args`]).
+/// [`Lut::server_args`]/[`Lut::client_args`]): `nesquic-protocol`'s [`cli`](nesquic_protocol::cli).
 pub mod args {
-    use std::net::SocketAddr;
-    use std::path::PathBuf;
+    pub use nesquic_protocol::cli::{LutCli, LutCommand};
 
-    use super::IoMode;
-
-    /// A LUT executable's command line.
-    #[derive(Debug, clap::Parser)]
-    pub struct LutCli {
-        /// Role.
-        #[command(subcommand)]
-        pub role: Role,
-    }
-
-    /// Server or client.
-    #[derive(Debug, clap::Subcommand)]
-    pub enum Role {
-        /// Serve benchmark connections, then exit.
-        Server {
-            /// Address to bind.
-            #[arg(long)]
-            listen: SocketAddr,
-            /// Connections to serve before exiting.
-            #[arg(long, default_value_t = 1)]
-            connections: u32,
-            /// Streams per connection the client will open (raises the library's limit).
-            #[arg(long, default_value_t = 1)]
-            streams: u32,
-            /// DER certificate.
-            #[arg(long)]
-            cert: PathBuf,
-            /// DER PKCS#8 key.
-            #[arg(long)]
-            key: PathBuf,
-            /// I/O path.
-            #[arg(long, value_enum, default_value_t = IoMode::Native)]
-            io: IoMode,
-            /// Write the library's own qlog (JSON-SEQ) here.
-            #[arg(long)]
-            qlog: Option<PathBuf>,
-            /// LUT-specific KEY=VALUE settings.
-            #[arg(long = "opt")]
-            opts: Vec<String>,
-        },
-        /// Download and verify payloads.
-        Client {
-            /// Server address.
-            #[arg(long)]
-            connect: SocketAddr,
-            /// DER certificate to trust.
-            #[arg(long)]
-            ca: PathBuf,
-            /// Bytes to request per stream.
-            #[arg(long)]
-            size: u64,
-            /// Connections in total.
-            #[arg(long, default_value_t = 1)]
-            connections: u32,
-            /// Connections open at once.
-            #[arg(long, default_value_t = 1)]
-            parallel: u32,
-            /// Concurrent streams per connection.
-            #[arg(long, default_value_t = 1)]
-            streams: u32,
-            /// I/O path.
-            #[arg(long, value_enum, default_value_t = IoMode::Native)]
-            io: IoMode,
-            /// Write the library's own qlog (JSON-SEQ) here.
-            #[arg(long)]
-            qlog: Option<PathBuf>,
-            /// LUT-specific KEY=VALUE settings.
-            #[arg(long = "opt")]
-            opts: Vec<String>,
-        },
-    }
+    /// The old name of [`LutCommand`]; [`Role`](nesquic_protocol::Role) now means server, client or
+    /// process everywhere.
+    #[deprecated(note = "use LutCommand (the subcommand) or nesquic_protocol::Role (the side)")]
+    pub type Role = LutCommand;
 }
 
-impl args::Role {
-    /// The workload a client was asked for; a server's has `size` 0 (it learns sizes from the
-    /// requests).
-    pub fn workload(&self) -> Workload {
-        match *self {
-            args::Role::Server { connections, streams, .. } => {
-                Workload { connections, parallel: connections, streams, size: 0 }
-            }
-            args::Role::Client { connections, parallel, streams, size, .. } => {
-                Workload { connections, parallel, streams, size }
-            }
-        }
-    }
-
-    /// For executables that run one connection with one stream: an error naming `library` when
-    /// asked for more (nesquic refuses such testcases before starting them; this guards direct use).
-    pub fn require_single_workload(&self, library: &str) -> Result<(), LutError> {
-        let w = self.workload();
-        if w.is_single() {
-            return Ok(());
-        }
-        Err(LutError::SingleWorkloadOnly {
-            library: library.to_string(),
-            connections: w.connections,
-            streams: w.streams,
-        })
+impl From<nesquic_protocol::cli::SingleWorkloadOnly> for LutError {
+    fn from(e: nesquic_protocol::cli::SingleWorkloadOnly) -> Self {
+        LutError::SingleWorkloadOnly { library: e.library, connections: e.connections, streams: e.streams }
     }
 }
 

@@ -1,18 +1,11 @@
 //! TLS material generated at run time: a self-signed certificate for [`SERVER_NAME`] that clients
-//! verify as their only trust anchor (no "accept any certificate").
+//! verify as their only trust anchor (no "accept any certificate"). The file names and reading
+//! them are `nesquic-protocol`'s ([`CertFiles`]); generating them (rcgen) stays here.
 
 use std::path::{Path, PathBuf};
 
-use crate::protocol::SERVER_NAME;
-
-/// Where a run's certificate and key live.
-#[derive(Debug, Clone)]
-pub struct CertFiles {
-    /// DER certificate (also the client's trust anchor).
-    pub cert: PathBuf,
-    /// DER PKCS#8 private key.
-    pub key: PathBuf,
-}
+use nesquic_protocol::payload::SERVER_NAME;
+pub use nesquic_protocol::tls::CertFiles;
 
 /// Errors creating or reading TLS material.
 #[derive(Debug, thiserror::Error)]
@@ -41,7 +34,13 @@ pub fn generate(dir: &Path) -> Result<CertFiles, TlsError> {
 
 /// Reads a DER file.
 pub fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
-    std::fs::read(path).map_err(|source| TlsError::Io { path: path.to_path_buf(), source })
+    Ok(nesquic_protocol::tls::read(path)?)
+}
+
+impl From<nesquic_protocol::tls::FileError> for TlsError {
+    fn from(e: nesquic_protocol::tls::FileError) -> Self {
+        TlsError::Io { path: e.path, source: e.source }
+    }
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), TlsError> {

@@ -25,6 +25,9 @@ use crate::run::process::{LutProcess, ProcessEvent, Role};
 const ITERATIONS: u64 = 2_000;
 const CALLS: u64 = 2_000;
 const ROUNDS: usize = 5;
+/// Agent calibration: rounds with and without the agent (alternating), calls per round.
+const AGENT_ROUNDS: usize = 5;
+const AGENT_CALLS: u64 = 1_000_000;
 const FUNCTIONS: [(&str, SiteKind); 3] = [
     ("nesquic_cal_push", SiteKind::Push),
     ("nesquic_cal_nop", SiteKind::Nop),
@@ -51,34 +54,60 @@ pub struct KindCalibration {
 /// A machine's calibration.
 #[derive(Debug, Clone, Serialize)]
 pub struct Calibration {
-    /// Per site kind.
+    /// Per kernel uprobe site kind (empty when no kernel uprobe times anything).
     pub kinds: Vec<KindCalibration>,
     /// Rounds behind each figure.
     pub rounds: usize,
+    /// The user-space agent's cost per counted and per timed call, when the agent times
+    /// functions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent: Option<nesquic_ebpf::user::calibrate::AgentCost>,
 }
 
 impl Calibration {
+    /// Rounds behind the figures (the kernel's, else the agent's).
+    pub fn rounds_used(&self) -> usize {
+        if self.kinds.is_empty() {
+            self.agent.map_or(0, |a| a.rounds)
+        } else {
+            self.rounds
+        }
+    }
+
     /// The overhead and its uncertainty for `kind`.
     pub fn for_kind(&self, kind: SiteKind) -> Option<&KindCalibration> {
         self.kinds.iter().find(|k| k.kind == kind)
     }
 
-    /// Fills `compensated_mean_ns` of every timed function in `metrics`.
+    /// Fills `compensated_mean_ns` of every timed function in `metrics`: the kernel's per-site
+    /// overhead for uprobes, the agent's in-window cost for inline hooks.
     pub fn compensate(&self, metrics: &mut Metrics) {
         for role in &mut metrics.roles {
             for f in &mut role.functions {
-                let Some(k) = f.site.and_then(|kind| self.for_kind(kind)) else { continue };
                 if !f.timed || f.timing.calls == 0 {
                     continue;
                 }
-                f.compensated_mean_ns = Some((f.timing.mean_ns() - k.overhead_ns).max(0.0));
-                f.compensation_uncertainty_ns = Some(k.uncertainty_ns);
+                let (overhead, uncertainty) = if f.mechanism == nesquic_ebpf::metrics::MECHANISM_INLINE_HOOK {
+                    let Some(a) = &self.agent else { continue };
+                    (a.window_ns, a.window_sd_ns)
+                } else {
+                    let Some(k) = f.site.and_then(|kind| self.for_kind(kind)) else { continue };
+                    (k.overhead_ns, k.uncertainty_ns)
+                };
+                f.compensated_mean_ns = Some((f.timing.mean_ns() - overhead).max(0.0));
+                f.compensation_uncertainty_ns = Some(uncertainty);
             }
         }
     }
 
     /// One line per kind for the terminal.
     fn describe(&self) -> Vec<String> {
+        let agent = self.agent.iter().map(|a| {
+            format!(
+                "user (inline hook): a counted call costs {:.1} ± {:.1} ns, a timed call {:.1} ± {:.1} ns, of which {:.1} ± {:.1} ns fall inside the measured duration ({} rounds)",
+                a.count_ns, a.count_sd_ns, a.time_ns, a.time_sd_ns, a.window_ns, a.window_sd_ns, a.rounds
+            )
+        });
         self.kinds
             .iter()
             .map(|k| {
@@ -92,19 +121,29 @@ impl Calibration {
                     k.measured_ns
                 )
             })
+            .chain(agent)
             .collect()
     }
 }
 
-/// The calibration a probe plan needs: `None` unless it times some function. Printed on stderr
-/// unless `quiet`.
-pub fn for_plan(plan: &ProbePlan, quiet: bool) -> Result<Option<Calibration>> {
-    if !plan.resolution.functions.iter().any(|f| f.timed) {
+/// The calibration opened probes need: `None` unless they time some function (kernel uprobe
+/// sites and/or the agent's hooks). Printed on stderr unless `quiet`.
+pub fn for_probes(probes: &crate::backend::Probes, quiet: bool) -> Result<Option<Calibration>> {
+    let kernel_times = probes.kernel.as_ref().is_some_and(|k| k.functions().iter().any(|f| f.timed));
+    let user_times = probes.user.as_ref().is_some_and(|u| u.times_functions());
+    if !kernel_times && !user_times {
         return Ok(None);
     }
-    let c = run().context("calibrate the timing probes")?;
+    let mut c = if kernel_times {
+        run().context("calibrate the timing probes")?
+    } else {
+        Calibration { kinds: Vec::new(), rounds: 0, agent: None }
+    };
+    if user_times {
+        c.agent = Some(agent_cost().context("calibrate the user-space agent")?);
+    }
     if !quiet {
-        eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds);
+        eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds_used());
         for line in c.describe() {
             eprintln!("  {line}");
         }
@@ -120,6 +159,20 @@ pub fn workload_binary() -> Result<PathBuf> {
         bail!("{} is missing (it ships with nesquic: `just build`)", path.display());
     }
     Ok(path)
+}
+
+/// The agent's cost per call on this machine: measured on first use (~1 s), then reused.
+fn agent_cost() -> Result<nesquic_ebpf::user::calibrate::AgentCost> {
+    static CACHE: std::sync::Mutex<Option<nesquic_ebpf::user::calibrate::AgentCost>> = std::sync::Mutex::new(None);
+    let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = *cached {
+        return Ok(c);
+    }
+    let workload = workload_binary()?;
+    let scratch = tempfile::tempdir().context("agent calibration scratch directory")?;
+    let c = nesquic_ebpf::user::calibrate::measure_cost(&workload, scratch.path(), AGENT_ROUNDS, AGENT_CALLS)?;
+    *cached = Some(c);
+    Ok(c)
 }
 
 /// The calibration for this process: measured on first use (~1 s), then reused (a matrix runs
@@ -171,7 +224,7 @@ fn measure() -> Result<Calibration> {
             }
         })
         .collect();
-    Ok(Calibration { kinds, rounds: ROUNDS })
+    Ok(Calibration { kinds, rounds: ROUNDS, agent: None })
 }
 
 /// One workload run with the timing probes on; returns what they measured.
@@ -179,7 +232,7 @@ fn probed_run(session: &mut nesquic_ebpf::ProbeSession, workload: &Path, out: &P
     let (tx, rx) = channel();
     let args: Vec<std::ffi::OsString> =
         vec!["--calibrate".into(), ITERATIONS.to_string().into(), CALLS.to_string().into(), out.into()];
-    let mut process = LutProcess::spawn_inheriting_output(Role::Process, workload, &args, tx)?;
+    let mut process = LutProcess::spawn_inheriting_output(Role::Process, workload, &args, &[], tx)?;
     let pid = u32::try_from(process.pid).context("negative pid")?;
     session.track(pid, Role::Process.index())?;
     process.release()?;

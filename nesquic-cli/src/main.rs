@@ -2,8 +2,10 @@
 //! time goes. This crate owns the command line, orchestration of LUT processes and reporting; it
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
+mod backend;
 mod calibrate;
 mod compare;
+mod doctor;
 mod duty;
 mod link;
 mod matrix;
@@ -63,6 +65,9 @@ enum Command {
     PerfClassify(perf_classify::PerfClassifyArgs),
     /// Compare two runs (CI regression gate): exit 0 pass, 1 regression, 2 bad input.
     Compare(compare::CompareArgs),
+    /// What this kernel supports (BTF, uprobes, kprobes, fentry, netem, ...) and which mechanism
+    /// each probe kind will use here (root: capabilities are tried, not guessed).
+    Doctor(doctor::DoctorArgs),
 }
 
 /// `nesquic probes` arguments.
@@ -80,10 +85,20 @@ struct ProbesArgs {
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     lut_dir: Option<std::path::PathBuf>,
+    /// Which backend `run` would use (auto, user, kernel, both): each target says what would
+    /// measure it and why.
+    #[arg(long, value_enum, default_value_t = backend::BackendChoice::Auto)]
+    probe_backend: backend::BackendChoice,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Luts | Command::Testcases | Command::Probes(_) | Command::Report(_)) {
+        // Listing commands end quietly when their reader does (`nesquic probes | head`), as
+        // other Unix tools do. Not for run/trace: they write to pipes of processes that may die.
+        // SAFETY: restoring the default disposition of a signal has no preconditions.
+        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    }
     let result = match cli.command {
         Command::Run(args) => run::execute(&args).map(|_| ()),
         Command::Luts => {
@@ -99,6 +114,7 @@ fn main() -> ExitCode {
         Command::Report(args) => report::execute(&args),
         Command::Matrix(args) => matrix::execute(&args),
         Command::PerfClassify(args) => perf_classify::execute(&args),
+        Command::Doctor(args) => doctor::execute(&args),
         Command::Compare(args) => {
             return match compare::execute(&args) {
                 Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,
@@ -127,7 +143,7 @@ fn list_probes(args: &ProbesArgs) -> anyhow::Result<()> {
             lut.binary_path(&run::lut_dir(args.lut_dir.as_deref())?)?
         }
     };
-    probes::list(&args.probe, &binary)
+    probes::list(&args.probe, &binary, args.probe_backend)
 }
 
 fn list_luts() {

@@ -50,9 +50,12 @@ pub struct MatrixArgs {
     /// Rounds: every combination runs once per round, in rotating order.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
-    /// eBPF probes for every run (root), as in `nesquic run`; `io` fills the syscall columns.
+    /// Probes for every run, as in `nesquic run`; `io` fills the syscall columns.
     #[arg(long, value_name = "LIST")]
     pub probe: Option<String>,
+    /// Who measures the probes, as in `nesquic run` (auto: the user-space agent where it can hook).
+    #[arg(long, value_enum, default_value_t = crate::backend::BackendChoice::Auto)]
+    pub probe_backend: crate::backend::BackendChoice,
     /// Time limit per transfer.
     #[arg(long, default_value = "5m")]
     pub timeout: String,
@@ -174,6 +177,8 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
             }
             if let Some(p) = &args.probe {
                 argv.extend(["--probe".into(), p.clone()]);
+                let backend = clap::ValueEnum::to_possible_value(&args.probe_backend).context("backend name")?;
+                argv.extend(["--probe-backend".into(), backend.get_name().to_string()]);
             }
             let mut parsed = RunCommand::try_parse_from(&argv).context("build the run's arguments")?;
             parsed.run.quiet = true;
@@ -449,9 +454,12 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
     if sources.is_empty() {
         println!("syscall columns need --probe io (or a LUT on Nesquic I/O, which counts its own)");
     } else if sources.contains(&"io-layer") {
-        println!("syscall columns: eBPF probes where --probe io ran, else the I/O layer's own counters");
+        println!("syscall columns: the I/O probes where --probe io ran, else the I/O layer's own counters");
     } else {
-        println!("syscall columns: eBPF syscall probes");
+        let by = clap::ValueEnum::to_possible_value(&args.probe_backend)
+            .map(|v| v.get_name().to_string())
+            .unwrap_or_default();
+        println!("syscall columns: the I/O probes (--probe-backend {by})");
     }
     for s in skipped {
         println!("skipped: {s}");

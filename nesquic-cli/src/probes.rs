@@ -151,7 +151,12 @@ pub fn print_summary(metrics: &Metrics, cpu_s: &BTreeMap<String, f64>, window: &
         let cpu_ns = cpu_s.get(&role.role).copied().unwrap_or(0.0) * 1e9;
         println!("{}", role.role);
         print_io(role, cpu_ns);
+        print_kernel_io(&metrics.kernel_io, &role.role, cpu_ns);
+        print_packet_io_split(&metrics.kernel_io, role);
         print_functions(role, cpu_ns);
+    }
+    if metrics.io_mechanism.is_some() && metrics.kernel_io.mechanism.is_none() && !metrics.kernel_io.notes.is_empty() {
+        println!("kernel UDP path: not measured here ({}); see `nesquic doctor`", metrics.kernel_io.notes.join("; "));
     }
     if metrics.lost.is_clean() {
         println!("lost: nothing (every call entered was matched with its return)");
@@ -165,7 +170,7 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
         return;
     }
     println!(
-        "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>6} {:>6}",
+        "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>6} {:>6}  by",
         "I/O",
         "calls",
         "bytes",
@@ -184,7 +189,7 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
         for s in role.io.iter().filter(|s| s.direction == dir) {
             let t = &s.timing;
             println!(
-                "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8.0} {:>7.2} {:>8.0} {:>6} {:>6}",
+                "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8.0} {:>7.2} {:>8.0} {:>6} {:>6}  {}",
                 s.syscall,
                 t.calls,
                 s.bytes,
@@ -198,10 +203,95 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
                 ratio(t.total_ns as f64, s.datagrams as f64),
                 s.eagain,
                 share(t.total_ns as f64, cpu_ns),
+                mechanism_label(&s.mechanism),
             );
         }
     }
     println!("  {}", offload_line(role));
+    if !role.io_crosscheck.is_empty() {
+        match crate::backend::crosscheck_differences(role).as_slice() {
+            [] => {
+                println!("  I/O cross-check: the agent's libc interposition and the syscall tracepoints agree exactly")
+            }
+            d => println!("  I/O cross-check DIFFERS: {}", d.join("; ")),
+        }
+    }
+}
+
+/// Short name of what measured a row, for the terminal.
+fn mechanism_label(mechanism: &str) -> &str {
+    match mechanism {
+        nesquic_ebpf::metrics::MECHANISM_INLINE_HOOK => "user hook",
+        nesquic_ebpf::metrics::MECHANISM_INTERPOSITION => "user libc",
+        "" => "-",
+        other => other,
+    }
+}
+
+/// Warns about agents that did not start or functions they could not patch (those functions
+/// were then not measured in that process).
+pub fn print_agent_problems(agents: &[crate::backend::AgentReport]) {
+    for a in agents {
+        if !a.ready {
+            eprintln!("nesquic: warning: the user-space agent did not start in the {} (nothing it would measure was measured there)", a.role);
+            continue;
+        }
+        for f in a.functions.iter().filter(|f| !f.patched) {
+            eprintln!("nesquic: warning: {}: {} not hooked by the agent: {}", a.role, f.name, f.reason);
+        }
+    }
+}
+
+/// The kernel's UDP path per function (inclusive times: udp_sendmsg contains ip_output ...).
+/// The syscalls' time per direction split into exclusive parts of the kernel's path.
+fn print_packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) {
+    for direction in ["send", "recv"] {
+        let syscall_ns: u64 = role.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.total_ns).sum();
+        let Some(b) = kernel.breakdown(&role.role, direction, syscall_ns) else { return };
+        if syscall_ns == 0 {
+            continue;
+        }
+        let parts: Vec<String> = b
+            .parts
+            .iter()
+            .map(|(stage, ns)| format!("{stage} {:.1}%", 100.0 * *ns as f64 / syscall_ns as f64))
+            .collect();
+        let outside = if b.coalescing_outside_ns > 0 {
+            format!("; GRO coalescing outside the syscalls {}", duration(b.coalescing_outside_ns as f64))
+        } else {
+            String::new()
+        };
+        println!(
+            "  packet I/O split ({direction}, {} in syscalls): {}{outside}",
+            duration(syscall_ns as f64),
+            parts.join(", ")
+        );
+    }
+}
+
+fn print_kernel_io(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &str, cpu_ns: f64) {
+    let rows: Vec<_> = kernel.rows.iter().filter(|r| r.role == role).collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!(
+        "  {:<24} {:<13} {:>8} {:>10} {:>9} {:>9} {:>6}  by",
+        "kernel path", "stage", "calls", "time", "mean", "p99<=", "%CPU"
+    );
+    for r in rows {
+        let t = &r.timing;
+        println!(
+            "  {:<24} {:<13} {:>8} {:>10} {:>9} {:>9} {:>6}  {}",
+            r.function,
+            format!("{:?}", r.stage).to_lowercase(),
+            t.calls,
+            duration(t.total_ns as f64),
+            duration(t.mean_ns()),
+            duration(t.p99_le_ns as f64),
+            share(t.total_ns as f64, cpu_ns),
+            r.mechanism,
+        );
+    }
 }
 
 /// Duty-cycled functions: raw counts and counts extrapolated to the whole run.
@@ -235,9 +325,12 @@ pub fn print_compensated(metrics: &Metrics, calibration: &crate::calibrate::Cali
     for role in &metrics.roles {
         for f in role.functions.iter().filter(|f| f.timed && f.timing.calls > 0) {
             let (Some(mean), Some(err)) = (f.compensated_mean_ns, f.compensation_uncertainty_ns) else { continue };
-            let site = f.site.map_or("?", |k| k.label());
+            let site = match f.site {
+                Some(k) => format!("{} site", k.label()),
+                None => mechanism_label(&f.mechanism).to_string(),
+            };
             lines.push(format!(
-                "  {:<7} {:<26} {:>10} ± {:<8} per call (raw {}; {} site) {}",
+                "  {:<7} {:<26} {:>10} ± {:<8} per call (raw {}; {}) {}",
                 role.role,
                 f.category,
                 duration(mean),
@@ -249,7 +342,7 @@ pub fn print_compensated(metrics: &Metrics, calibration: &crate::calibrate::Cali
         }
     }
     if !lines.is_empty() {
-        println!("timed functions, calibrated probe overhead subtracted ({} rounds):", calibration.rounds);
+        println!("timed functions, calibrated probe overhead subtracted ({} rounds):", calibration.rounds_used());
         for l in lines {
             println!("{l}");
         }
@@ -283,19 +376,23 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
     let sent: u64 = role.io.iter().filter(|s| s.direction == "send").map(|s| s.datagrams).sum();
     let received: u64 = role.io.iter().filter(|s| s.direction == "recv").map(|s| s.datagrams).sum();
     // Catalog categories are summed over their functions; custom globs list each function.
-    let mut by_category: BTreeMap<String, (Timing, u64, bool)> = BTreeMap::new();
+    let mut by_category: BTreeMap<String, (Timing, u64, bool, Vec<String>)> = BTreeMap::new();
     for f in &role.functions {
         let key = if f.category.starts_with("uprobe:") { f.name.clone() } else { f.category.clone() };
-        let e = by_category.entry(key).or_insert_with(|| (Timing::empty(), 0, f.timed));
+        let e = by_category.entry(key).or_insert_with(|| (Timing::empty(), 0, f.timed, Vec::new()));
         e.0.absorb(&f.timing);
         e.1 += f.bytes;
         e.2 &= f.timed;
+        let by = mechanism_label(&f.mechanism).to_string();
+        if !e.3.contains(&by) {
+            e.3.push(by);
+        }
     }
     println!(
-        "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}",
+        "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}  by",
         "function", "calls", "time", "mean", "p50<=", "p99<=", "bytes", "call/dg", "ns/dg", "%CPU"
     );
-    for (category, (t, bytes, timed)) in by_category {
+    for (category, (t, bytes, timed, by)) in by_category {
         let time = |ns: f64| if timed { duration(ns) } else { "-".to_string() };
         // Seal runs per packet sent, open per packet received; the rest against both.
         let datagrams = match category.as_str() {
@@ -304,7 +401,7 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
             _ => sent + received,
         } as f64;
         println!(
-            "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}",
+            "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}  {}",
             truncate(&category, 26),
             t.calls,
             time(t.total_ns as f64),
@@ -315,6 +412,7 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
             if datagrams > 0.0 { format!("{:.2}", t.calls as f64 / datagrams) } else { "-".into() },
             if datagrams > 0.0 && timed { format!("{:.0}", t.total_ns as f64 / datagrams) } else { "-".into() },
             if timed { share(t.total_ns as f64, cpu_ns) } else { "-".into() },
+            by.join("+"),
         );
     }
 }
@@ -357,15 +455,44 @@ pub fn duration(ns: f64) -> String {
 }
 
 /// `nesquic probes`: what a probe list resolves to for a binary, without running anything.
-pub fn list(text: &str, binary: &Path) -> Result<()> {
+pub fn list(text: &str, binary: &Path, choice: crate::backend::BackendChoice) -> Result<()> {
+    use crate::backend::BackendChoice;
     let plan = ProbePlan::new(text, binary)?;
+    let dynamic = nesquic_ebpf::objects::is_dynamic(binary);
+    let user = choice != BackendChoice::Kernel && dynamic;
+    // Which entries the agent would refuse, and why (the same check a run makes).
+    let refused: Vec<(String, String)> = if user && !plan.resolution.functions.is_empty() {
+        let scratch = tempfile::tempdir().context("scratch directory for the agent plan")?;
+        let (_, refused) = nesquic_ebpf::user::UserBackend::prepare(scratch.path(), &plan.resolution.functions, false)?;
+        refused.into_iter().map(|(f, why)| (f.name, why)).collect()
+    } else {
+        Vec::new()
+    };
+    let why_kernel = if choice == BackendChoice::Kernel {
+        "--probe-backend kernel".to_string()
+    } else {
+        format!("{} is not dynamically linked: LD_PRELOAD cannot load the agent", binary.display())
+    };
     if plan.request.io {
-        println!(
-            "io: syscall tracepoints sys_enter_/sys_exit_{{sendmsg,sendmmsg,sendto,recvmsg,recvmmsg,recvfrom}} (kprobes on this kernel: {})",
-            if nesquic_ebpf::preflight::kprobes_available() { "available, not needed" } else { "not available" }
-        );
+        let kprobes = if nesquic_ebpf::preflight::kprobes_available() { "available" } else { "not available" };
+        if user {
+            println!("io: user (libc interposition) of sendmsg, sendmmsg, sendto, recvmsg, recvmmsg, recvfrom (and send/recv/write/read on UDP sockets) in the LUT; no root");
+        }
+        if !user || choice == BackendChoice::Both {
+            println!(
+                "io: syscall tracepoints sys_enter_/sys_exit_{{sendmsg,sendmmsg,sendto,recvmsg,recvmmsg,recvfrom}} (root; kprobes on this kernel: {kprobes})"
+            );
+            if !user {
+                println!("    why the kernel: {why_kernel}");
+            }
+        }
     }
     for f in &plan.resolution.functions {
+        let measured_by = match refused.iter().find(|(name, _)| *name == f.name) {
+            _ if !user => format!("uprobe (root; {why_kernel})"),
+            Some((_, why)) => format!("uprobe (root; the agent cannot hook it: {why})"),
+            None => "user (inline hook)".to_string(),
+        };
         let bytes = if f.bytes_arg > 0 { format!(" bytes=arg{}", f.bytes_arg) } else { String::new() };
         let site = if f.site.skip > 0 {
             format!("{} after endbr64", f.site.kind.label())
@@ -373,14 +500,15 @@ pub fn list(text: &str, binary: &Path) -> Result<()> {
             f.site.kind.label().to_string()
         };
         println!(
-            "{:<26} {:<18} {:#014x} {}  [{}]{bytes}\n{:<46}{}  probe site: {site}",
+            "{:<26} {:<18} {:#014x} {}  [{}]{bytes}\n{:<46}{}  probe site: {site}\n{:<46}measured by: {measured_by}",
             f.category,
             f.backend,
             f.address,
             f.name,
             f.object.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             "",
-            f.object.display()
+            f.object.display(),
+            ""
         );
     }
     let matched: std::collections::HashSet<&str> =

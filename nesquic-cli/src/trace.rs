@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
 
+use crate::backend::{KernelNeeds, Probes};
 use crate::probes::ProbePlan;
 use crate::run::process::{LutProcess, ProcessEvent, Role};
 use crate::units;
@@ -28,6 +29,9 @@ pub struct TraceArgs {
     /// counts are extrapolated with the measured attached fraction (raw and scaled reported).
     #[arg(long, value_name = "WINDOW/PERIOD", value_parser = crate::duty::parse)]
     pub duty: Option<crate::duty::DutySpec>,
+    /// Who measures: auto, user, kernel, both (as for `nesquic run --probe-backend`).
+    #[arg(long, value_enum, default_value_t = crate::backend::BackendChoice::Auto)]
+    pub probe_backend: crate::backend::BackendChoice,
     /// Kill the command after this long.
     #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
     pub timeout: Duration,
@@ -45,6 +49,8 @@ struct TraceReport {
     cpu_system_s: f64,
     wall_s: f64,
     probes: nesquic_ebpf::Metrics,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    agents: Vec<crate::backend::AgentReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<nesquic_ebpf::profile::Profile>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -57,12 +63,24 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     let interrupted = crate::run::install_signal_flag()?;
     let binary = find_executable(&args.command[0])?;
     let plan = ProbePlan::new(&args.probe, &binary)?;
-    let calibration = crate::calibrate::for_plan(&plan, false)?;
-    let mut session = plan.open_session()?;
+    let (_scratch, dir) = crate::backend::scratch_dir()?;
+    let needs = KernelNeeds { duty: args.duty.is_some(), ..KernelNeeds::default() };
+    let probes = Probes::open(&plan, args.probe_backend, &binary, &dir, needs)?;
+    for line in probes.describe() {
+        eprintln!("nesquic: probes: {line}");
+    }
+    let calibration = crate::calibrate::for_probes(&probes, false)?;
+    let (mut session, mut user) = (probes.kernel, probes.user);
+    let env = match user.as_mut() {
+        Some(u) => u.environment(Role::Process)?,
+        None => Vec::new(),
+    };
     let (tx, rx) = channel();
-    let mut process = LutProcess::spawn_inheriting_output(Role::Process, &binary, &args.command[1..], tx)?;
+    let mut process = LutProcess::spawn_inheriting_output(Role::Process, &binary, &args.command[1..], &env, tx)?;
     let pid = u32::try_from(process.pid).context("negative pid")?;
-    session.track(pid, Role::Process.index())?;
+    if let Some(session) = session.as_mut() {
+        session.track(pid, Role::Process.index())?;
+    }
     let mut duty = args.duty.map(crate::duty::DutyCycle::new);
     if let Some(d) = duty.as_mut() {
         d.begin(Instant::now());
@@ -72,7 +90,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     // The profile symbolises with the process's memory map, which is gone once it exits.
     let mut maps = nesquic_ebpf::profile::MapsCache::default();
     let exit = loop {
-        if session.is_profiling() {
+        if session.as_ref().is_some_and(|s| s.is_profiling()) {
             maps.refresh([pid]);
         }
         if interrupted.load(Ordering::Relaxed) {
@@ -83,8 +101,8 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             process.kill();
             bail!("timed out after {:?}: command killed (raise it with --timeout)", args.timeout);
         }
-        if let Some(d) = duty.as_mut() {
-            d.tick(&mut session).context("duty-cycle the function probes")?;
+        if let (Some(d), Some(session)) = (duty.as_mut(), session.as_mut()) {
+            d.tick(session).context("duty-cycle the function probes")?;
         }
         let wait = duty.as_ref().map_or(Duration::from_millis(50), |d| {
             d.next_toggle().clamp(Duration::from_millis(1), Duration::from_millis(50))
@@ -98,19 +116,28 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the command"),
         }
     };
-    let mut metrics = session.snapshot(&[Role::Process.slot()])?;
-    if let Some(fraction) = duty.as_mut().and_then(|d| d.finish()) {
-        metrics.apply_duty(fraction);
+    let mut kernel = match session.as_ref() {
+        Some(s) => Some(s.snapshot(&[Role::Process.slot()])?),
+        None => None,
+    };
+    if let (Some(fraction), Some(m)) = (duty.as_mut().and_then(|d| d.finish()), kernel.as_mut()) {
+        m.apply_duty(fraction);
     }
+    let mut metrics = match user.as_ref() {
+        Some(u) => u.merge_into(kernel),
+        // Invariant: Probes::open opens a kernel session whenever there is no agent.
+        None => kernel.context("no probe session")?,
+    };
+    let agents = user.as_mut().map(|u| u.finish_repetition()).unwrap_or_default();
+    crate::probes::print_agent_problems(&agents);
     if let Some(c) = &calibration {
         c.compensate(&mut metrics);
     }
-    let profile = if session.is_profiling() {
-        Some(crate::probes::build_profile(&mut session, &maps.maps, &[Role::Process.slot()])?)
-    } else {
-        None
+    let profile = match session.as_mut() {
+        Some(s) if s.is_profiling() => Some(crate::probes::build_profile(s, &maps.maps, &[Role::Process.slot()])?),
+        _ => None,
     };
-    drop(session);
+    drop((session, user));
     let cpu = (exit.user + exit.system).as_secs_f64();
     crate::probes::print_summary(&metrics, &BTreeMap::from([("process".to_string(), cpu)]), "whole command");
     crate::probes::print_duty(&metrics);
@@ -128,6 +155,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             cpu_system_s: exit.system.as_secs_f64(),
             wall_s: exit.wall.as_secs_f64(),
             probes: metrics,
+            agents,
             profile,
             calibration,
         };

@@ -68,17 +68,45 @@ fn calls(role: &Value, category: &str) -> u64 {
     functions.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
 }
 
+/// Sum of `field` over one role's send-direction I/O rows.
+fn sent(role: &Value, field: &str) -> u64 {
+    role["io"]
+        .as_array()
+        .expect("io")
+        .iter()
+        .filter(|s| s["direction"] == "send")
+        .map(|s| s[field].as_u64().expect("number"))
+        .sum()
+}
+
 fn syscall<'a>(role: &'a Value, name: &str) -> &'a Value {
     role["io"].as_array().expect("io").iter().find(|s| s["syscall"] == name).unwrap_or(&Value::Null)
 }
 
 #[test]
 fn workload_counts_are_exact() {
+    // Not the recursive function: a kernel uretprobe keeps one call in flight per thread and
+    // function, so nested calls are lost (the agent's shadow stack keeps them: the user test).
+    workload_counts_are_exact_with("kernel", "uprobe:nesquic_workload_[ts]*", &["tracepoint", "uprobe"]);
+}
+
+/// The same exact figures from the user-space agent (libc interposition, inline hooks); the
+/// entries it refuses (`nesquic_workload_short`, `_jump_back`) fall back to kernel uprobes.
+#[test]
+fn workload_counts_are_exact_in_user_space() {
+    workload_counts_are_exact_with(
+        "user",
+        "uprobe:nesquic_workload_*",
+        &["user (libc interposition)", "user (inline hook)"],
+    );
+}
+
+fn workload_counts_are_exact_with(backend: &str, functions: &str, mechanisms: &[&str; 2]) {
     let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let (json, report) = (dir.path().join("trace.json"), dir.path().join("workload.json"));
     let out = nesquic()
-        .args(["trace", "--probe", "io,uprobe:nesquic_workload_*", "--json"])
+        .args(["trace", "--probe-backend", backend, "--probe", &format!("io,{functions}"), "--json"])
         .arg(&json)
         .arg("--")
         .arg(workload())
@@ -114,9 +142,27 @@ fn workload_counts_are_exact() {
             assert_eq!(s[field], did[name][field], "{name}.{field}: probes {s} vs workload {}", did[name]);
         }
         assert_eq!(s["errors"], 0, "{name}");
+        assert_eq!(s["mechanism"], mechanisms[0], "{name}");
     }
     let functions = role["functions"].as_array().expect("functions");
     let f = |name: &str| functions.iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} missing"));
+    assert_eq!(f("nesquic_workload_tick")["mechanism"], mechanisms[1]);
+    assert_eq!(f("nesquic_workload_sleep_1ms")["mechanism"], mechanisms[1]);
+    if backend == "user" {
+        // Refused by the agent (3 bytes long; a branch back into its first bytes): kernel uprobes,
+        // each called once.
+        for refused in ["nesquic_workload_short", "nesquic_workload_jump_back"] {
+            assert_eq!(
+                (f(refused)["mechanism"].as_str(), f(refused)["calls"].as_u64()),
+                (Some("uprobe"), Some(1)),
+                "{refused}"
+            );
+        }
+        assert!(stderr(&out).contains("the agent cannot hook it: too short"), "{}", stderr(&out));
+        // Five nested calls, every one kept, the outermost lasting longest.
+        let recurse = f("nesquic_workload_recurse");
+        assert_eq!(recurse["calls"], 5, "{recurse}");
+    }
     assert_eq!(f("nesquic_workload_tick")["calls"], did["nesquic_workload_tick"]);
     assert_eq!(f("nesquic_workload_tick")["calls"], 50);
     let sleep = f("nesquic_workload_sleep_1ms");
@@ -144,15 +190,6 @@ fn quinn_with_io_and_crypto_probes() {
     let probes = &report["repetitions"][0]["probes"];
     let roles = probes["roles"].as_array().expect("roles");
     let role = |name: &str| roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"));
-    let sent = |r: &Value, field: &str| -> u64 {
-        r["io"]
-            .as_array()
-            .expect("io")
-            .iter()
-            .filter(|s| s["direction"] == "send")
-            .map(|s| s[field].as_u64().expect("n"))
-            .sum()
-    };
     for name in ["server", "client"] {
         let r = role(name);
         assert!(calls(r, "crypto.seal") > 0 && calls(r, "crypto.open") > 0, "{name}: {r}");
@@ -191,6 +228,17 @@ fn probes_lists_quinn_crypto_targets() {
     {
         assert!(text.contains(needle), "{needle} missing from:\n{text}");
     }
+    // Every quinn crypto entry takes the agent's jump; with the kernel backend all are uprobes.
+    let functions = text.matches("measured by:").count();
+    assert!(functions >= 6, "{text}");
+    assert_eq!(text.matches("measured by: user (inline hook)").count(), functions, "{text}");
+    let out = nesquic()
+        .args(["probes", "--lut", "quinn", "--probe", "io,crypto", "--probe-backend", "kernel"])
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("measured by: uprobe (root; --probe-backend kernel)").count(), functions, "{text}");
+    assert!(text.contains("io: syscall tracepoints") && !text.contains("libc interposition"), "{text}");
 }
 
 #[test]
@@ -221,17 +269,67 @@ fn stripped_binary_is_refused() {
     assert!(stderr(&out).contains("stripped"), "{}", stderr(&out));
 }
 
-#[test]
-fn unprivileged_user_gets_a_clear_error() {
-    let _g = serial();
-    let out = Command::new("setpriv")
+fn unprivileged(args: &[&str]) -> Output {
+    Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all"])
         .arg(env!("CARGO_BIN_EXE_nesquic"))
-        .args(["trace", "--probe", "io", "--", "/bin/true"])
+        .args(args)
+        .current_dir("/tmp")
         .output()
-        .expect("setpriv");
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("need root"), "{}", stderr(&out));
+        .expect("setpriv")
+}
+
+#[test]
+fn unprivileged_user_gets_a_clear_error_for_kernel_probes() {
+    let _g = serial();
+    for args in [
+        &["trace", "--probe-backend", "kernel", "--probe", "io", "--", "/bin/true"][..],
+        &["trace", "--probe", "profile", "--", "/bin/true"][..],
+    ] {
+        let out = unprivileged(args);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr(&out).contains("need root"), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("only the kernel can measure"), "{args:?}: {}", stderr(&out));
+    }
+}
+
+/// Without root the user-space agent measures a whole LUT run: I/O and crypto, exact enough to
+/// check against the payload (the server seals at least one packet per datagram it sends).
+#[test]
+fn unprivileged_user_runs_quinn_with_user_space_probes() {
+    let _g = serial();
+    let dir = tempfile::Builder::new().prefix("nesquic-nonroot-").tempdir_in("/tmp").expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).expect("chmod");
+    let out_dir = dir.path().join("run");
+    let out = unprivileged(&[
+        "run",
+        "--lut",
+        "quinn",
+        "--size",
+        "5MB",
+        "--probe",
+        "io,crypto",
+        "--out",
+        out_dir.to_str().expect("utf-8"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).expect("summary")).expect("json");
+    let rep = &report["repetitions"][0];
+    assert_eq!(rep["payload_verified"], true);
+    assert_eq!(rep["probes"]["io_mechanism"], "user (libc interposition)");
+    let server =
+        rep["probes"]["roles"].as_array().expect("roles").iter().find(|r| r["role"] == "server").expect("server");
+    let sent = sent(server, "datagrams");
+    assert!(sent > 3000, "5 MB is more than 3000 datagrams: {server}");
+    assert!(
+        calls(server, "crypto.seal") >= sent,
+        "seal calls {} < datagrams sent {sent}",
+        calls(server, "crypto.seal")
+    );
+    for f in server["functions"].as_array().expect("functions") {
+        assert_eq!(f["mechanism"], "user (inline hook)", "{f}");
+    }
 }
 
 #[test]
@@ -239,7 +337,7 @@ fn sigint_detaches_probes_and_kills_the_command() {
     let _g = serial();
     let token = format!("sigint-{}", std::process::id());
     let child = nesquic()
-        .args(["trace", "--probe", "io", "--", "/bin/sleep", "30"])
+        .args(["trace", "--probe-backend", "kernel", "--probe", "io", "--", "/bin/sleep", "30"])
         .env("NESQUIC_TEST_TOKEN", &token)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -403,7 +501,7 @@ fn quinn_profile_splits_cpu_into_components() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("run.json");
     let out =
-        nesquic().args(["run", "--size", "50MB", "--probe", "profile", "--json"]).arg(&json).output().expect("run");
+        nesquic().args(["run", "--size", "150MB", "--probe", "profile", "--json"]).arg(&json).output().expect("run");
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
     for role in report["repetitions"][0]["profile"]["roles"].as_array().expect("roles") {
@@ -445,7 +543,7 @@ fn io_layer_agrees_with_probes(lut: &str, io: &str, expected: [&str; 2], extra: 
         .expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("eBPF I/O probes agree exactly in all 2 repetition(s)"), "{stdout}");
+    assert!(stdout.contains("agree exactly in all 2 repetition(s)") && !stdout.contains("DISAGREE"), "{stdout}");
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
     for rep in report["repetitions"].as_array().expect("reps") {
         let counters = rep["io_layer_counters"].as_array().expect("io layer counters");
@@ -480,7 +578,17 @@ fn quiche_io_layer_counters_match_the_probes_and_crypto_is_seen() {
             let calls = calls(role, category);
             assert!(calls > 0, "{}: no {category} calls (BoringSSL targets)", role["role"]);
         }
+        // The default backend: the agent's hooks and interposition, named on every row.
+        for f in role["functions"].as_array().expect("functions") {
+            assert_eq!(f["mechanism"], "user (inline hook)", "{f}");
+        }
+        for s in role["io"].as_array().expect("io") {
+            assert_eq!(s["mechanism"], "user (libc interposition)", "{s}");
+        }
     }
+    let server = roles.iter().find(|r| r["role"] == "server").expect("server");
+    let sent = sent(server, "datagrams");
+    assert!(calls(server, "crypto.seal") >= sent, "every datagram the server sent was sealed: {server}");
 }
 
 #[test]
@@ -525,6 +633,12 @@ fn msquic_transfers_with_its_own_gso_and_probes_see_its_crypto() {
     assert!(seals + 16 >= datagrams && seals <= datagrams, "{seals} seals for {datagrams} datagrams: {server}");
     assert!(sendmsg["segmented_messages"].as_u64().expect("segmented") > 0, "{sendmsg}");
     assert!(datagrams >= 4 * sendmsg["messages"].as_u64().expect("messages"), "{sendmsg}");
+    // Measured in user space by default: CxPlat* hooked inline, sendmsg interposed in libc.
+    assert_eq!(sendmsg["mechanism"], "user (libc interposition)");
+    assert!(
+        server["functions"].as_array().expect("functions").iter().all(|f| f["mechanism"] == "user (inline hook)"),
+        "{server}"
+    );
     assert!(stdout.contains("offload seen: GSO yes"), "{stdout}");
     assert_nothing_attached();
 }
@@ -538,7 +652,7 @@ fn calibrated_timing_recovers_a_known_cost_on_every_site_kind() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("trace.json");
     let out = nesquic()
-        .args(["trace", "--probe", "uprobe:nesquic_cal_*", "--json"])
+        .args(["trace", "--probe-backend", "kernel", "--probe", "uprobe:nesquic_cal_*", "--json"])
         .arg(&json)
         .arg("--")
         .arg(workload())
@@ -715,4 +829,75 @@ fn the_chosen_congestion_controller_is_the_one_that_runs() {
         }
     }
     assert_nothing_attached();
+}
+
+/// `--probe-backend both`: in the same run the agent's libc interposition and the kernel's
+/// syscall tracepoints count the same calls, bytes, datagrams and messages, for every LUT.
+#[test]
+fn both_backends_count_the_same_io_for_every_lut() {
+    let _g = serial();
+    for lut in ["quinn", "quiche", "msquic"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = dir.path().join("run.json");
+        let out = nesquic()
+            .args(["run", "--lut", lut, "--size", "5MB", "--probe", "io", "--probe-backend", "both", "--json"])
+            .arg(&json)
+            .output()
+            .expect("run nesquic");
+        assert!(out.status.success(), "{lut}: {}", stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.matches("tracepoints agree exactly").count(), 2, "{lut}: {stdout}");
+        let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+        for role in report["repetitions"][0]["probes"]["roles"].as_array().expect("roles") {
+            let figures = |rows: &Value| -> Vec<(String, u64, u64, u64, u64)> {
+                let mut v: Vec<_> = rows
+                    .as_array()
+                    .expect("rows")
+                    .iter()
+                    .map(|s| {
+                        let n = |k: &str| s[k].as_u64().expect("number");
+                        (
+                            s["syscall"].as_str().expect("name").to_string(),
+                            n("calls"),
+                            n("bytes"),
+                            n("datagrams"),
+                            n("messages"),
+                        )
+                    })
+                    .collect();
+                v.sort();
+                v
+            };
+            let (kernel, user) = (figures(&role["io"]), figures(&role["io_crosscheck"]));
+            assert!(kernel.iter().map(|r| r.3).sum::<u64>() > 300, "{lut}: {role}");
+            assert_eq!(kernel, user, "{lut} {}: tracepoints vs agent", role["role"]);
+            assert!(role["io"].as_array().expect("io").iter().all(|s| s["mechanism"] == "tracepoint"), "{role}");
+            assert!(
+                role["io_crosscheck"]
+                    .as_array()
+                    .expect("io")
+                    .iter()
+                    .all(|s| s["mechanism"] == "user (libc interposition)"),
+                "{role}"
+            );
+        }
+    }
+    assert_nothing_attached();
+}
+
+/// The profile's `app` component (the benchmark harness) is matched by name: the harness's
+/// functions must still carry the names its rules expect in every LUT executable.
+#[test]
+fn harness_functions_carry_the_names_the_app_component_matches() {
+    for lut in ["nesquic-lut-quinn", "nesquic-lut-quiche", "nesquic-lut-msquic"] {
+        let out = Command::new("nm").arg("-C").arg(target_dir().join(lut)).output().expect("nm");
+        let symbols = String::from_utf8_lossy(&out.stdout);
+        // The compare loop is a `target_feature` function: never inlined, so always its own symbol.
+        for needle in ["nesquic_protocol::payload::equal_avx512", "nesquic_protocol::payload::equal_avx2"] {
+            assert!(
+                symbols.contains(needle),
+                "{lut}: no symbol with {needle}: update the `app` component in probes.toml"
+            );
+        }
+    }
 }

@@ -356,19 +356,94 @@ int nq_fork(struct trace_event_raw_sched_process_fork *ctx)
 	return 0;
 }
 
+/* ---- in-kernel packet I/O: the UDP path's functions ----
+ * Each function gets four programs (fentry, fexit, kprobe, kretprobe); the loader attaches one
+ * pair per function, whichever mechanism this kernel allows (fentry under lockdown is EPERM).
+ * Calls are attributed to the task running them: on loopback and veth the receive side's softirq
+ * work (GRO) usually runs in the sending LUT's context. */
+
+struct kfunc_key {
+	__u64 pid_tgid;
+	__u32 fid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NQ_MAX_ROLES * NQ_KFUNCS);
+	__type(key, __u32);
+	__type(value, struct nq_stats);
+} kfunc_stats SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct kfunc_key);
+	__type(value, __u64);
+} kfunc_inflight SEC(".maps");
+
+static __always_inline int kfunc_enter(__u32 fid)
+{
+	if (!role_of_current())
+		return 0;
+	struct kfunc_key key = { .pid_tgid = bpf_get_current_pid_tgid(), .fid = fid };
+	__u64 now = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&kfunc_inflight, &key, &now, BPF_ANY) != 0) {
+		struct nq_health *h = health_slot();
+		if (h)
+			h->inflight_full += 1;
+	}
+	return 0;
+}
+
+static __always_inline int kfunc_exit(__u32 fid)
+{
+	__u32 *role = role_of_current();
+	if (!role)
+		return 0;
+	struct kfunc_key key = { .pid_tgid = bpf_get_current_pid_tgid(), .fid = fid };
+	__u64 *start = bpf_map_lookup_elem(&kfunc_inflight, &key);
+	if (!start)
+		return 0; /* attached mid-call */
+	__u64 ns = bpf_ktime_get_ns() - *start;
+	bpf_map_delete_elem(&kfunc_inflight, &key);
+	__u32 r = *role;
+	if (r >= NQ_MAX_ROLES || fid >= NQ_KFUNCS)
+		return 0;
+	__u32 idx = r * NQ_KFUNCS + fid;
+	struct nq_stats *s = bpf_map_lookup_elem(&kfunc_stats, &idx);
+	if (s)
+		record_time(s, ns);
+	return 0;
+}
+
+#define KFUNC_PROBES(func, fid)                                                           \
+	SEC("fentry/" #func)                                                              \
+	int nq_fe_##func(void *ctx) { return kfunc_enter(fid); }                          \
+	SEC("fexit/" #func)                                                               \
+	int nq_fx_##func(void *ctx) { return kfunc_exit(fid); }                           \
+	SEC("kprobe/" #func)                                                              \
+	int nq_kp_##func(struct pt_regs *ctx) { return kfunc_enter(fid); }                \
+	SEC("kretprobe/" #func)                                                           \
+	int nq_kr_##func(struct pt_regs *ctx) { return kfunc_exit(fid); }
+
+KFUNC_PROBES(udp_sendmsg, NQ_K_UDP_SENDMSG)
+KFUNC_PROBES(udp_recvmsg, NQ_K_UDP_RECVMSG)
+KFUNC_PROBES(__udp_gso_segment, NQ_K_UDP_GSO_SEGMENT)
+KFUNC_PROBES(udp_gro_receive, NQ_K_UDP_GRO_RECEIVE)
+KFUNC_PROBES(ip_output, NQ_K_IP_OUTPUT)
+KFUNC_PROBES(dev_hard_start_xmit, NQ_K_DEV_XMIT)
+KFUNC_PROBES(ip_generic_getfrag, NQ_K_COPY_FROM_USER)
+KFUNC_PROBES(skb_copy_datagram_iter, NQ_K_COPY_TO_USER)
+
 /* ---- functions (uprobes) ---- */
 
 static __always_inline __u64 register_arg(struct pt_regs *ctx, __u32 n)
 {
 	/* Load every argument register at a constant offset first: the verifier rejects context
-	 * accesses at a computed offset, which is what a switch on n would compile into. */
-	__u64 regs[6];
-	regs[0] = ctx->di;
-	regs[1] = ctx->si;
-	regs[2] = ctx->dx;
-	regs[3] = ctx->cx;
-	regs[4] = ctx->r8;
-	regs[5] = ctx->r9;
+	 * accesses at a computed offset, which is what a switch on n would compile into. Eight
+	 * slots so that `& 7` below bounds the index to initialised stack. */
+	__u64 regs[8] = { ctx->di, ctx->si, ctx->dx, ctx->cx, ctx->r8, ctx->r9, 0, 0 };
 	if (n >= 7 && n <= 8) {
 		/* Stack arguments: at function entry [sp] is the return address, then arg 7, 8. */
 		__u64 v = 0;
@@ -377,7 +452,12 @@ static __always_inline __u64 register_arg(struct pt_regs *ctx, __u32 n)
 	}
 	if (n < 1 || n > 6)
 		return 0;
-	return regs[n - 1];
+	/* 6.1's verifier loses the range check above across the 32->64-bit zero extension
+	 * (`<<32 >>32`): "invalid unbounded variable-offset read from stack". barrier_var hides the
+	 * check from the compiler so the mask survives, and the mask alone bounds the index. */
+	__u64 i = n - 1;
+	barrier_var(i);
+	return regs[i & 7];
 }
 
 SEC("uprobe")

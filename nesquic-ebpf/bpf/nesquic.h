@@ -22,6 +22,20 @@ enum nq_syscall {
 	NQ_SYSCALLS = 6,
 };
 
+/* Kernel functions of the UDP path, timed by fentry/fexit or kprobe/kretprobe where the kernel
+ * allows either (src/kernel_io.rs names them; the order is the map index). */
+enum nq_kfunc {
+	NQ_K_UDP_SENDMSG = 0,
+	NQ_K_UDP_RECVMSG = 1,
+	NQ_K_UDP_GSO_SEGMENT = 2,
+	NQ_K_UDP_GRO_RECEIVE = 3,
+	NQ_K_IP_OUTPUT = 4,
+	NQ_K_DEV_XMIT = 5,
+	NQ_K_COPY_FROM_USER = 6,
+	NQ_K_COPY_TO_USER = 7,
+	NQ_KFUNCS = 8,
+};
+
 /* One (role, syscall) or (role, function) aggregate, per CPU. */
 struct nq_stats {
 	__u64 calls;

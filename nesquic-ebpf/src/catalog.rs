@@ -116,6 +116,8 @@ pub struct ResolvedFunction {
     pub bytes_arg: u32,
     /// Timed with an entry and a return probe; otherwise only counted (entry probe only).
     pub timed: bool,
+    /// Symbol size in bytes (0: unknown); the user-space backend needs it to check a site.
+    pub size: u64,
 }
 
 /// A pattern set that matched nothing.
@@ -276,6 +278,7 @@ fn resolved(category: &str, backend: &str, object: &Path, f: &FunctionSymbol, by
         bytes_arg,
         // Decided by the request after resolution (see ProbeRequest::resolve).
         timed: true,
+        size: f.size,
     }
 }
 

@@ -24,9 +24,21 @@ impl LossFilter {
     pub fn attach(netns: &Path, iface: &str, per_million: u32) -> Result<Self, EbpfError> {
         let (ns, name) = (netns.to_path_buf(), iface.to_string());
         // Namespaces are per thread: enter it on a thread of its own for the netlink calls.
-        let ebpf = std::thread::spawn(move || attach_in(&ns, &name, per_million))
+        let ebpf = std::thread::spawn(move || attach_in(&ns, &name, per_million, TcAttachType::Egress))
             .join()
             .map_err(|_| EbpfError::Load("the loss-filter thread panicked".into()))??;
+        Ok(Self { ebpf, location: (netns.to_path_buf(), iface.to_string()) })
+    }
+
+    /// A filter that drops nothing and counts the IPv4 datagrams crossing `iface` (ingress or
+    /// egress): where netem applies the loss, what one end offered minus what the other end
+    /// received is the loss it applied, measured.
+    pub fn attach_counter(netns: &Path, iface: &str, ingress: bool) -> Result<Self, EbpfError> {
+        let (ns, name) = (netns.to_path_buf(), iface.to_string());
+        let at = if ingress { TcAttachType::Ingress } else { TcAttachType::Egress };
+        let ebpf = std::thread::spawn(move || attach_in(&ns, &name, 0, at))
+            .join()
+            .map_err(|_| EbpfError::Load("the counting-filter thread panicked".into()))??;
         Ok(Self { ebpf, location: (netns.to_path_buf(), iface.to_string()) })
     }
 
@@ -50,7 +62,7 @@ impl LossFilter {
     }
 }
 
-fn attach_in(netns: &Path, iface: &str, per_million: u32) -> Result<Ebpf, EbpfError> {
+fn attach_in(netns: &Path, iface: &str, per_million: u32, at: TcAttachType) -> Result<Ebpf, EbpfError> {
     let file = std::fs::File::open(netns)
         .map_err(|source| EbpfError::Io { what: format!("open {}", netns.display()), source })?;
     // SAFETY: setns on a valid namespace fd; affects only this thread.
@@ -71,10 +83,10 @@ fn attach_in(netns: &Path, iface: &str, per_million: u32) -> Result<Ebpf, EbpfEr
         .ok_or_else(|| EbpfError::Load("nq_tc_loss missing".into()))?
         .try_into()
         .map_err(|e: aya::programs::ProgramError| EbpfError::Load(e.to_string()))?;
-    program.load().map_err(|e| EbpfError::Load(format!("nq_tc_loss: {e:#}")))?;
+    program.load().map_err(|e| crate::verifier::load_failed("nq_tc_loss", e))?;
     // Kernels before 6.6 (no TCX) need the clsact qdisc; it may already exist.
     let _ = aya::programs::tc::qdisc_add_clsact(iface);
-    program.attach(iface, TcAttachType::Egress).map_err(|e| EbpfError::Attach {
+    program.attach(iface, at).map_err(|e| EbpfError::Attach {
         what: format!("nq_tc_loss on {iface} in {}", netns.display()),
         reason: format!("{e:#}"),
     })?;

@@ -8,6 +8,9 @@ pub const HIST_BUCKETS: usize = 40;
 /// Probed functions per session (attach cookies 0..MAX_FUNCS).
 pub const MAX_FUNCS: u32 = 256;
 
+/// Kernel functions of the UDP path (enum nq_kfunc; named in [`crate::kernel_io::FUNCTIONS`]).
+pub const KFUNCS: usize = 8;
+
 /// Syscalls the I/O probes follow, in the order of `enum nq_syscall`.
 pub const SYSCALLS: [&str; 6] = ["sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom"];
 

@@ -9,6 +9,7 @@
 
 pub mod catalog;
 pub mod impair;
+pub mod kernel_io;
 pub mod layout;
 pub mod metrics;
 pub mod objects;
@@ -17,6 +18,8 @@ pub mod profile;
 pub mod session;
 pub mod sites;
 pub mod symbols;
+pub mod user;
+pub mod verifier;
 
 use std::path::PathBuf;
 
@@ -35,10 +38,25 @@ pub enum EbpfError {
     #[error("{0}")]
     Unsupported(String),
     /// The object could not be loaded (verifier, BTF, ...).
-    #[error("loading the eBPF programs failed: {0}")]
+    #[error("loading the eBPF programs failed: {0} (run `nesquic doctor`)")]
     Load(String),
+    /// The kernel's verifier rejected a program: one line here, the whole log in a file.
+    #[error(
+        "the kernel ({kernel}) rejected eBPF program {program}: {reason}; run `nesquic doctor` (verifier log: {})",
+        log.display()
+    )]
+    Verifier {
+        /// The program.
+        program: String,
+        /// `uname -r`.
+        kernel: String,
+        /// The verifier's last complaint.
+        reason: String,
+        /// Where the full log went.
+        log: PathBuf,
+    },
     /// An attach failed.
-    #[error("attaching {what} failed: {reason}")]
+    #[error("attaching {what} failed: {reason} (run `nesquic doctor`)")]
     Attach {
         /// What was being attached.
         what: String,

@@ -19,6 +19,9 @@ pub struct Metrics {
     pub roles: Vec<RoleMetrics>,
     /// What the kernel side could not measure (all zero when nothing was lost).
     pub lost: NqHealth,
+    /// The kernel's UDP path per function (fentry or kprobes, where the kernel has them).
+    #[serde(default)]
+    pub kernel_io: crate::kernel_io::KernelIo,
 }
 
 /// One role (server, client, process).
@@ -30,6 +33,10 @@ pub struct RoleMetrics {
     pub io: Vec<SyscallMetrics>,
     /// Per probed function, only those called.
     pub functions: Vec<FunctionMetrics>,
+    /// `--probe-backend both`: the agent's I/O rows, measured in the same run as `io` (the
+    /// tracepoints'), for comparison. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_crosscheck: Vec<SyscallMetrics>,
 }
 
 /// Aggregates shared by syscalls and functions.
@@ -48,13 +55,19 @@ pub struct Timing {
 }
 
 impl Timing {
-    fn from_stats(s: &NqStats) -> Self {
+    pub(crate) fn from_stats(s: &NqStats) -> Self {
+        Self::from_parts(s.calls, s.total_ns, &s.hist)
+    }
+
+    /// From calls, total time and a log2 histogram (the kernel's maps and the agent's counters
+    /// share these semantics).
+    pub(crate) fn from_parts(calls: u64, total_ns: u64, hist: &[u64; HIST_BUCKETS]) -> Self {
         Self {
-            calls: s.calls,
-            total_ns: s.total_ns,
-            p50_le_ns: quantile_upper_bound(&s.hist, 0.50),
-            p99_le_ns: quantile_upper_bound(&s.hist, 0.99),
-            hist: s.hist.to_vec(),
+            calls,
+            total_ns,
+            p50_le_ns: quantile_upper_bound(hist, 0.50),
+            p99_le_ns: quantile_upper_bound(hist, 0.99),
+            hist: hist.to_vec(),
         }
     }
 
@@ -93,6 +106,9 @@ pub struct SyscallMetrics {
     /// (receive) was in use.
     #[serde(default)]
     pub segmented_messages: u64,
+    /// What measured it: `tracepoint` or `user (libc interposition)`.
+    #[serde(default)]
+    pub mechanism: String,
 }
 
 /// One probed function of one role.
@@ -126,6 +142,9 @@ pub struct FunctionMetrics {
     /// calls and bytes scaled by its inverse.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duty: Option<DutyScaled>,
+    /// What measured it: `uprobe` or `user (inline hook)`.
+    #[serde(default)]
+    pub mechanism: String,
 }
 
 /// Counts of a duty-cycled function, extrapolated to the whole run.
@@ -156,6 +175,15 @@ impl Metrics {
         }
     }
 }
+
+/// `mechanism` of I/O measured by the syscall tracepoints.
+pub const MECHANISM_TRACEPOINT: &str = "tracepoint";
+/// `mechanism` of functions measured by kernel uprobes.
+pub const MECHANISM_UPROBE: &str = "uprobe";
+/// `mechanism` of functions measured by the agent's inline hooks.
+pub const MECHANISM_INLINE_HOOK: &str = "user (inline hook)";
+/// `mechanism` of I/O measured by the agent's libc interposition.
+pub const MECHANISM_INTERPOSITION: &str = "user (libc interposition)";
 
 fn yes() -> bool {
     true
@@ -193,6 +221,7 @@ impl RoleMetrics {
                 datagrams: s.datagrams,
                 messages: s.messages,
                 segmented_messages: s.segmented,
+                mechanism: MECHANISM_TRACEPOINT.to_string(),
             })
             .collect();
         let functions = functions
@@ -209,9 +238,10 @@ impl RoleMetrics {
                 compensated_mean_ns: None,
                 compensation_uncertainty_ns: None,
                 duty: None,
+                mechanism: MECHANISM_UPROBE.to_string(),
             })
             .collect();
-        Self { role: role.to_string(), io, functions }
+        Self { role: role.to_string(), io, functions, io_crosscheck: Vec::new() }
     }
 }
 
@@ -258,25 +288,14 @@ impl Metrics {
         let mut out = all.first()?.clone();
         for m in &all[1..] {
             out.lost.add(&m.lost);
+            out.kernel_io.absorb(&m.kernel_io);
             for role in &m.roles {
                 let Some(mine) = out.roles.iter_mut().find(|r| r.role == role.role) else {
                     out.roles.push(role.clone());
                     continue;
                 };
-                for s in &role.io {
-                    match mine.io.iter_mut().find(|x| x.syscall == s.syscall) {
-                        Some(x) => {
-                            x.timing.absorb(&s.timing);
-                            x.errors += s.errors;
-                            x.eagain += s.eagain;
-                            x.bytes += s.bytes;
-                            x.datagrams += s.datagrams;
-                            x.messages += s.messages;
-                            x.segmented_messages += s.segmented_messages;
-                        }
-                        None => mine.io.push(s.clone()),
-                    }
-                }
+                absorb_io(&mut mine.io, &role.io);
+                absorb_io(&mut mine.io_crosscheck, &role.io_crosscheck);
                 for f in &role.functions {
                     let same =
                         |x: &&mut FunctionMetrics| x.category == f.category && x.name == f.name && x.object == f.object;
@@ -303,6 +322,24 @@ impl Metrics {
             }
         }
         Some(out)
+    }
+}
+
+/// Adds `from`'s syscall rows to `into`'s (same syscall: summed).
+fn absorb_io(into: &mut Vec<SyscallMetrics>, from: &[SyscallMetrics]) {
+    for s in from {
+        match into.iter_mut().find(|x| x.syscall == s.syscall) {
+            Some(x) => {
+                x.timing.absorb(&s.timing);
+                x.errors += s.errors;
+                x.eagain += s.eagain;
+                x.bytes += s.bytes;
+                x.datagrams += s.datagrams;
+                x.messages += s.messages;
+                x.segmented_messages += s.segmented_messages;
+            }
+            None => into.push(s.clone()),
+        }
     }
 }
 

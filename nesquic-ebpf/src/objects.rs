@@ -33,6 +33,17 @@ fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
+/// Whether `path` is an ELF executable run by the dynamic loader (it has a `PT_INTERP`): only
+/// then can `LD_PRELOAD` bring the user-space probe agent into it. Unreadable or non-ELF: false.
+pub fn is_dynamic(path: &Path) -> bool {
+    use object::read::elf::{FileHeader, ProgramHeader};
+    let Ok(data) = std::fs::read(path) else { return false };
+    let Ok(header) = object::elf::FileHeader64::<object::Endianness>::parse(&*data) else { return false };
+    let Ok(endian) = header.endian() else { return false };
+    let Ok(segments) = header.program_headers(endian, &*data) else { return false };
+    segments.iter().any(|s| s.p_type(endian) == object::elf::PT_INTERP)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

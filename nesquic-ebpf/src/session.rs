@@ -13,8 +13,9 @@ use aya::programs::{TracePoint, UProbe};
 use aya::Ebpf;
 
 use crate::catalog::ResolvedFunction;
+use crate::kernel_io::KernelIo;
 use crate::layout::{
-    NqDatagramEvent, NqFuncConfig, NqHealth, NqSampleKey, NqSettings, NqStats, MAX_FUNCS, MAX_ROLES, SYSCALLS,
+    NqDatagramEvent, NqFuncConfig, NqHealth, NqSampleKey, NqSettings, NqStats, KFUNCS, MAX_FUNCS, MAX_ROLES, SYSCALLS,
 };
 use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
 use crate::{preflight, EbpfError};
@@ -30,6 +31,9 @@ pub struct ProbeSession {
     ebpf: Ebpf,
     targets: BpfHashMap<MapData, u32, u32>,
     io_stats: PerCpuArray<MapData, NqStats>,
+    kfunc_stats: PerCpuArray<MapData, NqStats>,
+    /// Which mechanism probes the kernel's UDP path (rows filled at snapshot).
+    kernel_io: KernelIo,
     func_stats: PerCpuArray<MapData, NqStats>,
     health: PerCpuArray<MapData, NqHealth>,
     settings: Array<MapData, NqSettings>,
@@ -83,6 +87,7 @@ impl ProbeSession {
         let nr_cpus = aya::util::nr_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;
         let targets = take_map(&mut ebpf, "targets", BpfHashMap::try_from)?;
         let io_stats = take_map(&mut ebpf, "io_stats", PerCpuArray::try_from)?;
+        let kfunc_stats = take_map(&mut ebpf, "kfunc_stats", PerCpuArray::try_from)?;
         let func_stats = take_map(&mut ebpf, "func_stats", PerCpuArray::try_from)?;
         let health = take_map(&mut ebpf, "health", PerCpuArray::try_from)?;
         let settings = take_map(&mut ebpf, "settings", Array::try_from)?;
@@ -96,6 +101,8 @@ impl ProbeSession {
             ebpf,
             targets,
             io_stats,
+            kfunc_stats,
+            kernel_io: KernelIo::default(),
             func_stats,
             health,
             settings,
@@ -121,10 +128,11 @@ impl ProbeSession {
                 session.attach_tracepoint(&format!("nq_enter_{name}"), "syscalls", &format!("sys_enter_{name}"))?;
                 session.attach_tracepoint(&format!("nq_exit_{name}"), "syscalls", &format!("sys_exit_{name}"))?;
             }
+            session.kernel_io = crate::kernel_io::attach(&mut session.ebpf);
         }
         if !session.functions.is_empty() {
             for name in [FUNC_ENTER, FUNC_EXIT] {
-                session.uprobe(name)?.load().map_err(|e| EbpfError::Load(format!("{name}: {e:#}")))?;
+                session.uprobe(name)?.load().map_err(|e| crate::verifier::load_failed(name, e))?;
             }
         }
         Ok(session)
@@ -175,7 +183,7 @@ impl ProbeSession {
             .ok_or_else(|| EbpfError::Load("program nq_sample missing from the object".into()))?
             .try_into()
             .map_err(|e| EbpfError::Load(format!("nq_sample: {e}")))?;
-        program.load().map_err(|e| EbpfError::Load(format!("nq_sample: {e:#}")))?;
+        program.load().map_err(|e| crate::verifier::load_failed("nq_sample", e))?;
         for cpu in cpus {
             program
                 .attach(
@@ -458,6 +466,10 @@ impl ProbeSession {
                     .map_err(|e| EbpfError::Map(format!("func_stats: {e}")))?;
             }
         }
+        for i in 0..MAX_ROLES * KFUNCS as u32 {
+            let v = zero_stats().map_err(|e| EbpfError::Map(e.to_string()))?;
+            self.kfunc_stats.set(i, v, 0).map_err(|e| EbpfError::Map(format!("kfunc_stats: {e}")))?;
+        }
         let v = PerCpuValues::try_from(vec![NqHealth::default(); self.nr_cpus])
             .map_err(|e| EbpfError::Map(e.to_string()))?;
         self.health.set(0, v, 0).map_err(|e| EbpfError::Map(format!("health: {e}")))?;
@@ -467,7 +479,15 @@ impl ProbeSession {
     /// Reads and sums the aggregates. `roles` names the role indices to report.
     pub fn snapshot(&self, roles: &[(u32, &str)]) -> Result<Metrics, EbpfError> {
         let mut out = Vec::new();
+        let mut kernel_io = KernelIo { rows: Vec::new(), ..self.kernel_io.clone() };
         for &(role, name) in roles {
+            if kernel_io.mechanism.is_some() {
+                let mut stats = Vec::with_capacity(KFUNCS);
+                for i in 0..KFUNCS as u32 {
+                    stats.push(self.sum(&self.kfunc_stats, role * KFUNCS as u32 + i)?);
+                }
+                kernel_io.add_role(name, &stats);
+            }
             let mut io = Vec::new();
             for i in 0..SYSCALLS.len() as u32 {
                 io.push(self.sum(&self.io_stats, role * SYSCALLS.len() as u32 + i)?);
@@ -495,6 +515,7 @@ impl ProbeSession {
             kprobes_available: preflight::kprobes_available(),
             roles: out,
             lost,
+            kernel_io,
         })
     }
 
@@ -513,7 +534,7 @@ impl ProbeSession {
             .ok_or_else(|| EbpfError::Load(format!("program {program} missing from the object")))?
             .try_into()
             .map_err(|e| EbpfError::Load(format!("{program}: {e}")))?;
-        tp.load().map_err(|e| EbpfError::Load(format!("{program}: {e:#}")))?;
+        tp.load().map_err(|e| crate::verifier::load_failed(program, e))?;
         tp.attach(category, name).map_err(|e| EbpfError::Attach {
             what: format!("tracepoint {category}:{name}"),
             reason: format!("{e:#}"),

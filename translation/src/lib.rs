@@ -4,17 +4,18 @@
 //!
 //! It owns the event loop ([`driver`]: timers, receive batches split back into datagrams,
 //! outgoing datagrams batched into GSO sends in [`batch`], pacing), each library's connection
-//! table and stream calls ([`quiche_shim`], [`quinn_shim`]), and the benchmark protocol
-//! ([`protocol`], [`app`]). It knows each library's public API, never its internals, and it never
+//! table and stream calls ([`quiche_shim`], [`quinn_shim`]). The benchmark protocol it serves
+//! ([`protocol`], [`app`], [`pem`]) is `nesquic-protocol`'s, re-exported under its old paths. It
+//! knows each library's public API, never its internals, and it never
 //! opens sockets or makes syscalls for packets itself: all packet I/O goes through `nesquic-io`.
 //! It must not know about probes, the orchestrator or how results are reported.
 #![warn(missing_docs)]
 
-pub mod app;
+pub use nesquic_protocol::stream as app;
 pub mod batch;
 pub mod driver;
-pub mod pem;
-pub mod protocol;
+pub use nesquic_protocol::payload as protocol;
+pub use nesquic_protocol::pem;
 #[cfg(feature = "quiche")]
 pub mod quiche_shim;
 pub mod quinn_shim;
@@ -112,6 +113,12 @@ pub trait ClientEndpoint: Endpoint {
     fn outcome(&self) -> Option<ClientOutcome>;
     /// Upcast for the driver.
     fn as_endpoint(&mut self) -> &mut dyn Endpoint;
+}
+
+impl From<nesquic_protocol::tls::FileError> for TranslationError {
+    fn from(e: nesquic_protocol::tls::FileError) -> Self {
+        TranslationError::File { path: e.path, source: e.source }
+    }
 }
 
 /// Library settings the shims apply.

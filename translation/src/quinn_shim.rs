@@ -20,7 +20,7 @@ use quinn_proto::{
 };
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use crate::app::{ClientOutcome, ClientStream, ServerStream};
+use crate::app::{ClientOutcome, ClientStream, PayloadChunk, ServerStream};
 use crate::batch::TxBatch;
 use crate::driver::Endpoint;
 use crate::protocol::{ALPN, SERVER_NAME};
@@ -427,11 +427,16 @@ fn drive_connection(entry: &mut Entry, now: Instant) -> Result<(), TranslationEr
             if !app.has_request() {
                 read_stream(&mut entry.conn, *id, |data, fin| app.on_request(data, fin))?;
             }
-            while let Some((data, last)) = app.pending() {
-                let len = data.len();
+            while let Some((chunk, last)) = app.pending_shared() {
+                // quinn-proto keeps `Bytes` as they are: a static pattern slice costs no copy.
+                let mut bufs = [match chunk {
+                    PayloadChunk::Shared(window) => Bytes::from_static(window),
+                    PayloadChunk::Owned(altered) => Bytes::from(altered),
+                }];
+                let len = bufs[0].len();
                 let mut send = entry.conn.send_stream(*id);
-                let n = match send.write(data) {
-                    Ok(n) => n,
+                let n = match send.write_chunks(&mut bufs) {
+                    Ok(written) => written.bytes,
                     Err(WriteError::Blocked) => break,
                     Err(e) => return Err(TranslationError::Stream(e.to_string())),
                 };

@@ -19,12 +19,11 @@ use msquic::{
     Registration, RegistrationConfig, SendFlags, Settings, Status, Stream, StreamEvent, StreamOpenFlags, StreamRef,
     StreamStartFlags,
 };
-use nesquic_lut_adapters::lut::args::{LutCli, Role};
-use nesquic_lut_adapters::protocol::{ALPN, SERVER_NAME};
-use nesquic_lut_adapters::report::{ClientResult, LutEvent};
-use nesquic_lut_adapters::translation::app::{ClientStream, ServerStream};
-use nesquic_lut_adapters::translation::pem;
-use nesquic_lut_adapters::IoMode;
+use nesquic_protocol::cli::{IoMode, LutCli, LutCommand};
+use nesquic_protocol::payload::{ALPN, SERVER_NAME};
+use nesquic_protocol::pem;
+use nesquic_protocol::report::{ClientResult, LutEvent};
+use nesquic_protocol::stream::{ClientStream, PayloadChunk, ServerStream};
 
 /// Payload sends in flight per stream: enough to keep MsQuic's send buffer full.
 const SENDS_IN_FLIGHT: usize = 8;
@@ -33,7 +32,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 fn main() {
     let cli = LutCli::parse();
-    if let Err(e) = run(cli.role) {
+    if let Err(e) = run(cli.command) {
         eprintln!("nesquic-lut-msquic: {e:#}");
         std::process::exit(1);
     }
@@ -85,14 +84,14 @@ fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
     move |s| anyhow!("{context}: MsQuic status {s:?}")
 }
 
-fn run(role: Role) -> Result<()> {
-    role.require_single_workload("msquic")?;
-    match role {
-        Role::Server { listen, cert, key, io, qlog, opts, .. } => {
+fn run(command: LutCommand) -> Result<()> {
+    command.require_single_workload("msquic")?;
+    match command {
+        LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;
             server(listen, &cert, &key, &options(&opts)?)
         }
-        Role::Client { connect, ca, size, io, qlog, opts, .. } => {
+        LutCommand::Client { connect, ca, size, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;
             client(connect, &ca, size, &options(&opts)?)
         }
@@ -185,12 +184,13 @@ fn server_connection(tx: Sender<Outcome>) -> impl FnMut(ConnectionRef, Connectio
     }
 }
 
-/// One payload send: the bytes and the buffer descriptor MsQuic reads them through, kept alive
-/// until its `SendComplete`.
-type SendContext = (Vec<u8>, [BufferRef; 1]);
+/// One payload send: the bytes (a `'static` slice of the pattern block, or owned) and the buffer
+/// descriptor MsQuic reads them through, kept alive until its `SendComplete`.
+type SendContext = (PayloadChunk, [BufferRef; 1]);
 
 /// Sends `bytes`, kept alive in a boxed [`SendContext`] that the `SendComplete` handler frees.
-fn send_owned(stream: &Stream, bytes: Vec<u8>, flags: SendFlags) -> Result<(), Status> {
+/// MsQuic reads the application's buffers in place, so a pattern slice is sent without a copy.
+fn send_owned(stream: &Stream, bytes: PayloadChunk, flags: SendFlags) -> Result<(), Status> {
     let mut ctx: Box<SendContext> = Box::new((bytes, [BufferRef::from(&[][..])]));
     ctx.1[0] = BufferRef::from(ctx.0.as_slice());
     let raw = Box::into_raw(ctx);
@@ -206,9 +206,9 @@ fn send_owned(stream: &Stream, bytes: Vec<u8>, flags: SendFlags) -> Result<(), S
 /// Queues payload sends until `SENDS_IN_FLIGHT` are outstanding or the payload is all queued.
 fn send_more(stream: &StreamRef, app: &mut ServerStream, in_flight: &mut usize) -> Result<(), Status> {
     while *in_flight < SENDS_IN_FLIGHT {
-        let Some((data, last)) = app.pending() else { break };
-        let len = data.len();
-        send_owned(stream, data.to_vec(), if last { SendFlags::FIN } else { SendFlags::NONE })?;
+        let Some((data, last)) = app.pending_shared() else { break };
+        let len = data.as_slice().len();
+        send_owned(stream, data, if last { SendFlags::FIN } else { SendFlags::NONE })?;
         app.accepted(len, last);
         *in_flight += 1;
     }
@@ -343,7 +343,7 @@ fn client_connection_event(
                     client_stream_event(&stream_state, stream, event)
                 })?;
                 stream.start(StreamStartFlags::NONE)?;
-                send_owned(&stream, request.to_vec(), SendFlags::FIN)?;
+                send_owned(&stream, PayloadChunk::Owned(request.to_vec()), SendFlags::FIN)?;
                 // The stream closes itself in its ShutdownComplete handler.
                 std::mem::forget(stream);
             }

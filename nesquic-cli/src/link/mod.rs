@@ -109,6 +109,8 @@ pub struct Topology {
     /// What was applied.
     pub applied: Applied,
     loss_filters: Vec<nesquic_ebpf::impair::LossFilter>,
+    /// With netem applying loss: counting filters, (egress, ingress) per end.
+    loss_counters: Vec<(nesquic_ebpf::impair::LossFilter, nesquic_ebpf::impair::LossFilter)>,
     /// Delay/jitter/reorder without netem.
     relay: Option<relay::Relay>,
 }
@@ -126,14 +128,50 @@ fn tc_in(netns: &str, args: &[&str]) -> Result<std::process::Output> {
 }
 
 /// Whether this kernel has the netem qdisc: tried on the server's veth end (ours, and about to
-/// get its qdiscs anyway), then removed.
+/// get its qdiscs anyway), then removed. Loads the module first where netem is one (Debian).
 fn netem_available(host: &Host) -> bool {
+    load_netem_module();
     let probe = tc_in(&host.netns, &["qdisc", "add", "dev", &host.iface, "root", "netem", "delay", "0ms"]);
     let ok = probe.is_ok_and(|o| o.status.success());
     if ok {
         let _ = tc_in(&host.netns, &["qdisc", "del", "dev", &host.iface, "root"]);
     }
     ok
+}
+
+/// Best effort: stock kernels build netem as a module, which the kernel may not autoload.
+fn load_netem_module() {
+    let _ = Command::new("modprobe").args(["-q", "sch_netem"]).output();
+}
+
+/// Which qdiscs the link conditions use work here, tried on the loopback of a throwaway
+/// namespace (nothing of the host's is touched): `(name, Ok | Err(what tc said))`.
+pub fn qdisc_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
+    let netns = format!("{PREFIX}-{}-d", std::process::id());
+    if let Err(e) = ip(&["netns", "add", &netns]) {
+        let why = format!("no network namespace to try in ({e:#})");
+        return ["netem", "tbf", "clsact"].into_iter().map(|q| (q, Err(why.clone()))).collect();
+    }
+    load_netem_module();
+    let tries: [(&str, &[&str]); 3] = [
+        ("netem", &["qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms", "loss", "1%"]),
+        ("tbf", &["qdisc", "add", "dev", "lo", "root", "tbf", "rate", "1gbit", "burst", "64kb", "latency", "50ms"]),
+        ("clsact", &["qdisc", "add", "dev", "lo", "clsact"]),
+    ];
+    let mut out = Vec::new();
+    for (name, args) in tries {
+        let result = match tc_in(&netns, args) {
+            Ok(o) if o.status.success() => Ok(()),
+            Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
+            Err(e) => Err(format!("{e:#}")),
+        };
+        // Remove whatever was added before the next try (root and clsact may not coexist).
+        let _ = tc_in(&netns, &["qdisc", "del", "dev", "lo", "root"]);
+        let _ = tc_in(&netns, &["qdisc", "del", "dev", "lo", "clsact"]);
+        out.push((name, result));
+    }
+    let _ = Command::new("ip").args(["netns", "del", &netns]).output();
+    out
 }
 
 impl Topology {
@@ -150,7 +188,14 @@ impl Topology {
             Host { netns: format!("{PREFIX}-{pid}-s"), iface: format!("{PREFIX}{pid}s"), ip: SERVER_IP.into() };
         let client =
             Host { netns: format!("{PREFIX}-{pid}-c"), iface: format!("{PREFIX}{pid}c"), ip: CLIENT_IP.into() };
-        let mut topology = Self { server, client, applied: Applied::default(), loss_filters: Vec::new(), relay: None };
+        let mut topology = Self {
+            server,
+            client,
+            applied: Applied::default(),
+            loss_filters: Vec::new(),
+            loss_counters: Vec::new(),
+            relay: None,
+        };
         // From here on, Drop removes whatever exists.
         topology.build().context("set up --link veth")?;
         topology.impair(conditions).context("apply the link conditions")?;
@@ -223,6 +268,19 @@ impl Topology {
                 }
             }
             self.applied.mechanisms.push(format!("netem {} on both veth ends", args.join(" ")));
+            if cond.loss_pct.is_some() {
+                // netem counts its drops in skbs; these count datagrams offered and received.
+                for h in &hosts {
+                    let count = |ingress| {
+                        nesquic_ebpf::impair::LossFilter::attach_counter(&h.netns_path(), &h.iface, ingress)
+                            .with_context(|| format!("tc-bpf counting filter on {}", h.iface))
+                    };
+                    self.loss_counters.push((count(false)?, count(true)?));
+                }
+                self.applied.mechanisms.push(
+                    "loss measured by tc-bpf counters: datagrams leaving one veth end vs arriving at the other".into(),
+                );
+            }
             return Ok(());
         }
         if let Some(rate) = &cond.rate {
@@ -267,6 +325,14 @@ impl Topology {
     /// The loss measured by the tc-bpf filters so far: (dropped, seen) IPv4 datagrams, both ways
     /// (GSO batches count as their datagrams).
     pub fn observed_loss(&self) -> Option<(u64, u64)> {
+        if !self.loss_counters.is_empty() {
+            let (mut offered, mut arrived) = (0, 0);
+            for (egress, ingress) in &self.loss_counters {
+                offered += egress.counts().ok()?.0;
+                arrived += ingress.counts().ok()?.0;
+            }
+            return Some((offered.saturating_sub(arrived), offered));
+        }
         if self.loss_filters.is_empty() {
             return None;
         }
@@ -298,6 +364,7 @@ impl Topology {
 impl Drop for Topology {
     fn drop(&mut self) {
         self.loss_filters.clear();
+        self.loss_counters.clear();
         // The relay's thread lives in the client namespace: stop it before the namespace goes.
         self.relay = None;
         // Deleting a namespace removes its veth end, the peer and every qdisc with them.

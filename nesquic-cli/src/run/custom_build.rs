@@ -8,9 +8,9 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use nesquic_lut_adapters::{IoMode, Lut, LutError};
 
-/// Where the adapter crate lives (this binary must run from a Nesquic source tree for
-/// `--lut-path`).
-const ADAPTERS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../lut-adapters");
+/// Where the Rust LUT executables' package (`nesquic-lut-bins`) lives (this binary must run from a
+/// Nesquic source tree for `--lut-path`).
+const BINS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../lut-adapters/quic-bins");
 
 /// A LUT whose executable was built against a local checkout.
 pub struct CustomBuild {
@@ -35,10 +35,10 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
     let patches = find_crates(&source)?;
     let version = crate_version(&patches[0].1.join("Cargo.toml"))?;
     let revision = git_revision(&source);
-    let adapters = Path::new(ADAPTERS_DIR)
-        .canonicalize()
-        .context("--lut-path needs the Nesquic source tree this nesquic was built from (lut-adapters/ is gone)")?;
-    let repo = adapters.parent().context("lut-adapters has a parent")?.to_path_buf();
+    let bins = Path::new(BINS_DIR).canonicalize().context(
+        "--lut-path needs the Nesquic source tree this nesquic was built from (lut-adapters/quic-bins/ is gone)",
+    )?;
+    let repo = bins.ancestors().nth(2).context("lut-adapters/quic-bins sits two levels down")?.to_path_buf();
     let key = format!("{:016x}", fnv1a(source.to_string_lossy().as_bytes()));
     let dir = repo.join("target").join("lut-builds").join(format!("quinn-{key}"));
     std::fs::create_dir_all(dir.join("src")).with_context(|| format!("create {}", dir.display()))?;
@@ -46,7 +46,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
     let mut manifest = format!(
         "[package]\nname = \"nesquic-lut-quinn-custom\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
          [[bin]]\nname = \"nesquic-lut-quinn\"\npath = \"src/main.rs\"\n\n[dependencies]\n\
-         nesquic-lut-adapters = {{ path = {adapters:?}, default-features = false }}\nquinn = {{ version = \"*\", features = [\"qlog\"] }}\n\
+         nesquic-lut-bins = {{ path = {bins:?}, default-features = false }}\nquinn = {{ version = \"*\", features = [\"qlog\"] }}\n\
          tokio = {{ version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }}\n\
          anyhow = \"1\"\nclap = {{ version = \"4.5\", features = [\"derive\", \"env\"] }}\nlibc = \"0.2\"\n\n\
          [profile.release]\ndebug = \"line-tables-only\"\n\n[workspace]\n\n[patch.crates-io]\n"
@@ -55,7 +55,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
         manifest.push_str(&format!("{name} = {{ path = {:?} }}\n", dir));
     }
     write_if_changed(&dir.join("Cargo.toml"), &manifest)?;
-    let main = std::fs::read_to_string(adapters.join("src/bin/quinn.rs")).context("read the quinn adapter source")?;
+    let main = std::fs::read_to_string(bins.join("src/bin/quinn.rs")).context("read the quinn adapter source")?;
     write_if_changed(&dir.join("src/main.rs"), &main)?;
     if !dir.join("Cargo.lock").exists() {
         // Start from Nesquic's lock so only the patched crates move (and it works offline).

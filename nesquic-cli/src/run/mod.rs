@@ -114,6 +114,12 @@ pub struct RunArgs {
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
     #[arg(long, value_name = "LIST")]
     pub probe: Option<String>,
+    /// Who measures the probes: auto (user space where the agent can hook: dynamically linked
+    /// LUTs, safe function entries; the kernel for the rest), user (the agent; no root unless an
+    /// entry is refused), kernel (eBPF uprobes and tracepoints; root), both (as auto, and packet
+    /// I/O by both the agent and the tracepoints, compared). The sampling profile is always eBPF.
+    #[arg(long, value_enum, default_value_t = crate::backend::BackendChoice::Auto)]
+    pub probe_backend: crate::backend::BackendChoice,
     /// Measure the probes' cost instead: per round, run without probes, with each item of
     /// --probe alone and with all of them, in rotating order; report goodput and CPU ratios.
     /// --repeat sets the rounds.
@@ -244,14 +250,33 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         Some(list) if !args.overhead => Some(crate::probes::ProbePlan::new(list, &binary)?),
         _ => None,
     };
-    // Timed probes: measure what they add on this machine first, to subtract it (docs/probes.md).
-    let calibration = match &plan {
-        Some(p) => crate::calibrate::for_plan(p, args.quiet)?,
+    // The run directory does not exist yet: a verifier log goes next to it.
+    let runs = args.out.as_deref().and_then(std::path::Path::parent).unwrap_or(std::path::Path::new("nesquic-runs"));
+    nesquic_ebpf::verifier::set_log_dir(runs);
+    let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
+    let launcher = lut.launcher(&binary);
+    let needs = crate::backend::KernelNeeds {
+        duty: args.duty.is_some(),
+        datagram_events: args.qlog_datagrams,
+        launched_by_shell: launcher != binary,
+    };
+    let probes = match &plan {
+        Some(p) => Some(crate::backend::Probes::open(p, args.probe_backend, &binary, workdir.path(), needs)?),
         None => None,
     };
-    let mut session = match &plan {
-        Some(p) => Some(p.open_session()?),
+    if let (Some(p), false) = (&probes, args.quiet) {
+        for line in p.describe() {
+            eprintln!("nesquic: probes: {line}");
+        }
+    }
+    // Timed probes: measure what they add on this machine first, to subtract it (docs/probes.md).
+    let calibration = match &probes {
+        Some(p) => crate::calibrate::for_probes(p, args.quiet)?,
         None => None,
+    };
+    let (mut session, mut user) = match probes {
+        Some(p) => (p.kernel, p.user),
+        None => (None, None),
     };
     if args.qlog_datagrams {
         let catalog = nesquic_ebpf::Catalog::builtin()?;
@@ -281,9 +306,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     if let (Some(t), false) = (&topology, args.quiet) {
         eprintln!("nesquic: link: {}", t.applied.mechanisms.join("; "));
     }
-    let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
     let certs = tls::generate(workdir.path())?;
-    let launcher = lut.launcher(&binary);
     let base = RepetitionSpec {
         lut: lut.as_ref(),
         binary: &launcher,
@@ -301,7 +324,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     };
     if args.overhead {
         let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
-        overhead::execute(&base, list, args.repeat, args.json.as_deref())?;
+        overhead::execute(&base, list, args.probe_backend, needs, args.repeat, args.json.as_deref())?;
         return Ok(None);
     }
 
@@ -323,7 +346,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     record::prepare_out_dir(&out_dir)?;
     let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), testcase.name, workload.describe());
     let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
-    let mut started = run_started(args, &testcase, lut.as_ref(), &binary, io, session.as_ref());
+    let mut started = run_started(args, &testcase, lut.as_ref(), &binary, io, session.as_ref(), user.as_ref());
     started["lut"]["source"] = lut_source.clone().unwrap_or(serde_json::Value::Null);
     if let Some(t) = &topology {
         let data = json!({"link": "veth", "server": t.server, "client": t.client, "mechanisms": t.applied.mechanisms});
@@ -340,7 +363,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         let label = format!("rep {i}/{}", args.repeat);
         let spec =
             RepetitionSpec { label: label.clone(), lut_qlog: args.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
-        let mut figures = measure(&spec, session.as_mut(), Some(&mut recorder), i)
+        let mut figures = measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i)
             .with_context(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
         if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
             c.compensate(m);
@@ -474,12 +497,14 @@ fn choose_lut(args: &RunArgs) -> Result<Box<dyn nesquic_lut_adapters::Lut>> {
 pub(crate) fn measure(
     spec: &RepetitionSpec<'_>,
     mut session: Option<&mut nesquic_ebpf::ProbeSession>,
+    user: Option<&mut crate::backend::UserProbes>,
     recorder: Option<&mut record::Recorder>,
     repetition: u32,
 ) -> Result<RepetitionFigures> {
     let now = Instant::now();
     let mut observer = RunObserver {
         session: session.as_deref_mut(),
+        user,
         recorder,
         pids: Vec::new(),
         started: now,
@@ -495,7 +520,7 @@ pub(crate) fn measure(
     let io_layer_counters = std::mem::take(&mut observer.io_layer_counters);
     let pids = observer.pids.clone();
     let duty_fraction = observer.duty.as_mut().and_then(|d| d.finish());
-    let probes = match (&outcome, observer.session.as_deref()) {
+    let kernel_metrics = match (&outcome, observer.session.as_deref()) {
         (Ok(_), Some(session)) => {
             let mut m = session.snapshot(&LUT_ROLES.map(Role::slot))?;
             if let Some(fraction) = duty_fraction {
@@ -505,6 +530,11 @@ pub(crate) fn measure(
         }
         _ => None,
     };
+    let probes = match (&outcome, observer.user.as_deref()) {
+        (Ok(_), Some(user)) => Some(user.merge_into(kernel_metrics)),
+        _ => kernel_metrics,
+    };
+    let agents = observer.user.as_deref_mut().map(|u| u.finish_repetition()).unwrap_or_default();
     if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.session.as_deref_mut()) {
         recorder.datagram_events(&session.drain_datagram_events())?;
     }
@@ -529,6 +559,7 @@ pub(crate) fn measure(
     let mut figures = RepetitionFigures::from(&outcome);
     figures.workload = crate::testcase::WorkloadFigures::of(&outcome.client_result, &spec.workload)?;
     figures.probes = probes;
+    figures.agents = agents;
     figures.profile = profile;
     figures.io_settings = io_settings;
     figures.io_layer_counters = io_layer_counters;
@@ -540,6 +571,7 @@ pub(crate) fn measure(
 /// periodic qlog snapshots while the transfer runs.
 struct RunObserver<'a> {
     session: Option<&'a mut nesquic_ebpf::ProbeSession>,
+    user: Option<&'a mut crate::backend::UserProbes>,
     recorder: Option<&'a mut record::Recorder>,
     pids: Vec<(Role, i32)>,
     started: Instant,
@@ -553,6 +585,13 @@ struct RunObserver<'a> {
 }
 
 impl ProcessObserver for RunObserver<'_> {
+    fn environment(&mut self, role: Role) -> Result<Vec<(String, std::ffi::OsString)>> {
+        match self.user.as_deref_mut() {
+            Some(user) => user.environment(role),
+            None => Ok(Vec::new()),
+        }
+    }
+
     fn spawned(&mut self, role: Role, pid: i32) -> Result<()> {
         self.pids.push((role, pid));
         let Some(session) = self.session.as_deref_mut() else { return Ok(()) };
@@ -602,12 +641,17 @@ impl ProcessObserver for RunObserver<'_> {
             return Ok(());
         }
         self.last = Instant::now();
-        let metrics = match self.session.as_deref_mut() {
+        let kernel = match self.session.as_deref_mut() {
             Some(s) => {
                 recorder.datagram_events(&s.drain_datagram_events())?;
                 Some(s.snapshot(&LUT_ROLES.map(Role::slot))?)
             }
             None => None,
+        };
+        // The agents' counters are shared memory: read live, no syscall in the LUT.
+        let metrics = match self.user.as_deref() {
+            Some(user) => Some(user.merge_into(kernel)),
+            None => kernel,
         };
         for &(role, pid) in &self.pids {
             let progress = (role == Role::Client).then_some(progress_bytes);
@@ -634,15 +678,17 @@ fn run_started(
     binary: &std::path::Path,
     io: IoMode,
     session: Option<&nesquic_ebpf::ProbeSession>,
+    user: Option<&crate::backend::UserProbes>,
 ) -> serde_json::Value {
-    let functions: Vec<serde_json::Value> = session
-        .map(|s| {
-            s.functions()
-                .iter()
-                .map(|f| json!({"category": f.category, "name": f.name, "object": f.object, "address": f.address}))
-                .collect()
-        })
-        .unwrap_or_default();
+    use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_UPROBE};
+    let describe = |f: &nesquic_ebpf::ResolvedFunction, by: &str| json!({"category": f.category, "name": f.name, "object": f.object, "address": f.address, "mechanism": by});
+    let functions: Vec<serde_json::Value> = user
+        .into_iter()
+        .flat_map(|u| u.planned().map(|f| describe(f, MECHANISM_INLINE_HOOK)))
+        .chain(session.into_iter().flat_map(|s| s.functions().iter().map(|f| describe(f, MECHANISM_UPROBE))))
+        .collect();
+    let io_mechanism =
+        user.and_then(|u| u.io_mechanism()).map(String::from).or_else(|| session.and_then(|s| s.io_mechanism()));
     json!({
         "lut": {"name": lut.name(), "version": lut.version(), "crypto_backend": lut.crypto_backend(), "binary": binary},
         "lut_options": args.lut_opts,
@@ -657,7 +703,8 @@ fn run_started(
         "io": {"mode": io, "stack": io_stack(io)},
         "probes": {
             "requested": args.probe,
-            "io_mechanism": session.and_then(|s| s.io_mechanism()),
+            "backend": args.probe_backend,
+            "io_mechanism": io_mechanism,
             "function_mechanism": session.and_then(|s| s.function_mechanism()),
             "functions": functions,
             "kprobes_available": nesquic_ebpf::preflight::kprobes_available(),
@@ -866,14 +913,18 @@ fn print_io_layer_counters(report: &RunReport) {
             median(&|c| c.recv.syscalls),
             median(&|c| c.recv.datagrams)
         );
-        let checked: Vec<Vec<String>> =
-            per_rep.iter().filter_map(|(c, m)| m.map(|m| probe_disagreements(role, c, m))).collect();
+        let checked: Vec<Vec<String>> = per_rep
+            .iter()
+            // Only where I/O was probed: a profile-only session has no I/O figures to compare.
+            .filter_map(|(c, m)| m.filter(|m| m.io_mechanism.is_some()).map(|m| probe_disagreements(role, c, m)))
+            .collect();
         if checked.is_empty() {
             continue;
         }
+        let by = per_rep.iter().find_map(|(_, m)| m.and_then(|m| m.io_mechanism.clone())).unwrap_or_default();
         match checked.iter().find(|d| !d.is_empty()) {
-            None => println!("  eBPF I/O probes agree exactly in all {} repetition(s)", checked.len()),
-            Some(d) => println!("  eBPF I/O probes DISAGREE: {}", d.join("; ")),
+            None => println!("  I/O probes ({by}) agree exactly in all {} repetition(s)", checked.len()),
+            Some(d) => println!("  I/O probes ({by}) DISAGREE: {}", d.join("; ")),
         }
     }
 }

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::repetition::RepetitionSpec;
 use super::{measure, RepetitionFigures, Spread};
+use crate::backend::{BackendChoice, KernelNeeds, Probes};
 use crate::probes::ProbePlan;
 
 /// One probe set's figures.
@@ -35,7 +36,14 @@ struct OverheadReport {
 }
 
 /// Runs the comparison and prints (and optionally writes) the table.
-pub fn execute(base: &RepetitionSpec<'_>, list: &str, rounds: u32, json: Option<&Path>) -> Result<()> {
+pub fn execute(
+    base: &RepetitionSpec<'_>,
+    list: &str,
+    backend: BackendChoice,
+    needs: KernelNeeds,
+    rounds: u32,
+    json: Option<&Path>,
+) -> Result<()> {
     let mut sets: Vec<String> = vec![String::new()];
     let items: Vec<String> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
     sets.extend(items.iter().cloned());
@@ -53,13 +61,22 @@ pub fn execute(base: &RepetitionSpec<'_>, list: &str, rounds: u32, json: Option<
             let i = (k + round as usize) % sets.len();
             let name = if sets[i].is_empty() { "no probes" } else { &sets[i] };
             let spec = RepetitionSpec { label: format!("round {}/{rounds} {name}", round + 1), ..*base };
-            let mut session = match &plans[i] {
-                Some(plan) => Some(plan.open_session()?),
-                None => None,
+            let (_scratch, dir) = crate::backend::scratch_dir()?;
+            let (mut session, mut user) = match &plans[i] {
+                Some(plan) => {
+                    let p = Probes::open(plan, backend, base.binary, &dir, needs)?;
+                    if round == 0 {
+                        for line in p.describe() {
+                            eprintln!("nesquic: probes {name}: {line}");
+                        }
+                    }
+                    (p.kernel, p.user)
+                }
+                None => (None, None),
             };
-            let figures =
-                measure(&spec, session.as_mut(), None, round + 1).with_context(|| format!("{} failed", spec.label))?;
-            drop(session);
+            let figures = measure(&spec, session.as_mut(), user.as_mut(), None, round + 1)
+                .with_context(|| format!("{} failed", spec.label))?;
+            drop((session, user));
             println!("{}: goodput {:.1} Mbit/s, CPU {:.3} s", spec.label, figures.goodput_mbps, cpu_s(&figures));
             results[i].push(figures);
         }

@@ -14,55 +14,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use nesquic_lut_adapters::report::LutEvent;
-use serde::Serialize;
 
-/// Which side of the connection a process plays.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Role {
-    /// The server.
-    Server,
-    /// The client.
-    Client,
-    /// Any other command (`nesquic trace`).
-    Process,
-}
-
-impl Role {
-    /// Index of this role in the eBPF maps.
-    pub fn index(self) -> u32 {
-        match self {
-            Role::Server => 0,
-            Role::Client => 1,
-            Role::Process => 2,
-        }
-    }
-}
-
-impl Role {
-    /// The name reports use.
-    pub fn name(self) -> &'static str {
-        match self {
-            Role::Server => "server",
-            Role::Client => "client",
-            Role::Process => "process",
-        }
-    }
-
-    /// (map index, name), as [`nesquic_ebpf::ProbeSession::snapshot`] takes roles.
-    pub fn slot(self) -> (u32, &'static str) {
-        (self.index(), self.name())
-    }
-}
-
-/// The two roles of a LUT run.
-pub const LUT_ROLES: [Role; 2] = [Role::Server, Role::Client];
-
-impl std::fmt::Display for Role {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+/// Which side of the connection a process plays: the protocol crate's one `Role`, shared with the
+/// LUT command line and the report lines.
+pub use nesquic_protocol::role::{Role, LUT_ROLES};
 
 /// What the watcher threads report.
 #[derive(Debug)]
@@ -153,15 +108,17 @@ const FORK_TIMEOUT: Duration = Duration::from_secs(10);
 impl LutProcess {
     /// Forks `binary args…` and holds the child before `exec` until [`LutProcess::release`], so
     /// an observer can register its pid before it runs one instruction of the LUT.
-    /// With `netns` (a /var/run/netns file) the child enters that network namespace first.
+    /// With `netns` (a /var/run/netns file) the child enters that network namespace first; `env`
+    /// is added to its environment (the user-space probe agent's variables).
     pub fn spawn_in(
         role: Role,
         binary: &Path,
         args: &[std::ffi::OsString],
+        env: &[(String, std::ffi::OsString)],
         events: Sender<ProcessEvent>,
         netns: Option<&Path>,
     ) -> Result<Self> {
-        Self::spawn_with(role, binary, args, events, true, netns)
+        Self::spawn_with(role, binary, args, env, events, true, netns)
     }
 
     /// Like [`LutProcess::spawn_in`], but the process writes to nesquic's own stdout and stderr.
@@ -169,15 +126,17 @@ impl LutProcess {
         role: Role,
         binary: &Path,
         args: &[std::ffi::OsString],
+        env: &[(String, std::ffi::OsString)],
         events: Sender<ProcessEvent>,
     ) -> Result<Self> {
-        Self::spawn_with(role, binary, args, events, false, None)
+        Self::spawn_with(role, binary, args, env, events, false, None)
     }
 
     fn spawn_with(
         role: Role,
         binary: &Path,
         args: &[std::ffi::OsString],
+        env: &[(String, std::ffi::OsString)],
         events: Sender<ProcessEvent>,
         capture: bool,
         netns: Option<&Path>,
@@ -193,7 +152,7 @@ impl LutProcess {
         let gate_fd = gate_read.as_raw_fd();
         let pid_fd = pid_write.as_raw_fd();
         let mut command = Command::new(binary);
-        command.args(args).stdin(Stdio::null());
+        command.args(args).envs(env.iter().map(|(k, v)| (k, v))).stdin(Stdio::null());
         if capture {
             command.stdout(Stdio::piped()).stderr(Stdio::piped());
         }

@@ -108,6 +108,8 @@ pub fn snapshot_event(
         "cpu_s": pid.and_then(process_cpu_s),
         "io": role_metrics.map(|r| &r.io),
         "functions": role_metrics.map(|r| &r.functions),
+        // `--probe-backend both`: the agent's I/O rows beside the tracepoints' (`io`).
+        "io_crosscheck": role_metrics.filter(|r| !r.io_crosscheck.is_empty()).map(|r| &r.io_crosscheck),
         "lost": metrics.map(|m| m.lost),
     })
 }

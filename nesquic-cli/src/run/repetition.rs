@@ -18,6 +18,12 @@ use super::process::{Exit, LutProcess, ProcessEvent, Role};
 /// Told about each LUT process before it runs (so probes can register its pid) and after it
 /// was reaped.
 pub trait ProcessObserver {
+    /// Variables to add to the environment of the process about to start in `role` (the
+    /// user-space probe agent's); none by default.
+    fn environment(&mut self, _role: Role) -> Result<Vec<(String, std::ffi::OsString)>> {
+        Ok(Vec::new())
+    }
+
     /// `pid` is forked and held before `exec`.
     fn spawned(&mut self, role: Role, pid: i32) -> Result<()>;
 
@@ -105,7 +111,9 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         options: spec.options,
     });
     let server_ns = spec.topology.map(|t| t.server.netns_path());
-    let mut server = LutProcess::spawn_in(Role::Server, spec.binary, &server_args, tx.clone(), server_ns.as_deref())?;
+    let server_env = observer.environment(Role::Server)?;
+    let mut server =
+        LutProcess::spawn_in(Role::Server, spec.binary, &server_args, &server_env, tx.clone(), server_ns.as_deref())?;
     observer.spawned(Role::Server, server.pid)?;
     server.release()?;
 
@@ -142,7 +150,9 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         options: spec.options,
     });
     let client_ns = spec.topology.map(|t| t.client.netns_path());
-    let mut client = LutProcess::spawn_in(Role::Client, spec.binary, &client_args, tx, client_ns.as_deref())?;
+    let client_env = observer.environment(Role::Client)?;
+    let mut client =
+        LutProcess::spawn_in(Role::Client, spec.binary, &client_args, &client_env, tx, client_ns.as_deref())?;
     observer.spawned(Role::Client, client.pid)?;
     client.release()?;
     let started = Instant::now();

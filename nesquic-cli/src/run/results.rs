@@ -76,9 +76,14 @@ pub struct RepetitionFigures {
     /// The sampling profile of this repetition (with `--probe profile`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub profile: Option<nesquic_ebpf::profile::Profile>,
-    /// What the eBPF probes measured in this repetition (with `--probe`).
+    /// What the probes measured in this repetition (with `--probe`); each row names its
+    /// mechanism (user-space agent, uprobe, tracepoint).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probes: Option<nesquic_ebpf::Metrics>,
+    /// The user-space agent in each LUT process: initialised or not, each function patched or
+    /// why not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<crate::backend::AgentReport>,
 }
 
 impl From<&RepetitionOutcome> for RepetitionFigures {
@@ -99,6 +104,7 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             io_settings: Vec::new(),
             io_layer_counters: Vec::new(),
             probes: None,
+            agents: Vec::new(),
             profile: None,
             workload: None,
         }

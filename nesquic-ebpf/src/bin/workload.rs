@@ -14,6 +14,20 @@
 //! `_nop`, `_step`: the same busy loop behind a `push`, a 5-byte NOP or a `mov` as first
 //! instruction, i.e. the three kinds of uprobe site) CALLS times and writes the mean wall time per
 //! call it measured itself as JSON to OUT: with probes attached that includes their full cost.
+//!
+//! For the user-space agent it also calls `nesquic_workload_recurse` (5 nested calls, each busy
+//! for 200 us plus its inner calls), `nesquic_workload_short` (3 bytes: too short for a jump) and
+//! `nesquic_workload_jump_back` (branches back into its first bytes) once each; `--child-report
+//! PATH` makes it start a shell that writes what it inherited to PATH; `--agent-calibrate CALLS
+//! ROUNDS OUT` times `nesquic_agent_cal_count`/`_time` against their never-probed twin.
+//! `--hammer THREADS CALLS OUT`: THREADS threads each call `nesquic_workload_args` (8 integer
+//! arguments, two on the stack, 8 floats, result in rax:rdx) and `nesquic_workload_fargs`
+//! (floats in, result in xmm0:xmm1, calls `_args` inside) CALLS times, check every result
+//! against the same arithmetic done inline, and write the counts and mismatches to OUT (exit 1
+//! on any mismatch): a probe that clobbers a register shows here.
+//! `--dlopen LIB CALLS OUT`: after start-up, `dlopen(LIB)`, call its `nesquic_fixture_work`
+//! CALLS times, then let it `dlopen` its plugin by bare name (found on LIB's own RUNPATH) and
+//! call the plugin's `nesquic_plugin_work` CALLS times; writes what it did to OUT.
 
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
@@ -23,6 +37,299 @@ use nesquic_io::{IoConfig, IoSwitches, RecvMeta, Transmit, UdpIo};
 
 pub const TICKS: u64 = 50;
 pub const SLEEPS: u64 = 5;
+/// Nesting of `nesquic_workload_recurse`: calls = RECURSION + 1.
+pub const RECURSION: u64 = 4;
+/// Busy time of each `nesquic_workload_recurse` level, ns.
+pub const RECURSE_BUSY_NS: u64 = 200_000;
+
+/// Recursive: `depth` inner calls, then busy for 200 us; every level's time includes the
+/// levels below it.
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn nesquic_workload_recurse(depth: u64) -> u64 {
+    let entered = std::time::Instant::now();
+    let inner = if depth > 0 { nesquic_workload_recurse(std::hint::black_box(depth - 1)) } else { 0 };
+    let start = std::time::Instant::now();
+    while (start.elapsed().as_nanos() as u64) < RECURSE_BUSY_NS {
+        std::hint::spin_loop();
+    }
+    RECURSE_TOTAL_NS.fetch_add(entered.elapsed().as_nanos() as u64, std::sync::atomic::Ordering::Relaxed);
+    std::hint::black_box(inner + 1)
+}
+
+/// Sum over every `nesquic_workload_recurse` call of its own wall time (nested time included).
+static RECURSE_TOTAL_NS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+// Sites the user-space agent must refuse: a 3-byte function, and one whose loop branches back
+// into its first 5 bytes. Their bodies are fixed in assembly so the compiler cannot change them.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".globl nesquic_workload_short",
+    ".type nesquic_workload_short,@function",
+    "nesquic_workload_short:",
+    "xor eax, eax",
+    "ret",
+    ".size nesquic_workload_short, .-nesquic_workload_short",
+    ".globl nesquic_workload_jump_back",
+    ".type nesquic_workload_jump_back,@function",
+    "nesquic_workload_jump_back:",
+    // rdi = n >= 1: eax = n, by counting up.
+    "xor eax, eax",
+    "6: inc eax",
+    "cmp eax, edi",
+    "jb 6b",
+    "ret",
+    ".size nesquic_workload_jump_back, .-nesquic_workload_jump_back",
+    // Agent calibration: three identical bodies; only _count and _time are ever hooked.
+    ".globl nesquic_agent_cal_count",
+    ".type nesquic_agent_cal_count,@function",
+    ".p2align 4",
+    "nesquic_agent_cal_count:",
+    "lea rax, [rdi + 1]",
+    "imul rax, rax",
+    "ret",
+    ".size nesquic_agent_cal_count, .-nesquic_agent_cal_count",
+    ".globl nesquic_agent_cal_time",
+    ".type nesquic_agent_cal_time,@function",
+    ".p2align 4",
+    "nesquic_agent_cal_time:",
+    "lea rax, [rdi + 1]",
+    "imul rax, rax",
+    "ret",
+    ".size nesquic_agent_cal_time, .-nesquic_agent_cal_time",
+    ".globl nesquic_agent_cal_twin",
+    ".type nesquic_agent_cal_twin,@function",
+    ".p2align 4",
+    "nesquic_agent_cal_twin:",
+    "lea rax, [rdi + 1]",
+    "imul rax, rax",
+    "ret",
+    ".size nesquic_agent_cal_twin, .-nesquic_agent_cal_twin",
+);
+
+#[cfg(target_arch = "x86_64")]
+extern "C" {
+    fn nesquic_workload_short() -> u64;
+    fn nesquic_workload_jump_back(n: u64) -> u64;
+    fn nesquic_agent_cal_count(x: u64) -> u64;
+    fn nesquic_agent_cal_time(x: u64) -> u64;
+    fn nesquic_agent_cal_twin(x: u64) -> u64;
+}
+
+/// `--agent-calibrate CALLS ROUNDS OUT`: per round, CALLS calls of each calibration function
+/// in alternating batches; one JSON line per round with the mean ns per call of each.
+#[cfg(target_arch = "x86_64")]
+fn agent_calibrate_mode(calls: u64, rounds: u64, out: &str) -> std::io::Result<()> {
+    const BATCH: u64 = 1000;
+    let functions: [unsafe extern "C" fn(u64) -> u64; 3] =
+        [nesquic_agent_cal_count, nesquic_agent_cal_time, nesquic_agent_cal_twin];
+    let time_batch = |f: unsafe extern "C" fn(u64) -> u64| {
+        let f = std::hint::black_box(f);
+        let start = std::time::Instant::now();
+        for i in 0..BATCH {
+            // SAFETY: the assembly above reads rdi and writes rax only.
+            std::hint::black_box(unsafe { f(i) });
+        }
+        start.elapsed().as_nanos() as f64
+    };
+    let mut lines = Vec::new();
+    for round in 0..rounds + 1 {
+        let mut ns = [0.0f64; 3];
+        let mut n = 0;
+        while n < calls.max(BATCH) {
+            for (k, f) in functions.iter().enumerate() {
+                ns[k] += time_batch(*f);
+            }
+            n += BATCH;
+        }
+        // Round 0 warms up caches and the clock; it is not reported.
+        if round > 0 {
+            let per = |k: usize| ns[k] / n as f64;
+            lines.push(format!("{{\"count_ns\":{},\"time_ns\":{},\"twin_ns\":{}}}", per(0), per(1), per(2)));
+        }
+    }
+    std::fs::write(out, lines.join("\n") + "\n")
+}
+
+/// Two integers returned in rax:rdx.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IntPair {
+    pub lo: u64,
+    pub hi: u64,
+}
+
+/// Two floats returned in xmm0:xmm1.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FloatPair {
+    pub a: f64,
+    pub b: f64,
+}
+
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn mix_ints(a: u64, b: u64, c: u64, d: u64, e: u64, f: u64, g: u64, h: u64, x: [f64; 8]) -> IntPair {
+    let lo = a
+        ^ b.rotate_left(7)
+        ^ c.wrapping_mul(3)
+        ^ d.rotate_left(19)
+        ^ e.wrapping_mul(5)
+        ^ f.rotate_left(29)
+        ^ g.wrapping_mul(7)
+        ^ h.rotate_left(41);
+    let s: f64 = x.iter().enumerate().map(|(k, v)| v * (k + 1) as f64).sum();
+    IntPair { lo, hi: s.to_bits() ^ lo }
+}
+
+/// Every argument register, two stack arguments and both integer result registers in use.
+#[no_mangle]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn nesquic_workload_args(
+    a: u64,
+    b: u64,
+    c: u64,
+    d: u64,
+    e: u64,
+    f: u64,
+    g: u64,
+    h: u64,
+    x0: f64,
+    x1: f64,
+    x2: f64,
+    x3: f64,
+    x4: f64,
+    x5: f64,
+    x6: f64,
+    x7: f64,
+) -> IntPair {
+    std::hint::black_box(mix_ints(a, b, c, d, e, f, g, h, [x0, x1, x2, x3, x4, x5, x6, x7]))
+}
+
+type ArgsFn = extern "C" fn(u64, u64, u64, u64, u64, u64, u64, u64, f64, f64, f64, f64, f64, f64, f64, f64) -> IntPair;
+
+#[inline(always)]
+fn mix_floats(x: [f64; 8], inner: IntPair) -> FloatPair {
+    FloatPair { a: x[0] * x[1] + x[2] - x[3] + (inner.lo >> 11) as f64, b: x[4] / (x[5] + 1.0) + x[6] * x[7] }
+}
+
+fn args_of(i: u64) -> ([u64; 8], [f64; 8]) {
+    let ints = [i, i ^ 1, i + 2, i * 3, !i, i << 5, i, i.rotate_left(9)];
+    let floats = std::array::from_fn(|k| i as f64 * 0.5 + k as f64);
+    (ints, floats)
+}
+
+/// Floats in, both float result registers out, and a nested probed call.
+#[no_mangle]
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+pub extern "C" fn nesquic_workload_fargs(
+    x0: f64,
+    x1: f64,
+    x2: f64,
+    x3: f64,
+    x4: f64,
+    x5: f64,
+    x6: f64,
+    x7: f64,
+    i: u64,
+) -> FloatPair {
+    let (n, x) = args_of(i);
+    let args: ArgsFn = std::hint::black_box(nesquic_workload_args);
+    let inner = args(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]);
+    std::hint::black_box(mix_floats([x0, x1, x2, x3, x4, x5, x6, x7], inner))
+}
+
+/// `--hammer THREADS CALLS OUT`.
+fn hammer_mode(threads: u64, calls: u64, out: &str) -> std::io::Result<bool> {
+    let mismatches = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                let args: ArgsFn = std::hint::black_box(nesquic_workload_args);
+                let fargs: extern "C" fn(f64, f64, f64, f64, f64, f64, f64, f64, u64) -> FloatPair =
+                    std::hint::black_box(nesquic_workload_fargs);
+                let mut bad = 0;
+                for i in 0..calls {
+                    let (n, x) = args_of(i);
+                    let want = mix_ints(n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], x);
+                    let got = args(
+                        n[0], n[1], n[2], n[3], n[4], n[5], n[6], n[7], x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7],
+                    );
+                    bad += u64::from(got != want);
+                    let want = mix_floats(x, want);
+                    let got = fargs(x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], i);
+                    bad += u64::from(got.a.to_bits() != want.a.to_bits() || got.b.to_bits() != want.b.to_bits());
+                }
+                mismatches.fetch_add(bad, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+    });
+    let bad = mismatches.into_inner();
+    let json = format!(
+        "{{\"nesquic_workload_args\":{},\"nesquic_workload_fargs\":{},\"mismatches\":{bad}}}\n",
+        2 * threads * calls,
+        threads * calls
+    );
+    std::fs::write(out, json)?;
+    Ok(bad == 0)
+}
+
+/// `--dlopen LIB CALLS OUT`.
+fn dlopen_mode(lib: &str, calls: u64, out: &str) -> Result<(), String> {
+    let sym = |handle: *mut libc::c_void, name: &std::ffi::CStr| {
+        // SAFETY: a handle from dlopen and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(handle, name.as_ptr()) };
+        if p.is_null() {
+            Err(format!("{lib}: no {name:?}"))
+        } else {
+            Ok(p)
+        }
+    };
+    let c_lib = std::ffi::CString::new(lib).map_err(|e| e.to_string())?;
+    // SAFETY: dlopen of a NUL-terminated path.
+    let handle = unsafe { libc::dlopen(c_lib.as_ptr(), libc::RTLD_NOW) };
+    if handle.is_null() {
+        return Err(format!("dlopen {lib} failed"));
+    }
+    // SAFETY: the fixture defines these with exactly these signatures.
+    let (work, load_plugin) = unsafe {
+        (
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn(u64) -> u64>(sym(handle, c"nesquic_fixture_work")?),
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn(*const libc::c_char) -> *mut libc::c_void>(sym(
+                handle,
+                c"nesquic_fixture_load_plugin",
+            )?),
+        )
+    };
+    let mut bad = 0u64;
+    for i in 0..calls {
+        bad += u64::from(work(i) != (i + 1).wrapping_mul(i + 1));
+    }
+    // A bare name: glibc searches the *calling* object's RUNPATH ($ORIGIN/plugins of the fixture).
+    let plugin = load_plugin(c"libnesquic_plugin.so".as_ptr());
+    let mut plugin_calls = 0;
+    if !plugin.is_null() {
+        // SAFETY: the plugin defines it with this signature.
+        let plugin_work = unsafe {
+            std::mem::transmute::<*mut libc::c_void, extern "C" fn(u64) -> u64>(sym(plugin, c"nesquic_plugin_work")?)
+        };
+        for i in 0..calls {
+            bad += u64::from(plugin_work(i) != (i ^ 0x55).wrapping_mul(7));
+            plugin_calls += 1;
+        }
+    }
+    let json = format!(
+        "{{\"nesquic_fixture_work\":{calls},\"nesquic_plugin_work\":{plugin_calls},\"plugin_loaded\":{},\"mismatches\":{bad}}}\n",
+        !plugin.is_null()
+    );
+    std::fs::write(out, json).map_err(|e| format!("{out}: {e}"))?;
+    if bad != 0 {
+        return Err(format!("{bad} wrong results"));
+    }
+    Ok(())
+}
 
 /// A function the uprobe tests count.
 #[no_mangle]
@@ -223,6 +530,35 @@ fn main() {
         exit_on_error(out, calibrate_mode(iterations, calls, out));
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if let Some((calls, rounds, out)) = numbers_and_file(&args, "--agent-calibrate", "CALLS ROUNDS OUT") {
+        exit_on_error(out, agent_calibrate_mode(calls, rounds, out));
+        return;
+    }
+    if let Some((threads, calls, out)) = numbers_and_file(&args, "--hammer", "THREADS CALLS OUT") {
+        match hammer_mode(threads, calls, out) {
+            Ok(true) => return,
+            Ok(false) => {
+                eprintln!("nesquic-workload: wrong results under probes (see {out})");
+                std::process::exit(1);
+            }
+            Err(e) => exit_on_error(out, Err(e)),
+        }
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--dlopen") {
+        let (Some(lib), Some(calls), Some(out)) =
+            (args.get(i + 1), args.get(i + 2).and_then(|v| v.parse::<u64>().ok()), args.get(i + 3))
+        else {
+            eprintln!("usage: nesquic-workload --dlopen LIB CALLS OUT");
+            std::process::exit(2);
+        };
+        if let Err(e) = dlopen_mode(lib, calls, out) {
+            eprintln!("nesquic-workload: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
     if let Some(i) = args.iter().position(|a| a == "--spin") {
         let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(1000);
         spin_mode(ms);
@@ -293,10 +629,31 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     for i in 0..TICKS {
         acc = acc.wrapping_add(nesquic_workload_tick(i));
     }
+    let mut sleep_ns = 0u128;
     for _ in 0..SLEEPS {
+        let start = std::time::Instant::now();
         nesquic_workload_sleep_1ms();
+        sleep_ns += start.elapsed().as_nanos();
     }
     std::hint::black_box(acc);
+    std::hint::black_box(nesquic_workload_recurse(std::hint::black_box(RECURSION)));
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the assembly functions above read rdi and write rax only.
+    unsafe {
+        std::hint::black_box(nesquic_workload_short());
+        std::hint::black_box(nesquic_workload_jump_back(std::hint::black_box(3)));
+    }
+    if let Some(i) = args.iter().position(|a| a == "--child-report") {
+        let path = args.get(i + 1).ok_or("--child-report needs a path")?;
+        let status = std::process::Command::new("sh")
+            .arg("-c")
+            .arg("echo \"preload=$LD_PRELOAD\"; echo \"plan=$NESQUIC_AGENT_PLAN\"; echo \"maps=$(grep -c libnesquic_agent /proc/$$/maps)\"")
+            .stdout(std::fs::File::create(path)?)
+            .status()?;
+        if !status.success() && status.code() != Some(1) {
+            return Err(format!("child shell: {status}").into());
+        }
+    }
 
     let (p, f) = (tx.counters().send, ftx.counters().send);
     let (pr, fr) = (rx.counters().recv, frx.counters().recv);
@@ -309,6 +666,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "recvfrom": { "calls": 4, "bytes": std_bytes, "datagrams": 4, "eagain": 0 },
         "nesquic_workload_tick": TICKS,
         "nesquic_workload_sleep_1ms": SLEEPS,
+        "nesquic_workload_recurse": RECURSION + 1,
+        "sleep_ns": sleep_ns as u64,
+        "recurse_ns": RECURSE_TOTAL_NS.load(std::sync::atomic::Ordering::Relaxed),
     });
     std::fs::write(&report, serde_json::to_string_pretty(&json)?)?;
     Ok(())

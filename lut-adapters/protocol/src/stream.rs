@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::protocol::{self, Verifier, VerifyError, REQUEST_LEN};
+use crate::payload::{self as protocol, Verifier, VerifyError, REQUEST_LEN};
 
 /// Size of the payload chunks the server generates and offers to the library.
 const CHUNK: usize = 64 * 1024;
@@ -27,13 +27,46 @@ pub enum ProtocolError {
 pub struct ServerStream {
     request: Vec<u8>,
     size: Option<u64>,
-    /// Payload offset of `chunk[0]`.
-    chunk_offset: u64,
-    chunk: Vec<u8>,
-    /// Bytes of `chunk` the library has accepted.
-    chunk_sent: usize,
+    /// Payload bytes the library has accepted.
+    sent: u64,
     fin_sent: bool,
     corrupt_at: Option<u64>,
+    /// The window holding `corrupt_at`, copied and altered (fault-injection tests only).
+    corrupted: Vec<u8>,
+}
+
+/// Payload bytes offered to a stack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayloadChunk {
+    /// A slice of the pattern block: the stack may keep it as long as it likes, no copy made.
+    Shared(&'static [u8]),
+    /// An altered copy (only when [`CORRUPT_ENV`] injects a fault).
+    Owned(Vec<u8>),
+}
+
+impl PayloadChunk {
+    /// The payload from stream offset `offset`, up to `max_len` bytes (less at the pattern's
+    /// period boundary): a shared pattern window, or an altered copy when `corrupt_at` (the
+    /// fault-injection hook) falls inside it.
+    pub fn at(offset: u64, max_len: usize, corrupt_at: Option<u64>) -> Self {
+        let window = protocol::pattern_window(offset, max_len);
+        match corrupt_at.filter(|at| (offset..offset + window.len() as u64).contains(at)) {
+            Some(at) => {
+                let mut altered = window.to_vec();
+                altered[(at - offset) as usize] ^= 0xff;
+                PayloadChunk::Owned(altered)
+            }
+            None => PayloadChunk::Shared(window),
+        }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            PayloadChunk::Shared(s) => s,
+            PayloadChunk::Owned(v) => v,
+        }
+    }
 }
 
 impl Default for ServerStream {
@@ -48,11 +81,10 @@ impl ServerStream {
         Self {
             request: Vec::with_capacity(REQUEST_LEN),
             size: None,
-            chunk_offset: 0,
-            chunk: Vec::new(),
-            chunk_sent: 0,
+            sent: 0,
             fin_sent: false,
             corrupt_at: std::env::var(CORRUPT_ENV).ok().and_then(|v| v.parse().ok()),
+            corrupted: Vec::new(),
         }
     }
 
@@ -75,32 +107,35 @@ impl ServerStream {
     }
 
     /// The next bytes to offer the library, and whether they end the stream; `None` before the
-    /// request or once everything (including the fin) went out.
+    /// request or once everything (including the fin) went out. Stacks that keep shared buffers
+    /// use [`ServerStream::pending_shared`] instead and avoid even this borrow's copy.
     pub fn pending(&mut self) -> Option<(&[u8], bool)> {
+        match self.pending_shared()? {
+            (PayloadChunk::Shared(window), last) => Some((window, last)),
+            (PayloadChunk::Owned(altered), last) => {
+                self.corrupted = altered;
+                Some((&self.corrupted, last))
+            }
+        }
+    }
+
+    /// As [`ServerStream::pending`], but as a chunk the stack may keep: normally a `'static`
+    /// slice of the pattern block (no copy), an owned copy only when a fault is injected.
+    pub fn pending_shared(&mut self) -> Option<(PayloadChunk, bool)> {
         let size = self.size?;
         if self.fin_sent {
             return None;
         }
-        if self.chunk_sent == self.chunk.len() {
-            self.chunk_offset += self.chunk.len() as u64;
-            let n = (size - self.chunk_offset).min(CHUNK as u64) as usize;
-            self.chunk.resize(n, 0);
-            protocol::fill_pattern(self.chunk_offset, &mut self.chunk);
-            if let Some(at) =
-                self.corrupt_at.filter(|at| (self.chunk_offset..self.chunk_offset + n as u64).contains(at))
-            {
-                self.chunk[(at - self.chunk_offset) as usize] ^= 0xff;
-            }
-            self.chunk_sent = 0;
-        }
-        let last = self.chunk_offset + self.chunk.len() as u64 == size;
-        Some((&self.chunk[self.chunk_sent..], last))
+        let want = (size - self.sent).min(CHUNK as u64) as usize;
+        let chunk = PayloadChunk::at(self.sent, want, self.corrupt_at);
+        let last = self.sent + chunk.as_slice().len() as u64 == size;
+        Some((chunk, last))
     }
 
     /// Records that the library accepted `n` bytes of what [`ServerStream::pending`] offered,
     /// and the fin if `fin_accepted`.
     pub fn accepted(&mut self, n: usize, fin_accepted: bool) {
-        self.chunk_sent += n;
+        self.sent += n as u64;
         self.fin_sent |= fin_accepted;
     }
 

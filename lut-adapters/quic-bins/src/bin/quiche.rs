@@ -3,12 +3,12 @@
 //! docs/protocol.md.
 
 use clap::Parser;
-use nesquic_lut_adapters::lut::args::LutCli;
-use nesquic_lut_adapters::translation::quiche_shim::Quiche;
+use nesquic_lut_bins::protocol::LutCli;
+use nesquic_lut_bins::translation::quiche_shim::Quiche;
 
 fn main() {
     let cli = LutCli::parse();
-    if let Err(e) = nesquic_lut_adapters::translated::run::<Quiche>(cli.role) {
+    if let Err(e) = nesquic_lut_bins::translated::run::<Quiche>(cli.command) {
         eprintln!("nesquic-lut-quiche: {e:#}");
         std::process::exit(1);
     }

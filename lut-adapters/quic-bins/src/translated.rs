@@ -9,9 +9,8 @@ use anyhow::{bail, Context, Result};
 use nesquic_io::{IoConfig, IoSwitches, UdpIo};
 use nesquic_translation::{Impairment, Stack, StackOptions, Summary};
 
-use crate::lut::args::Role;
-use crate::report::{ClientResult, IoSettings, LutEvent};
-use crate::IoMode;
+use nesquic_protocol::report::{ClientResult, IoSettings, LutEvent};
+use nesquic_protocol::{IoMode, LutCommand};
 
 /// The I/O layer configuration for `io` with `gso=`, `gro=`, `mmsg=` options applied; other
 /// options are returned for the caller. `plain` ignores the switches (it has none).
@@ -74,12 +73,12 @@ fn report_io(io: &UdpIo) {
 
 /// Runs one role of `stack` over Nesquic's I/O layer. `rest` holds the stack's own options
 /// (already checked by the caller).
-pub fn run<S: Stack>(role: Role) -> Result<()> {
+pub fn run<S: Stack>(command: LutCommand) -> Result<()> {
     let library = S::NAME;
     let impairment = Impairment::from_env()?;
-    role.require_single_workload(&format!("{library} over nesquic-io"))?;
-    match role {
-        Role::Server { listen, cert, key, io, qlog, opts, .. } => {
+    command.require_single_workload(&format!("{library} over nesquic-io"))?;
+    match command {
+        LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;
             let options = stack_options::<S>(&rest, qlog)?;
             let socket = nesquic_translation::bind(listen, &config)?;
@@ -89,7 +88,7 @@ pub fn run<S: Stack>(role: Role) -> Result<()> {
                 .with_context(|| format!("{library} server"))?;
             report_summary(&summary, &impairment);
         }
-        Role::Client { connect, ca, size, io, qlog, opts, .. } => {
+        LutCommand::Client { connect, ca, size, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;
             let options = stack_options::<S>(&rest, qlog)?;
             let any = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };

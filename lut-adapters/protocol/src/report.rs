@@ -124,8 +124,8 @@ impl ClientResult {
     }
 }
 
-impl From<nesquic_translation::ClientOutcome> for ClientResult {
-    fn from(o: nesquic_translation::ClientOutcome) -> Self {
+impl From<crate::stream::ClientOutcome> for ClientResult {
+    fn from(o: crate::stream::ClientOutcome) -> Self {
         Self {
             bytes: o.bytes,
             handshake_ns: o.handshake.as_nanos() as u64,

@@ -1,9 +1,9 @@
-//! DER to PEM, for libraries that only load PEM files (quiche). Nesquic hands LUTs DER files
+//! DER to PEM, for libraries that only load PEM files (quiche, MsQuic over quictls). Nesquic hands LUTs DER files
 //! (docs/protocol.md); the PEM copies live next to them only while the library loads them.
 
 use std::path::{Path, PathBuf};
 
-use crate::TranslationError;
+use crate::tls::FileError;
 
 /// A PEM file removed when dropped.
 #[derive(Debug)]
@@ -13,8 +13,8 @@ pub struct TempPem {
 
 impl TempPem {
     /// The path as the `&str` quiche's loaders want.
-    pub fn path_str(&self) -> Result<String, TranslationError> {
-        self.path.to_str().map(str::to_string).ok_or_else(|| TranslationError::File {
+    pub fn path_str(&self) -> Result<String, FileError> {
+        self.path.to_str().map(str::to_string).ok_or_else(|| FileError {
             path: self.path.clone(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "path is not UTF-8"),
         })
@@ -28,21 +28,20 @@ impl Drop for TempPem {
 }
 
 /// Converts a DER certificate and a DER PKCS#8 key.
-pub fn der_files_to_pem(cert: &Path, key: &Path) -> Result<(TempPem, TempPem), TranslationError> {
+pub fn der_files_to_pem(cert: &Path, key: &Path) -> Result<(TempPem, TempPem), FileError> {
     Ok((der_file_to_pem(cert, "CERTIFICATE")?, der_file_to_pem(key, "PRIVATE KEY")?))
 }
 
 /// Writes `<der>.<pid>-<n>.pem` holding `der`'s bytes under a `label` armour (unique per call:
 /// a server and a client in one process may convert the same file at once).
-pub fn der_file_to_pem(der: &Path, label: &str) -> Result<TempPem, TranslationError> {
+pub fn der_file_to_pem(der: &Path, label: &str) -> Result<TempPem, FileError> {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let bytes = std::fs::read(der).map_err(|source| TranslationError::File { path: der.into(), source })?;
+    let bytes = std::fs::read(der).map_err(|source| FileError { path: der.into(), source })?;
     let mut name = der.as_os_str().to_owned();
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     name.push(format!(".{}-{n}.pem", std::process::id()));
     let path = PathBuf::from(name);
-    std::fs::write(&path, encode(label, &bytes))
-        .map_err(|source| TranslationError::File { path: path.clone(), source })?;
+    std::fs::write(&path, encode(label, &bytes)).map_err(|source| FileError { path: path.clone(), source })?;
     Ok(TempPem { path })
 }
 

@@ -1,0 +1,372 @@
+//! The benchmark protocol (docs/protocol.md): one connection, one bidirectional stream, ALPN
+//! `nesquic`. The client sends the payload size as 8 bytes big-endian and finishes its side; the
+//! server answers with that many bytes of the payload pattern and finishes the stream. The client
+//! checks length and content.
+//!
+//! The pattern is built once and repeats with a period of [`PERIOD`] bytes (a prime, so no packet,
+//! GSO or buffer size divides it): stream byte `o` is `pattern[o % PERIOD]`. Producing payload is a
+//! slice of that block ([`pattern_window`], no copy at all) and checking it is a `memcmp`-class
+//! comparison, so the harness runs at memory speed instead of being what Nesquic measures.
+
+use std::sync::OnceLock;
+
+/// ALPN every LUT negotiates.
+pub const ALPN: &[u8] = b"nesquic";
+/// TLS server name the certificate is issued for and clients verify.
+pub const SERVER_NAME: &str = "localhost";
+/// Request length: a big-endian u64.
+pub const REQUEST_LEN: usize = 8;
+
+/// The pattern's period in bytes: the Mersenne prime 2^17 - 1. Being prime, it is a multiple of no
+/// packet, segment or buffer size, and being above 64 KiB, a chunk of up to 64 KiB that is lost,
+/// repeated or moved changes the bytes at its position (a fault moving a whole multiple of the
+/// period is caught by the length check instead).
+pub const PERIOD: usize = 131_071;
+
+const SEED: u64 = 0x6e65_7371_7569_6321; // "nesquic!"
+
+/// Encodes a request for `size` bytes.
+pub fn encode_request(size: u64) -> [u8; REQUEST_LEN] {
+    size.to_be_bytes()
+}
+
+/// Decodes a request; `None` unless exactly [`REQUEST_LEN`] bytes.
+pub fn decode_request(bytes: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(bytes.try_into().ok()?))
+}
+
+/// splitmix64 of a word index: only used once, to build the pattern block.
+fn splitmix64(index: u64) -> u64 {
+    let mut z = index.wrapping_add(SEED).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The pattern block twice in a row (`2 * PERIOD` bytes), so a window of up to [`PERIOD`] bytes
+/// starting at any phase is one contiguous slice. Byte `i < PERIOD` is byte `i % 8` (little-endian)
+/// of `splitmix64(i / 8)`.
+fn doubled_pattern() -> &'static [u8] {
+    static PATTERN: OnceLock<Box<[u8]>> = OnceLock::new();
+    PATTERN.get_or_init(|| {
+        let one: Vec<u8> = (0..PERIOD).map(|i| splitmix64((i / 8) as u64).to_le_bytes()[i % 8]).collect();
+        [one.as_slice(), one.as_slice()].concat().into_boxed_slice()
+    })
+}
+
+/// The payload bytes from stream offset `offset` on: `min(max_len, PERIOD)` bytes, borrowed from
+/// the pattern block (servers hand this slice to stacks whose API takes shared buffers).
+pub fn pattern_window(offset: u64, max_len: usize) -> &'static [u8] {
+    window_at_phase((offset % PERIOD as u64) as usize, max_len)
+}
+
+/// As [`pattern_window`], for a phase (`offset % PERIOD`) the caller tracks itself: no division.
+fn window_at_phase(phase: usize, max_len: usize) -> &'static [u8] {
+    &doubled_pattern()[phase..phase + max_len.min(PERIOD)]
+}
+
+/// Fills `buf` with the payload bytes that start at stream offset `offset` (a copy of pattern
+/// windows: for stacks whose API needs the bytes in their own buffer).
+pub fn fill_pattern(offset: u64, buf: &mut [u8]) {
+    let mut pos = 0usize;
+    while pos < buf.len() {
+        let window = pattern_window(offset + pos as u64, buf.len() - pos);
+        buf[pos..pos + window.len()].copy_from_slice(window);
+        pos += window.len();
+    }
+}
+
+/// Checks a received stream chunk by chunk.
+#[derive(Debug, Default)]
+pub struct Verifier {
+    received: u64,
+    /// `received % PERIOD`, kept up to date instead of divided out per chunk (stacks that
+    /// deliver one packet's worth at a time call `update` ~100k times a second).
+    phase: usize,
+}
+
+/// Why a payload failed verification.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum VerifyError {
+    /// A byte differs from the pattern.
+    #[error("payload mismatch at byte offset {offset}")]
+    Mismatch {
+        /// Stream offset of the first wrong byte.
+        offset: u64,
+    },
+    /// More or fewer bytes than requested.
+    #[error("payload length {received} != requested {expected}")]
+    Length {
+        /// Bytes received.
+        received: u64,
+        /// Bytes requested.
+        expected: u64,
+    },
+}
+
+impl Verifier {
+    /// Checks the next chunk of the stream; on a mismatch reports the first wrong byte's offset.
+    pub fn update(&mut self, chunk: &[u8]) -> Result<(), VerifyError> {
+        let (mut pos, mut phase) = (0usize, self.phase);
+        while pos < chunk.len() {
+            let expected = window_at_phase(phase, chunk.len() - pos);
+            let got = &chunk[pos..pos + expected.len()];
+            if !bytes_equal(got, expected) {
+                // Rare path: find the exact byte only once we know there is one.
+                let i = got.iter().zip(expected).position(|(a, b)| a != b).unwrap_or(0);
+                return Err(VerifyError::Mismatch { offset: self.received + (pos + i) as u64 });
+            }
+            pos += expected.len();
+            phase += expected.len();
+            if phase >= PERIOD {
+                phase -= PERIOD;
+            }
+        }
+        self.received += chunk.len() as u64;
+        self.phase = phase;
+        Ok(())
+    }
+
+    /// Bytes verified so far.
+    pub fn received(&self) -> u64 {
+        self.received
+    }
+
+    /// Checks the total length once the stream has finished.
+    pub fn finish(&self, expected: u64) -> Result<(), VerifyError> {
+        if self.received == expected {
+            Ok(())
+        } else {
+            Err(VerifyError::Length { received: self.received, expected })
+        }
+    }
+}
+
+/// `a == b` for equal-length slices at memory speed. On x86-64 with AVX2 the loop is ours (so a
+/// sampling profile attributes it to the harness, `nesquic_protocol::payload::*`, rather than
+/// to libc's `memcmp`, which the stacks use too); elsewhere it is the standard library's.
+pub fn bytes_equal(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: AVX-512F is present (checked just above).
+        return unsafe { equal_avx512(a, b) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: AVX2 is present (checked just above).
+        return unsafe { equal_avx2(a, b) };
+    }
+    a == b
+}
+
+/// 256 bytes per iteration: four XORed 64-byte lanes ORed together, one test per iteration.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn equal_avx512(a: &[u8], b: &[u8]) -> bool {
+    use std::arch::x86_64::{__m512i, _mm512_loadu_si512, _mm512_or_si512, _mm512_test_epi64_mask, _mm512_xor_si512};
+    const STEP: usize = 256;
+    let n = a.len().min(b.len());
+    let mut i = 0usize;
+    while i + STEP <= n {
+        // SAFETY: i + 256 <= n, so every 64-byte load below is inside both slices; loadu has no
+        // alignment requirement.
+        let diff = unsafe {
+            let lane = |k: usize| {
+                let x = _mm512_loadu_si512(a.as_ptr().add(i + 64 * k) as *const __m512i);
+                let y = _mm512_loadu_si512(b.as_ptr().add(i + 64 * k) as *const __m512i);
+                _mm512_xor_si512(x, y)
+            };
+            _mm512_or_si512(_mm512_or_si512(lane(0), lane(1)), _mm512_or_si512(lane(2), lane(3)))
+        };
+        if _mm512_test_epi64_mask(diff, diff) != 0 {
+            return false;
+        }
+        i += STEP;
+    }
+    // The tail: whole 64-byte blocks, then one last block overlapping what was checked (packet-
+    // sized chunks leave a tail on every call; no byte-wise loop and no libc call for it).
+    let block = |at: usize| {
+        // SAFETY: callers pass at + 64 <= n; loadu has no alignment requirement.
+        unsafe {
+            let x = _mm512_loadu_si512(a.as_ptr().add(at) as *const __m512i);
+            let y = _mm512_loadu_si512(b.as_ptr().add(at) as *const __m512i);
+            let d = _mm512_xor_si512(x, y);
+            _mm512_test_epi64_mask(d, d) == 0
+        }
+    };
+    if n - i < 64 {
+        return if n >= 64 { block(n - 64) } else { a[..n] == b[..n] };
+    }
+    while i + 64 <= n {
+        if !block(i) {
+            return false;
+        }
+        i += 64;
+    }
+    i == n || block(n - 64)
+}
+
+/// 128 bytes per iteration: four XORed 32-byte lanes ORed together, one test per iteration.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn equal_avx2(a: &[u8], b: &[u8]) -> bool {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_or_si256, _mm256_testz_si256, _mm256_xor_si256};
+    const STEP: usize = 128;
+    let n = a.len().min(b.len());
+    let mut i = 0usize;
+    while i + STEP <= n {
+        // SAFETY: i + 128 <= n, so every 32-byte load below is inside both slices; loadu has no
+        // alignment requirement.
+        let diff = unsafe {
+            let lane = |k: usize| {
+                let x = _mm256_loadu_si256(a.as_ptr().add(i + 32 * k) as *const __m256i);
+                let y = _mm256_loadu_si256(b.as_ptr().add(i + 32 * k) as *const __m256i);
+                _mm256_xor_si256(x, y)
+            };
+            _mm256_or_si256(_mm256_or_si256(lane(0), lane(1)), _mm256_or_si256(lane(2), lane(3)))
+        };
+        if _mm256_testz_si256(diff, diff) == 0 {
+            return false;
+        }
+        i += STEP;
+    }
+    a[i..n] == b[i..n]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn stream(len: usize) -> Vec<u8> {
+        let mut data = vec![0u8; len];
+        fill_pattern(0, &mut data);
+        data
+    }
+
+    /// Feeds `data` in chunks of `size` bytes; the first error, else the length check.
+    fn verify_chunked(data: &[u8], size: usize, expected: u64) -> Result<(), VerifyError> {
+        let mut v = Verifier::default();
+        for chunk in data.chunks(size.max(1)) {
+            v.update(chunk)?;
+        }
+        v.finish(expected)
+    }
+
+    #[test]
+    fn pattern_is_independent_of_chunking_and_follows_its_definition() {
+        let whole = stream(3 * PERIOD + 1000);
+        let mut pieces = vec![0u8; whole.len()];
+        for (start, end) in [(0, 3), (3, 17), (17, 500), (500, PERIOD + 9), (PERIOD + 9, whole.len())] {
+            fill_pattern(start as u64, &mut pieces[start..end]);
+        }
+        assert_eq!(whole, pieces);
+        for i in [0usize, 7, 8, 1234, PERIOD - 1] {
+            assert_eq!(whole[i], splitmix64((i / 8) as u64).to_le_bytes()[i % 8], "byte {i}");
+            assert_eq!(whole[i + PERIOD], whole[i], "period at {i}");
+        }
+        assert!(whole.iter().filter(|b| **b == whole[0]).count() < whole.len() / 100, "pattern looks constant");
+    }
+
+    #[test]
+    fn every_chunking_from_1_byte_to_64_kib_gives_the_same_verdict() {
+        let good = stream(2 * PERIOD + 4321);
+        let mut flipped = good.clone();
+        flipped[PERIOD + 77] ^= 0x40;
+        let sizes: Vec<usize> =
+            (1..=64).chain((65..=65_536).step_by(997)).chain([1200, 1452, 65_535, 65_536]).collect();
+        for size in sizes {
+            assert_eq!(verify_chunked(&good, size, good.len() as u64), Ok(()), "chunk {size}");
+            assert_eq!(
+                verify_chunked(&flipped, size, good.len() as u64),
+                Err(VerifyError::Mismatch { offset: PERIOD as u64 + 77 }),
+                "chunk {size}"
+            );
+        }
+    }
+
+    #[test]
+    fn flipped_byte_reports_its_offset() {
+        for at in [0usize, 1, 127, 128, 4095, PERIOD - 1, PERIOD, 200_000] {
+            let mut data = stream(210_000);
+            data[at] ^= 1;
+            assert_eq!(verify_chunked(&data, 65_536, 210_000), Err(VerifyError::Mismatch { offset: at as u64 }));
+        }
+    }
+
+    #[test]
+    fn truncated_and_extra_bytes_fail_the_length_check() {
+        let data = stream(100_000);
+        assert_eq!(
+            verify_chunked(&data[..99_999], 1452, 100_000),
+            Err(VerifyError::Length { received: 99_999, expected: 100_000 })
+        );
+        let extra = stream(100_001);
+        assert_eq!(
+            verify_chunked(&extra, 1452, 100_000),
+            Err(VerifyError::Length { received: 100_001, expected: 100_000 })
+        );
+        // A whole period lost looks like the pattern again: only the length can tell.
+        let long = stream(3 * PERIOD);
+        let missing_period = [&long[..1000], &long[1000 + PERIOD..]].concat();
+        assert_eq!(
+            verify_chunked(&missing_period, 1452, long.len() as u64),
+            Err(VerifyError::Length { received: 2 * PERIOD as u64, expected: 3 * PERIOD as u64 })
+        );
+    }
+
+    /// The verdict is a mismatch within 16 bytes after `start` (a random byte matches the
+    /// expected one by chance 1 time in 256, so the first wrong offset may be a few bytes on).
+    fn assert_mismatch_near(result: Result<(), VerifyError>, start: usize, what: &str) {
+        match result {
+            Err(VerifyError::Mismatch { offset }) if (start as u64..start as u64 + 16).contains(&offset) => {}
+            other => panic!("{what}: expected a mismatch at or just after {start}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn missing_duplicated_and_moved_chunks_are_caught_where_they_start() {
+        let data = stream(400_000);
+        let at = 10_000usize;
+        for len in [1usize, 7, 8, 1200, 1452, 4096, 14_520, 65_536] {
+            let missing = [&data[..at], &data[at + len..]].concat();
+            assert_mismatch_near(verify_chunked(&missing, 4096, 400_000), at, &format!("missing {len}"));
+            let duplicated = [&data[..at + len], &data[at..at + len], &data[at + len..]].concat();
+            assert_mismatch_near(verify_chunked(&duplicated, 4096, 400_000), at + len, &format!("duplicated {len}"));
+            let next = at + len;
+            let swapped = [&data[..at], &data[next..next + len], &data[at..next], &data[next + len..]].concat();
+            assert_mismatch_near(verify_chunked(&swapped, 4096, 400_000), at, &format!("swapped {len}"));
+        }
+    }
+
+    #[test]
+    fn bytes_equal_finds_a_difference_in_every_position_of_a_lane() {
+        let a = stream(1000);
+        for i in 0..a.len() {
+            let mut b = a.clone();
+            b[i] ^= 0x80;
+            assert!(!bytes_equal(&a, &b), "difference at {i} missed");
+        }
+        assert!(bytes_equal(&a, &a.clone()));
+        // Every length up to a few blocks, a flip at the first, a middle and the last byte
+        // (each length ends in a different tail case).
+        for len in 1..=600 {
+            for at in [0, len / 2, len - 1] {
+                let mut b = a[..len].to_vec();
+                b[at] ^= 1;
+                assert!(!bytes_equal(&a[..len], &b), "length {len}, flip at {at}");
+            }
+            assert!(bytes_equal(&a[..len], &a[..len]), "length {len}");
+        }
+        assert!(!bytes_equal(&a[..10], &a[..11]));
+    }
+
+    #[test]
+    fn request_round_trips() {
+        assert_eq!(decode_request(&encode_request(25_000_000)), Some(25_000_000));
+        assert_eq!(decode_request(&[1, 2, 3]), None);
+    }
+}

@@ -1,0 +1,351 @@
+//! Which mechanism measures each probe (`--probe-backend`): the user-space agent
+//! (`libnesquic_agent.so` preloaded into the LUT: inline hooks on functions, libc interposition
+//! for packet I/O; a few ns per call, no root) or the kernel (eBPF uprobes and syscall
+//! tracepoints; ~1 us per uprobe hit here, root). `auto` takes user space wherever the agent can
+//! hook and the kernel for the rest; the sampling profile is always the kernel's.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_TRACEPOINT, MECHANISM_UPROBE};
+use nesquic_ebpf::user::{AgentProcess, PatchStatus, UserBackend};
+use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics, SyscallMetrics};
+use serde::Serialize;
+
+use crate::probes::ProbePlan;
+use crate::run::process::Role;
+
+/// `--probe-backend`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackendChoice {
+    /// User space where the agent can hook (dynamically linked programs, safe function
+    /// entries), the kernel for the rest (static binaries, refused entries, --duty,
+    /// --qlog-datagrams).
+    #[default]
+    Auto,
+    /// User space; refused function entries still fall back to kernel uprobes. An error when the
+    /// program cannot load the agent or an option needs the kernel.
+    User,
+    /// eBPF only (uprobes, syscall tracepoints): root.
+    Kernel,
+    /// Functions as `auto`; packet I/O measured by both the agent and the tracepoints, and the
+    /// two compared (root).
+    Both,
+}
+
+/// What the kernel must measure in spite of the choice, and why (`--duty` toggles uprobes,
+/// `--qlog-datagrams` streams tracepoint records).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelNeeds {
+    /// `--duty`: function probes are attached and detached on a schedule.
+    pub duty: bool,
+    /// `--qlog-datagrams`: one ring-buffer record per message.
+    pub datagram_events: bool,
+    /// The program starts through a launcher (`--lut exec` runs `/bin/sh -c 'exec CMD'`): the
+    /// agent would load into the shell and be gone by the time it execs the command.
+    pub launched_by_shell: bool,
+}
+
+/// One function the agent refused, measured by a kernel uprobe instead.
+#[derive(Debug, Clone, Serialize)]
+pub struct Fallback {
+    /// Demangled name.
+    pub name: String,
+    /// Why the agent cannot hook it.
+    pub reason: String,
+}
+
+/// The agent in one LUT process of one repetition, as it reported itself.
+#[derive(Debug, Clone, Serialize)]
+pub struct AgentReport {
+    /// Role.
+    pub role: Role,
+    /// The agent initialised in the process.
+    pub ready: bool,
+    /// Per planned function: patched, or why not.
+    pub functions: Vec<PatchStatus>,
+}
+
+/// The probes of one run: a kernel session and/or the user-space agent.
+pub struct Probes {
+    /// eBPF (root): uprobes, tracepoints, the profile.
+    pub kernel: Option<ProbeSession>,
+    /// The agent.
+    pub user: Option<UserProbes>,
+}
+
+/// The user-space side: the plan and each LUT process's agent.
+pub struct UserProbes {
+    backend: UserBackend,
+    /// I/O is measured by the agent.
+    io: bool,
+    /// The tracepoints measure I/O too (`both`): the agent's rows are compared with them.
+    crosscheck: bool,
+    /// Functions the agent refused (kernel uprobes measure them).
+    pub fallbacks: Vec<Fallback>,
+    agents: Vec<(Role, AgentProcess)>,
+}
+
+impl Probes {
+    /// Decides who measures what, prepares the agent's plan in `dir` and opens the kernel
+    /// session if anything needs it.
+    pub fn open(
+        plan: &ProbePlan,
+        choice: BackendChoice,
+        binary: &Path,
+        dir: &Path,
+        needs: KernelNeeds,
+    ) -> Result<Self> {
+        plan.require_matches()?;
+        let request = &plan.request;
+        let functions = &plan.resolution.functions;
+        let user_possible = user_space_possible(binary, choice, needs)?;
+        let mut kernel_functions: Vec<ResolvedFunction> = Vec::new();
+        let mut user = None;
+        let user_io = user_possible && request.io;
+        let wants_user_functions = user_possible && !needs.duty && !functions.is_empty();
+        if user_io || wants_user_functions {
+            let handed: &[ResolvedFunction] = if wants_user_functions { functions } else { &[] };
+            let (backend, refused) =
+                UserBackend::prepare(dir, handed, user_io).context("prepare the user-space probe agent")?;
+            let fallbacks =
+                refused.iter().map(|(f, why)| Fallback { name: f.name.clone(), reason: why.clone() }).collect();
+            kernel_functions.extend(refused.into_iter().map(|(f, _)| f));
+            user = Some(UserProbes {
+                backend,
+                io: user_io,
+                crosscheck: user_io && choice == BackendChoice::Both,
+                fallbacks,
+                agents: Vec::new(),
+            });
+        }
+        if !wants_user_functions {
+            kernel_functions = functions.clone();
+        }
+        let kernel_io = request.io && (!user_io || choice == BackendChoice::Both);
+        let kernel = if kernel_io || !kernel_functions.is_empty() || request.profile {
+            if let Err(e) = nesquic_ebpf::preflight::check_privileges() {
+                bail!("{e}; {}", kernel_only_items(kernel_io, &kernel_functions, request.profile, &user));
+            }
+            let mut session =
+                ProbeSession::open(kernel_io, kernel_functions).context("cannot start the eBPF probes")?;
+            if request.profile {
+                session.start_profile(request.profile_hz).context("cannot start the sampling profile")?;
+            }
+            Some(session)
+        } else {
+            None
+        };
+        Ok(Self { kernel, user })
+    }
+
+    /// One line per mechanism in use, for the terminal.
+    pub fn describe(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Some(u) = &self.user {
+            let hooked = u.backend.planned().len();
+            if u.io {
+                lines.push(format!(
+                    "packet I/O: {MECHANISM_INTERPOSITION}{}",
+                    if u.crosscheck { ", checked against the syscall tracepoints" } else { "" }
+                ));
+            }
+            if hooked > 0 {
+                lines.push(format!("{hooked} function(s): {MECHANISM_INLINE_HOOK}"));
+            }
+            for f in &u.fallbacks {
+                lines.push(format!("{}: {MECHANISM_UPROBE} (the agent cannot hook it: {})", f.name, f.reason));
+            }
+        }
+        if let Some(k) = &self.kernel {
+            if let Some(io) = k.io_mechanism() {
+                if self.user.as_ref().is_none_or(|u| !u.io) {
+                    lines.push(format!("packet I/O: {io}"));
+                }
+            }
+            if self.user.is_none() && !k.functions().is_empty() {
+                lines.push(format!("{} function(s): {MECHANISM_UPROBE}", k.functions().len()));
+            }
+        }
+        lines
+    }
+}
+
+impl UserProbes {
+    /// The environment for a LUT process about to start in `role` (its own counters file).
+    pub fn environment(&mut self, role: Role) -> Result<Vec<(String, OsString)>> {
+        let agent = self
+            .backend
+            .process(self.agents.len(), role.name())
+            .with_context(|| format!("prepare the agent for the {role}"))?;
+        let env = agent.env().to_vec();
+        self.agents.push((role, agent));
+        Ok(env)
+    }
+
+    /// What the agents of this repetition measured so far, per role.
+    pub fn snapshot(&self) -> Vec<RoleMetrics> {
+        self.agents.iter().map(|(_, a)| a.snapshot()).collect()
+    }
+
+    /// Ends a repetition: what each agent reported about itself; the next repetition starts
+    /// fresh agents (new counters files).
+    pub fn finish_repetition(&mut self) -> Vec<AgentReport> {
+        std::mem::take(&mut self.agents)
+            .into_iter()
+            .map(|(role, a)| AgentReport { role, ready: a.state().ready, functions: a.patch_status() })
+            .collect()
+    }
+
+    /// The functions the agent hooks.
+    pub fn planned(&self) -> impl Iterator<Item = &ResolvedFunction> {
+        self.backend.planned().iter().map(|p| &p.function)
+    }
+
+    /// How the agent measures packet I/O, if it does.
+    pub fn io_mechanism(&self) -> Option<&'static str> {
+        self.io.then_some(MECHANISM_INTERPOSITION)
+    }
+
+    /// Whether the agent times any function (its calibration is then needed).
+    pub fn times_functions(&self) -> bool {
+        self.backend.planned().iter().any(|p| p.function.timed)
+    }
+
+    /// Adds what the agents measured to the kernel's figures (or makes them the only figures).
+    /// With the cross-check on, the tracepoints' I/O rows stay the reference and the agent's go
+    /// to `io_crosscheck`.
+    pub fn merge_into(&self, kernel: Option<Metrics>) -> Metrics {
+        let user = self.snapshot();
+        let mut metrics = kernel.unwrap_or_else(|| Metrics {
+            io_mechanism: None,
+            function_mechanism: None,
+            kprobes_available: nesquic_ebpf::preflight::kprobes_available(),
+            roles: Vec::new(),
+            lost: Default::default(),
+            kernel_io: Default::default(),
+        });
+        for u in user {
+            let role = match metrics.roles.iter_mut().find(|r| r.role == u.role) {
+                Some(r) => r,
+                None => {
+                    metrics.roles.push(RoleMetrics {
+                        role: u.role.clone(),
+                        io: Vec::new(),
+                        functions: Vec::new(),
+                        io_crosscheck: Vec::new(),
+                    });
+                    // Invariant: just pushed.
+                    metrics.roles.last_mut().expect("role just added")
+                }
+            };
+            if self.crosscheck {
+                role.io_crosscheck.extend(u.io);
+            } else if self.io {
+                role.io.extend(u.io);
+            }
+            role.functions.extend(u.functions);
+        }
+        if self.io && !self.crosscheck {
+            metrics.io_mechanism = Some(MECHANISM_INTERPOSITION.to_string());
+        }
+        if !self.backend.planned().is_empty() {
+            metrics.function_mechanism = Some(match (&metrics.function_mechanism, self.fallbacks.len()) {
+                (Some(_), n) if n > 0 => format!(
+                    "{MECHANISM_INLINE_HOOK}; {MECHANISM_UPROBE} for {n} refused entr{}",
+                    if n == 1 { "y" } else { "ies" }
+                ),
+                _ => MECHANISM_INLINE_HOOK.to_string(),
+            });
+        }
+        metrics
+    }
+}
+
+/// Where the agent's and the tracepoints' I/O figures differ (empty: they agree exactly).
+pub fn crosscheck_differences(role: &RoleMetrics) -> Vec<String> {
+    if role.io_crosscheck.is_empty() && role.io.is_empty() {
+        return Vec::new();
+    }
+    let key = |s: &SyscallMetrics| (s.syscall.clone(), s.direction.clone());
+    let mut names: Vec<(String, String)> = role.io.iter().chain(&role.io_crosscheck).map(key).collect();
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    for (syscall, direction) in names {
+        let find =
+            |rows: &[SyscallMetrics]| rows.iter().find(|s| s.syscall == syscall && s.direction == direction).cloned();
+        let (k, u) = (find(&role.io), find(&role.io_crosscheck));
+        let figures = |s: &Option<SyscallMetrics>| {
+            s.as_ref().map_or((0, 0, 0, 0), |s| (s.timing.calls, s.bytes, s.datagrams, s.messages))
+        };
+        let (kf, uf) = (figures(&k), figures(&u));
+        if kf != uf {
+            out.push(format!(
+                "{syscall}: {MECHANISM_TRACEPOINT} calls/bytes/datagrams/messages {}/{}/{}/{}, agent {}/{}/{}/{}",
+                kf.0, kf.1, kf.2, kf.3, uf.0, uf.1, uf.2, uf.3
+            ));
+        }
+    }
+    out
+}
+
+/// Whether the agent can be preloaded into `binary` under `choice`; an error when `user` was
+/// asked for and cannot be had.
+fn user_space_possible(binary: &Path, choice: BackendChoice, needs: KernelNeeds) -> Result<bool> {
+    if choice == BackendChoice::Kernel {
+        return Ok(false);
+    }
+    let why_not = if !nesquic_ebpf::objects::is_dynamic(binary) {
+        Some(format!("{} is not dynamically linked, so LD_PRELOAD cannot load the agent into it", binary.display()))
+    } else if needs.launched_by_shell {
+        Some("the program starts through /bin/sh, which would drop the agent before it execs the command".to_string())
+    } else if needs.datagram_events {
+        Some("--qlog-datagrams streams one record per message from the syscall tracepoints".to_string())
+    } else {
+        None
+    };
+    match (why_not, choice) {
+        (Some(why), BackendChoice::User | BackendChoice::Both) => {
+            bail!(
+                "--probe-backend {}: {why}; use --probe-backend kernel (root)",
+                if choice == BackendChoice::User { "user" } else { "both" }
+            )
+        }
+        (Some(_), _) => Ok(false),
+        (None, BackendChoice::User) if needs.duty => {
+            bail!("--duty switches kernel uprobes on and off: use --probe-backend kernel or auto")
+        }
+        (None, _) => Ok(true),
+    }
+}
+
+/// "needs root" detail: which requested probes only the kernel provides here.
+fn kernel_only_items(io: bool, functions: &[ResolvedFunction], profile: bool, user: &Option<UserProbes>) -> String {
+    let mut items = Vec::new();
+    if profile {
+        items.push("the sampling profile (perf events + BPF)".to_string());
+    }
+    if io {
+        items.push("packet I/O by syscall tracepoints".to_string());
+    }
+    for f in functions {
+        let why = user
+            .as_ref()
+            .and_then(|u| u.fallbacks.iter().find(|b| b.name == f.name))
+            .map_or("kernel backend".to_string(), |b| format!("the agent cannot hook it: {}", b.reason));
+        items.push(format!("{} ({why})", f.name));
+    }
+    format!("only the kernel can measure: {}", items.join(", "))
+}
+
+/// The run directory the agent's plan and counters go to when a command has none (`trace`,
+/// `--overhead`): a fresh temporary directory, removed with the returned guard.
+pub fn scratch_dir() -> Result<(tempfile::TempDir, PathBuf)> {
+    let dir =
+        tempfile::Builder::new().prefix("nesquic-agent-").tempdir().context("create a directory for the agent plan")?;
+    let path = dir.path().to_path_buf();
+    Ok((dir, path))
+}

@@ -1,0 +1,243 @@
+//! `nesquic doctor`: what this kernel supports, tried rather than assumed (a probe is attached, a
+//! qdisc is added in a throwaway namespace), which mechanism each probe kind will use, and what
+//! to do about what is missing.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use nesquic_ebpf::kernel_io::{self, Mechanism};
+use serde::Serialize;
+
+/// `nesquic doctor` arguments.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {
+    /// Also write the findings as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+/// One capability.
+#[derive(Debug, Serialize)]
+struct Check {
+    name: &'static str,
+    ok: bool,
+    /// What was found, in the kernel's words where it answered.
+    detail: String,
+    /// What to do when it is missing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fix: Option<&'static str>,
+}
+
+fn check(name: &'static str, result: std::result::Result<String, String>, fix: &'static str) -> Check {
+    match result {
+        Ok(detail) => Check { name, ok: true, detail, fix: None },
+        Err(detail) => Check { name, ok: false, detail, fix: Some(fix) },
+    }
+}
+
+fn exists(path: &str) -> std::result::Result<String, String> {
+    if Path::new(path).exists() {
+        Ok(path.to_string())
+    } else {
+        Err(format!("{path} missing"))
+    }
+}
+
+/// Runs `nesquic doctor`.
+pub fn execute(args: &DoctorArgs) -> Result<()> {
+    let root = nesquic_ebpf::preflight::check_privileges().is_ok();
+    let mut checks = vec![
+        check(
+            "privileges",
+            if root { Ok("root or CAP_BPF + CAP_PERFMON".into()) } else { Err("not root".into()) },
+            "run as root (sudo): every probe and --link veth need it; the rest of this list needs it to be tried",
+        ),
+        check("btf", exists("/sys/kernel/btf/vmlinux"), "use a kernel built with CONFIG_DEBUG_INFO_BTF=y (every probe needs it)"),
+        check(
+            "tracefs",
+            nesquic_ebpf::preflight::ensure_tracefs().map(str::to_string).map_err(|e| e.to_string()),
+            "mount -t tracefs tracefs /sys/kernel/tracing (--probe io needs the syscall tracepoints)",
+        ),
+        check(
+            "uprobes",
+            exists("/sys/bus/event_source/devices/uprobe"),
+            "use a kernel with CONFIG_UPROBE_EVENTS=y (--probe crypto/uprobe:); or the user-space agent",
+        ),
+        check(
+            "kprobes",
+            kernel_io::probe(Mechanism::Kprobe).map(|()| "kprobe + kretprobe attached to udp_sendmsg".into()),
+            "a kernel with CONFIG_KPROBES=y adds the kernel UDP path rows to --probe io",
+        ),
+        check(
+            "fentry",
+            kernel_io::probe(Mechanism::Fentry).map(|()| "fentry + fexit attached to udp_sendmsg".into()),
+            "fentry needs BTF, a JIT with trampolines and no lockdown (lockdown=none at boot); kprobes do the same job slower",
+        ),
+        lockdown(),
+    ];
+    for (name, result) in crate::link::qdisc_support() {
+        let (name, fix) = match name {
+            "netem" => ("netem", "install the kernel's extra modules (sch_netem); without it loss uses tc-bpf and delay/jitter/reorder a userspace relay"),
+            "tbf" => ("tbf", "a kernel with CONFIG_NET_SCH_TBF (--rate needs it unless netem is there)"),
+            _ => ("clsact", "a kernel with CONFIG_NET_SCH_INGRESS (the tc-bpf loss filter needs it when netem is missing)"),
+        };
+        checks.push(check(name, result.map(|()| "qdisc added in a scratch namespace".into()), fix));
+    }
+    checks.push(memlock());
+    checks.push(perf_events());
+    let ok = |name: &str| checks.iter().any(|c| c.name == name && c.ok);
+    let kernel_path = if ok("fentry") {
+        "fentry/fexit on the kernel's UDP path".to_string()
+    } else if ok("kprobes") {
+        "kprobe/kretprobe on the kernel's UDP path (no fentry here)".to_string()
+    } else {
+        "none: no fentry, no kprobes here (the syscall rows stay)".to_string()
+    };
+    // The user-space agent needs nothing from the kernel; it is the default (--probe-backend auto).
+    let agent = match nesquic_ebpf::user::agent_library() {
+        Ok(_) => "user-space agent (default, no root)",
+        Err(_) => "user-space agent MISSING (just build)",
+    };
+    let mechanisms = [
+        (
+            "io",
+            format!(
+                "{agent}: libc interposition; --probe-backend kernel: syscall tracepoints{}",
+                if ok("tracefs") { "" } else { " (UNAVAILABLE: tracefs)" }
+            ),
+        ),
+        ("io (kernel path)", kernel_path),
+        (
+            "crypto, uprobe:",
+            format!(
+                "{agent}: inline hooks; refused entries and --probe-backend kernel: {}",
+                if ok("uprobes") { "uprobe (+ uretprobe with :time)" } else { "UNAVAILABLE: no uprobes" }
+            ),
+        ),
+        (
+            "profile",
+            if ok("perf_events") { "perf_event cpu-clock sampling" } else { "UNAVAILABLE: perf events" }.into(),
+        ),
+        ("--loss", if ok("netem") { "netem" } else { "tc-bpf filter (clsact)" }.into()),
+        ("--delay/--jitter/--reorder", if ok("netem") { "netem" } else { "userspace relay" }.into()),
+        ("--rate", if ok("netem") { "netem rate (with other conditions), else tbf" } else { "tbf" }.into()),
+    ];
+    print(&checks, &mechanisms);
+    if let Some(path) = &args.json {
+        let capabilities: serde_json::Map<String, serde_json::Value> =
+            checks.iter().map(|c| (c.name.to_string(), c.ok.into())).collect();
+        let report = serde_json::json!({
+            "kernel": nesquic_ebpf::verifier::kernel_release(),
+            "capabilities": capabilities,
+            "checks": checks,
+            "mechanisms": mechanisms.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(v.clone()))).collect::<serde_json::Map<_, _>>(),
+        });
+        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn print(checks: &[Check], mechanisms: &[(&str, String)]) {
+    println!("kernel {}", nesquic_ebpf::verifier::kernel_release());
+    for c in checks {
+        println!("  {:<12} {:<4} {}", c.name, if c.ok { "yes" } else { "no" }, c.detail);
+    }
+    println!("probe kinds, mechanism used here:");
+    for (kind, how) in mechanisms {
+        println!("  {kind:<27} {how}");
+    }
+    let missing: Vec<&Check> = checks.iter().filter(|c| !c.ok).collect();
+    if !missing.is_empty() {
+        println!("what to do:");
+        for c in missing {
+            println!("  {:<12} {}", c.name, c.fix.unwrap_or(""));
+        }
+    }
+}
+
+/// The lockdown mode; mounts securityfs to read it if needed. "ok" = none (fentry and kprobes
+/// on kernel memory allowed).
+fn lockdown() -> Check {
+    let file = "/sys/kernel/security/lockdown";
+    if !Path::new(file).exists() {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "securityfs", "securityfs", "/sys/kernel/security"])
+            .output();
+    }
+    let fix = "boot with lockdown=none (lockdown blocks fentry and, in confidentiality mode, kprobe reads)";
+    match std::fs::read_to_string(file) {
+        Ok(text) => {
+            // The active mode is the bracketed one: "none [integrity] confidentiality".
+            let mode = text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap_or("?");
+            let result = if mode == "none" { Ok("none".to_string()) } else { Err(mode.to_string()) };
+            check("no_lockdown", result, fix)
+        }
+        Err(_) => check("no_lockdown", Ok("no LSM lockdown support in this kernel".into()), fix),
+    }
+}
+
+/// RLIMIT_MEMLOCK: only binding before 5.11 (BPF memory is charged to the cgroup since).
+fn memlock() -> Check {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: writes into a live rlimit.
+    let r = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
+    let release = nesquic_ebpf::verifier::kernel_release();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let cgroup_charged = version >= (5, 11);
+    let value = if r != 0 {
+        "unknown".to_string()
+    } else if limit.rlim_cur == libc::RLIM_INFINITY {
+        "unlimited".to_string()
+    } else {
+        format!("{} KiB", limit.rlim_cur / 1024)
+    };
+    let fine = cgroup_charged || limit.rlim_cur == libc::RLIM_INFINITY || limit.rlim_cur >= 64 << 20;
+    let detail = format!("RLIMIT_MEMLOCK {value}{}", if cgroup_charged { " (not used: kernel >= 5.11)" } else { "" });
+    check(
+        "memlock",
+        if fine { Ok(detail) } else { Err(detail) },
+        "ulimit -l unlimited (kernels before 5.11 charge BPF maps to it)",
+    )
+}
+
+/// Whether a CPU-clock perf event opens (what `--probe profile` samples with).
+fn perf_events() -> Check {
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
+    // SAFETY: a zeroed perf_event_attr is valid; only type, size and config are set.
+    let mut attr: PerfEventAttr = unsafe { std::mem::zeroed() };
+    attr.kind = 1; // PERF_TYPE_SOFTWARE
+    attr.size = std::mem::size_of::<PerfEventAttr>() as u32;
+    attr.config = 0; // PERF_COUNT_SW_CPU_CLOCK
+    attr.flags = 1; // disabled
+                    // SAFETY: valid attr pointer; pid -1 + cpu 0 = every process on CPU 0, as the profile does.
+    let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, -1, 0, -1, 0) };
+    let result = if fd >= 0 {
+        // SAFETY: closing the fd just opened.
+        unsafe { libc::close(fd as i32) };
+        Ok(format!("cpu-clock event opened (perf_event_paranoid {})", paranoid.trim()))
+    } else {
+        Err(format!("perf_event_open: {} (perf_event_paranoid {})", std::io::Error::last_os_error(), paranoid.trim()))
+    };
+    check(
+        "perf_events",
+        result,
+        "run as root, or lower /proc/sys/kernel/perf_event_paranoid (--probe profile needs it)",
+    )
+}
+
+/// The head of `struct perf_event_attr` (PERF_ATTR_SIZE_VER0 = 64 bytes is accepted).
+#[repr(C)]
+struct PerfEventAttr {
+    kind: u32,
+    size: u32,
+    config: u64,
+    sample_period: u64,
+    sample_type: u64,
+    read_format: u64,
+    flags: u64,
+    wakeup_events: u32,
+    bp_type: u32,
+    bp_addr: u64,
+}

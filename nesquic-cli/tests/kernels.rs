@@ -1,0 +1,200 @@
+//! The kernel matrix's checks (`just test-kernels` runs them here and in QEMU on Debian 12's 6.1,
+//! docs/kernels.md): what `nesquic doctor` finds on this kernel, and that every mechanism it names
+//! measures what it should: the kernel UDP-path rows, quinn with io + crypto probes, a veth link
+//! with loss and delay. Expectations follow doctor's findings; `NESQUIC_EXPECT_CAPS` (set by the
+//! matrix for stock kernels) pins capabilities that must be found, so a detection that breaks
+//! fails rather than quietly taking the fallback path.
+
+mod common;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use common::{nesquic, our_namespaces, run_json, serial, stderr};
+
+/// `nesquic doctor --json`: its findings (also kept where NESQUIC_DOCTOR_OUT says, for the
+/// matrix to compare kernels).
+fn doctor() -> (Value, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = std::env::var_os("NESQUIC_DOCTOR_OUT").map_or_else(|| dir.path().join("doctor.json"), Into::into);
+    let out = nesquic().arg("doctor").arg("--json").arg(&path).output().expect("run nesquic doctor");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: Value = serde_json::from_slice(&std::fs::read(&path).expect("doctor json")).expect("json");
+    (json, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn has(doctor: &Value, capability: &str) -> bool {
+    doctor["capabilities"][capability].as_bool().unwrap_or_else(|| panic!("doctor lists no {capability}: {doctor}"))
+}
+
+#[test]
+fn doctor_reports_what_this_kernel_has() {
+    let _g = serial();
+    let (d, text) = doctor();
+    assert_eq!(has(&d, "btf"), Path::new("/sys/kernel/btf/vmlinux").exists());
+    assert_eq!(has(&d, "uprobes"), Path::new("/sys/bus/event_source/devices/uprobe").exists());
+    // kprobes were attached for real; they cannot work without the kprobe PMU.
+    if !Path::new("/sys/bus/event_source/devices/kprobe").exists() {
+        assert!(!has(&d, "kprobes"), "{d}");
+    }
+    for name in ["tracefs", "fentry", "no_lockdown", "netem", "tbf", "clsact", "memlock", "perf_events"] {
+        has(&d, name);
+    }
+    let expected = std::env::var("NESQUIC_EXPECT_CAPS").unwrap_or_default();
+    for name in expected.split(',').filter(|n| !n.is_empty()) {
+        assert!(has(&d, name), "{name} expected on this kernel: {text}");
+    }
+    // Every missing capability comes with what to do about it.
+    let missing: Vec<&str> = d["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter(|c| c["ok"] == false)
+        .map(|c| c["name"].as_str().expect("name"))
+        .collect();
+    for name in &missing {
+        assert!(text.contains("what to do:") && text.lines().any(|l| l.trim_start().starts_with(name)), "{text}");
+    }
+    assert!(text.contains(&format!(
+        "kernel {}",
+        std::fs::read_to_string("/proc/sys/kernel/osrelease").expect("release").trim()
+    )));
+}
+
+/// The syscall rows of one role.
+fn syscall<'a>(role: &'a Value, name: &str) -> &'a Value {
+    role["io"].as_array().expect("io").iter().find(|s| s["syscall"] == name).unwrap_or(&Value::Null)
+}
+
+#[test]
+fn kernel_udp_path_rows_agree_with_the_syscall_tracepoints() {
+    let _g = serial();
+    let (d, _) = doctor();
+    let expected = if has(&d, "fentry") {
+        Some("fentry")
+    } else if has(&d, "kprobes") {
+        Some("kprobe")
+    } else {
+        None
+    };
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (json, report) = (dir.path().join("trace.json"), dir.path().join("workload.json"));
+    let workload = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-workload");
+    let out = nesquic()
+        .args(["trace", "--probe", "io,uprobe:nesquic_workload_*", "--probe-backend", "kernel", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(&workload)
+        .arg("--report")
+        .arg(&report)
+        .output()
+        .expect("run nesquic trace");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let traced: Value = serde_json::from_slice(&std::fs::read(&json).expect("trace json")).expect("json");
+    // The syscall tracepoints and uprobes are exact on every kernel (what the workload is built to do).
+    let role = &traced["probes"]["roles"][0];
+    for (name, calls, bytes, datagrams) in
+        [("sendmsg", 7, 7000, 7), ("sendmmsg", 3, 36000, 30), ("sendto", 4, 2000, 4), ("recvfrom", 4, 2000, 4)]
+    {
+        let s = syscall(role, name);
+        assert_eq!(
+            (s["calls"].as_u64(), s["bytes"].as_u64(), s["datagrams"].as_u64(), s["mechanism"].as_str()),
+            (Some(calls), Some(bytes), Some(datagrams), Some("tracepoint")),
+            "{name}: {s}"
+        );
+    }
+    let function = |name: &str| -> u64 {
+        let functions = role["functions"].as_array().expect("functions");
+        let f = functions.iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} missing: {role}"));
+        assert_eq!(f["mechanism"], "uprobe", "{f}");
+        f["calls"].as_u64().expect("calls")
+    };
+    assert_eq!((function("nesquic_workload_tick"), function("nesquic_workload_sleep_1ms")), (50, 5));
+    let kernel = &traced["probes"]["kernel_io"];
+    assert_eq!(kernel["mechanism"].as_str(), expected, "{kernel}");
+    let rows = kernel["rows"].as_array().expect("rows");
+    let Some(mechanism) = expected else {
+        // Absent, and the report says why.
+        assert!(rows.is_empty(), "{kernel}");
+        assert!(!kernel["notes"].as_array().expect("notes").is_empty(), "{kernel}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("kernel UDP path: not measured here"), "{text}");
+        return;
+    };
+    let calls = |function: &str| -> u64 {
+        rows.iter()
+            .filter(|r| r["role"] == role["role"] && r["function"] == function)
+            .map(|r| r["calls"].as_u64().expect("calls"))
+            .sum()
+    };
+    for r in rows {
+        assert!(r["mechanism"].as_str().expect("mechanism").starts_with(mechanism), "{r}");
+    }
+    // Every message a send syscall moved went through udp_sendmsg once: 7 + 3x2 + 4.
+    let messages: u64 =
+        ["sendmsg", "sendmmsg", "sendto"].iter().map(|s| syscall(role, s)["messages"].as_u64().unwrap_or(0)).sum();
+    assert_eq!(messages, 17, "{role}");
+    assert_eq!(calls("udp_sendmsg"), messages, "{kernel}");
+    // Each UDP message leaves as one IP packet (a GSO message is one skb until segmented) and
+    // is copied in by at least one getfrag call (a large GSO message takes several).
+    assert_eq!(calls("ip_output"), messages, "{kernel}");
+    assert!(calls("ip_generic_getfrag") >= messages, "{kernel}");
+    // Every receive syscall asks udp_recvmsg at least once per message it returns.
+    let received: u64 =
+        ["recvmsg", "recvmmsg", "recvfrom"].iter().map(|s| syscall(role, s)["messages"].as_u64().unwrap_or(0)).sum();
+    assert!(received > 0 && calls("udp_recvmsg") >= received, "{received} received: {kernel}");
+    assert!(calls("skb_copy_datagram_iter") > 0, "{kernel}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("udp_sendmsg") && text.contains(mechanism), "{text}");
+    // packet_io split into exclusive parts of the path, both directions.
+    for direction in ["send", "recv"] {
+        let line = text
+            .lines()
+            .find(|l| l.contains(&format!("packet I/O split ({direction}")))
+            .unwrap_or_else(|| panic!("no {direction} split in:\n{text}"));
+        for stage in ["syscall entry/exit", "udp", "copy"] {
+            assert!(line.contains(stage), "{line}");
+        }
+    }
+}
+
+#[test]
+fn quinn_2mb_with_io_and_crypto_probes() {
+    let _g = serial();
+    let report = run_json(&["--lut", "quinn", "--size", "2MB", "--probe", "io,crypto", "--probe-backend", "kernel"]);
+    let rep = &report["repetitions"][0];
+    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(2_000_000), Some(true)));
+    for role in rep["probes"]["roles"].as_array().expect("roles") {
+        let calls = |category: &str| -> u64 {
+            role["functions"]
+                .as_array()
+                .expect("functions")
+                .iter()
+                .filter(|f| f["category"] == category)
+                .map(|f| f["calls"].as_u64().expect("calls"))
+                .sum()
+        };
+        assert!(calls("crypto.seal") > 0 && calls("crypto.open") > 0, "{role}");
+        assert!(syscall(role, "sendmsg")["calls"].as_u64().unwrap_or(0) > 0, "{role}");
+    }
+}
+
+#[test]
+fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
+    let _g = serial();
+    let (d, _) = doctor();
+    let report = run_json(&["--lut", "quinn", "--link", "veth", "--loss", "5", "--delay", "10", "--size", "2MB"]);
+    assert_eq!(report["repetitions"][0]["payload_verified"], true);
+    let mechanisms = report["link"]["mechanisms"].as_array().expect("mechanisms");
+    let used = |prefix: &str| mechanisms.iter().any(|m| m.as_str().is_some_and(|m| m.starts_with(prefix)));
+    assert_eq!(used("netem "), has(&d, "netem"), "{mechanisms:?}");
+    assert_eq!(used("userspace relay"), !has(&d, "netem"), "{mechanisms:?}");
+    let loss = &report["link"]["observed_loss"];
+    let pct = loss["pct"].as_f64().unwrap_or_else(|| panic!("loss not measured: {loss}"));
+    assert!(loss["dropped"].as_u64().expect("dropped") > 0 && (1.0..=12.0).contains(&pct), "{loss}");
+    // The 10 ms each way was applied: a 1-RTT handshake takes at least 20 ms.
+    let handshake = report["repetitions"][0]["handshake_ms"].as_f64().expect("handshake");
+    assert!(handshake >= 20.0, "handshake {handshake} ms");
+    assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
+}

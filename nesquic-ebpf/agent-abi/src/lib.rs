@@ -1,0 +1,436 @@
+//! `nesquic-agent-abi`: the contract between Nesquic and its `LD_PRELOAD` agent
+//! (`libnesquic_agent.so`). It owns two fixed binary layouts and nothing else: the **plan** (a
+//! file Nesquic writes, saying which functions to hook and how) and the **counters** (a file both
+//! sides `mmap(MAP_SHARED)`: the agent adds to it, Nesquic reads it live and after exit).
+//!
+//! It must not know how either side does its work (no decoder, no aya, no libc): only sizes,
+//! codes and field order. Every struct is `#[repr(C)]` with `u32`/`u64` fields and no implicit
+//! padding (sizes asserted below), so both sides can view the same bytes.
+#![no_std]
+#![warn(missing_docs)]
+
+/// Env var naming the plan file (set by Nesquic, removed by the agent during init).
+pub const PLAN_ENV: &str = "NESQUIC_AGENT_PLAN";
+/// Env var naming the counters file (set by Nesquic, removed by the agent during init). The agent
+/// maps it first, so even a missing or corrupt plan is reported there.
+pub const COUNTERS_ENV: &str = "NESQUIC_AGENT_COUNTERS";
+
+/// First 8 bytes of a plan file.
+pub const PLAN_MAGIC: u64 = u64::from_le_bytes(*b"NQPLAN01");
+/// First 8 bytes of a counters file.
+pub const COUNTERS_MAGIC: u64 = u64::from_le_bytes(*b"NQCOUNT1");
+/// Layout version of both files; bumped on any change (2: per-thread function shards).
+pub const VERSION: u32 = 2;
+
+/// Function slots (same limit as the kernel path's attach cookies).
+pub const MAX_SLOTS: usize = 256;
+/// Function-counter shards owned by one thread each: the first `SHARDS` threads that hit a hook
+/// each claim one and add to it without `lock` (a single writer). Later threads share
+/// [`OVERFLOW_SHARD`], updated with `lock` adds. Readers sum every shard.
+pub const SHARDS: usize = 32;
+/// The shard shared (with atomic adds) by threads beyond the first [`SHARDS`].
+pub const OVERFLOW_SHARD: usize = SHARDS;
+/// log2 latency buckets: `hist[b]` counts durations with `floor(log2(ns)) == b` (0 ns in bucket
+/// 0; the last bucket also holds everything longer), as in the kernel path.
+pub const HIST_BUCKETS: usize = 40;
+/// Bytes for a path, NUL-terminated.
+pub const PATH_LEN: usize = 512;
+/// Most bytes of a function's entry compared before patching.
+pub const EXPECTED_LEN: usize = 32;
+
+/// Plan flag: interpose the libc I/O wrappers.
+pub const PLAN_IO: u32 = 1;
+
+/// `PlanTarget::mode`: count calls and bytes only.
+pub const MODE_COUNT: u32 = 0;
+/// `PlanTarget::mode`: also time every call (entry and return).
+pub const MODE_TIME: u32 = 1;
+
+/// I/O wrappers the agent interposes, in slot order. The first five send, the rest receive;
+/// `send`/`write`/`recv`/`read` are counted only on UDP sockets.
+pub const IO_CALLS: [&str; IO_KINDS] =
+    ["sendmsg", "sendmmsg", "sendto", "send", "write", "recvmsg", "recvmmsg", "recvfrom", "recv", "read"];
+/// Number of I/O slots.
+pub const IO_KINDS: usize = 10;
+/// I/O slots `0..IO_SENDS` are sends.
+pub const IO_SENDS: usize = 5;
+
+/// Start of a plan file; `targets` [`PlanTarget`]s follow it directly.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PlanHeader {
+    /// [`PLAN_MAGIC`].
+    pub magic: u64,
+    /// [`VERSION`].
+    pub version: u32,
+    /// Number of targets following.
+    pub targets: u32,
+    /// [`PLAN_IO`] and future flags.
+    pub flags: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+    /// TSC to ns: `ns = ticks * tsc_mult >> 32`; 0 lets the agent calibrate itself.
+    pub tsc_mult: u64,
+    /// Counters file (used when [`COUNTERS_ENV`] is unset), NUL-terminated.
+    pub counters_path: [u8; PATH_LEN],
+}
+
+/// One function to hook.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PlanTarget {
+    /// The object file as it is mapped (canonical path; empty never matches), NUL-terminated.
+    pub object: [u8; PATH_LEN],
+    /// ELF virtual address of the patch site (the function's entry, or just after its
+    /// `endbr64`); the agent adds the object's load bias.
+    pub site_vaddr: u64,
+    /// Bytes from the patch site to the end of the function (from the symbol size).
+    pub size: u64,
+    /// Bytes the jump displaces (whole instructions, >= 5), as Nesquic's analysis found.
+    pub displaced: u32,
+    /// Valid bytes in `expected`.
+    pub expected_len: u32,
+    /// The bytes expected at the patch site (from the file).
+    pub expected: [u8; EXPECTED_LEN],
+    /// Counter slot (< [`MAX_SLOTS`]).
+    pub slot: u32,
+    /// [`MODE_COUNT`] or [`MODE_TIME`].
+    pub mode: u32,
+    /// Argument holding a byte count: 0 none, 1-6 SysV registers (rdi, rsi, rdx, rcx, r8,
+    /// r9), 7-8 stack arguments (at entry `[rsp+8]`, `[rsp+16]`).
+    pub bytes_arg: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+}
+
+/// One aggregate; field order and size equal the kernel path's `struct nq_stats`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Calls completed.
+    pub calls: u64,
+    /// Failed calls other than EAGAIN (I/O).
+    pub errors: u64,
+    /// Calls that failed with EAGAIN (I/O).
+    pub eagain: u64,
+    /// I/O: bytes moved (return values, `msg_len`); functions: the byte argument's sum.
+    pub bytes: u64,
+    /// Datagrams (I/O; GSO `UDP_SEGMENT` and GRO stride split).
+    pub datagrams: u64,
+    /// Messages (msghdrs) moved (I/O).
+    pub messages: u64,
+    /// Messages carrying more than one datagram (I/O).
+    pub segmented: u64,
+    /// Sum of durations, ns (timed functions and I/O).
+    pub total_ns: u64,
+    /// log2 histogram of durations.
+    pub hist: [u64; HIST_BUCKETS],
+}
+
+impl Stats {
+    /// All zero.
+    pub const ZERO: Stats = Stats {
+        calls: 0,
+        errors: 0,
+        eagain: 0,
+        bytes: 0,
+        datagrams: 0,
+        messages: 0,
+        segmented: 0,
+        total_ns: 0,
+        hist: [0; HIST_BUCKETS],
+    };
+
+    /// Adds every field of `other` (wrapping, as the counters do).
+    pub fn add(&mut self, other: &Stats) {
+        self.calls = self.calls.wrapping_add(other.calls);
+        self.errors = self.errors.wrapping_add(other.errors);
+        self.eagain = self.eagain.wrapping_add(other.eagain);
+        self.bytes = self.bytes.wrapping_add(other.bytes);
+        self.datagrams = self.datagrams.wrapping_add(other.datagrams);
+        self.messages = self.messages.wrapping_add(other.messages);
+        self.segmented = self.segmented.wrapping_add(other.segmented);
+        self.total_ns = self.total_ns.wrapping_add(other.total_ns);
+        for (a, b) in self.hist.iter_mut().zip(other.hist.iter()) {
+            *a = a.wrapping_add(*b);
+        }
+    }
+}
+
+/// Byte offsets inside [`Stats`], for generated code that adds to a slot.
+pub mod stats_offset {
+    /// `calls`.
+    pub const CALLS: i32 = 0;
+    /// `bytes`.
+    pub const BYTES: i32 = 24;
+    /// `total_ns`.
+    pub const TOTAL_NS: i32 = 56;
+    /// `hist[0]`.
+    pub const HIST: i32 = 64;
+}
+
+/// What the agent could not measure.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AgentHealth {
+    /// Timed calls not timed because the thread's shadow stack was full (deep recursion).
+    pub shadow_full: u64,
+    /// Shadow entries dropped because their frame was left without a return (longjmp, or a
+    /// panic unwinding past it): found when a shallower frame returned.
+    pub shadow_dropped: u64,
+    /// Calls from the agent's own code paths that were not counted (reentrancy).
+    pub reentered: u64,
+    /// Objects hooked after a `dlopen`.
+    pub dlopen_hooked: u64,
+}
+
+/// `CountersHeader::state`.
+pub mod state {
+    /// The agent has not run (not loaded, or the process has not started yet).
+    pub const UNTOUCHED: u32 = 0;
+    /// Initialisation finished; counters are live.
+    pub const READY: u32 = 1;
+}
+
+/// `CountersHeader::plan_status`.
+pub mod plan_status {
+    /// No plan given (no function hooks requested).
+    pub const NONE: u32 = 0;
+    /// Read and valid.
+    pub const OK: u32 = 1;
+    /// Could not be opened or read.
+    pub const UNREADABLE: u32 = 2;
+    /// Wrong magic or version.
+    pub const BAD_HEADER: u32 = 3;
+    /// Shorter than its header says, or a target field out of range.
+    pub const CORRUPT: u32 = 4;
+}
+
+/// `CountersHeader::slot_status[slot]`: what happened to that slot's target.
+pub mod slot_status {
+    /// Not in the plan.
+    pub const UNUSED: u32 = 0;
+    /// Hooked: counts are live.
+    pub const PATCHED: u32 = 1;
+    /// Its object is not mapped (yet: it is hooked when a `dlopen` maps it).
+    pub const OBJECT_NOT_LOADED: u32 = 2;
+    /// The bytes in memory differ from the plan's (another build, or already patched).
+    pub const BYTES_MISMATCH: u32 = 3;
+    /// No free memory within +-2 GiB of the function for its trampoline.
+    pub const NO_NEAR_MEMORY: u32 = 4;
+    /// `mprotect` of the function's page failed.
+    pub const MPROTECT_FAILED: u32 = 5;
+    /// The displaced instructions could not be decoded or relocated here.
+    pub const RELOCATION_FAILED: u32 = 6;
+    /// The plan's entry for it is invalid (bad slot, mode, argument or length).
+    pub const BAD_TARGET: u32 = 7;
+    /// Not hooked because the plan as a whole was missing or corrupt.
+    pub const PLAN_REJECTED: u32 = 8;
+
+    /// One short reason per code.
+    pub fn describe(code: u32) -> &'static str {
+        match code {
+            UNUSED => "not in the plan",
+            PATCHED => "patched",
+            OBJECT_NOT_LOADED => "object never mapped in the process",
+            BYTES_MISMATCH => "bytes in memory differ from the file's (not patched)",
+            NO_NEAR_MEMORY => "no memory within +-2 GiB for a trampoline",
+            MPROTECT_FAILED => "mprotect failed (not patched)",
+            RELOCATION_FAILED => "displaced instructions not relocatable in the process",
+            BAD_TARGET => "invalid plan entry",
+            PLAN_REJECTED => "plan missing or corrupt",
+            _ => "unknown status",
+        }
+    }
+}
+
+/// Start of the counters file.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct CountersHeader {
+    /// [`COUNTERS_MAGIC`] (written by Nesquic when it creates the file).
+    pub magic: u64,
+    /// [`VERSION`].
+    pub version: u32,
+    /// `size_of::<Counters>()`, a second check of the layout.
+    pub size: u32,
+    /// [`state`] code, written by the agent last during init.
+    pub state: u32,
+    /// [`plan_status`] code.
+    pub plan_status: u32,
+    /// The instrumented process (the first to initialise).
+    pub pid: u32,
+    /// 1 when the libc I/O wrappers are interposed.
+    pub io_interposed: u32,
+    /// The TSC to ns factor in use (`ns = ticks * tsc_mult >> 32`).
+    pub tsc_mult: u64,
+    /// Losses.
+    pub health: AgentHealth,
+    /// [`slot_status`] per function slot.
+    pub slot_status: [u32; MAX_SLOTS],
+    /// Threads that claimed a function shard so far (atomic; those numbered [`SHARDS`] and
+    /// above share [`OVERFLOW_SHARD`]).
+    pub threads: u32,
+    /// Reserved, 0.
+    pub reserved: u32,
+    /// Reserved, 0: pads the header to a whole number of cache lines.
+    pub pad: [u64; 6],
+}
+
+impl CountersHeader {
+    /// A fresh file's header (the rest of the file is zero).
+    pub const fn new() -> CountersHeader {
+        CountersHeader {
+            magic: COUNTERS_MAGIC,
+            version: VERSION,
+            size: core::mem::size_of::<Counters>() as u32,
+            state: state::UNTOUCHED,
+            plan_status: plan_status::NONE,
+            pid: 0,
+            io_interposed: 0,
+            tsc_mult: 0,
+            health: AgentHealth { shadow_full: 0, shadow_dropped: 0, reentered: 0, dlopen_hooked: 0 },
+            slot_status: [slot_status::UNUSED; MAX_SLOTS],
+            threads: 0,
+            reserved: 0,
+            pad: [0; 6],
+        }
+    }
+
+    /// The fields that must match before anything else is read.
+    pub fn is_valid(&self) -> bool {
+        self.magic == COUNTERS_MAGIC
+            && self.version == VERSION
+            && self.size as usize == core::mem::size_of::<Counters>()
+    }
+}
+
+impl Default for CountersHeader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One thread's function counters (or, for [`OVERFLOW_SHARD`], those of every later thread).
+/// `Stats` is 6 cache lines, so no two shards (or slots) ever share a line.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Shard {
+    /// Per function slot.
+    pub functions: [Stats; MAX_SLOTS],
+}
+
+/// The whole counters file (~3.1 MiB: [`SHARDS`] + 1 shards of [`MAX_SLOTS`] slots; the file is
+/// sparse, only the pages threads touch take memory). Too big for a stack: read it into a `Box`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Counters {
+    /// Header.
+    pub header: CountersHeader,
+    /// Per I/O wrapper, in [`IO_CALLS`] order (atomic adds: each call is a system call anyway).
+    pub io: [Stats; IO_KINDS],
+    /// Function counters: shard `i < SHARDS` has one writer (plain adds), [`OVERFLOW_SHARD`] many
+    /// (`lock` adds). A slot's value is the sum over all shards.
+    pub shards: [Shard; SHARDS + 1],
+}
+
+impl Counters {
+    /// The header fields that must match before anything else is read.
+    pub fn is_valid(&self) -> bool {
+        self.header.is_valid()
+    }
+
+    /// Function slot `slot` summed over every shard.
+    pub fn function(&self, slot: usize) -> Stats {
+        let mut sum = Stats::ZERO;
+        for shard in &self.shards {
+            sum.add(&shard.functions[slot]);
+        }
+        sum
+    }
+}
+
+impl PlanHeader {
+    /// A header for `targets` targets.
+    pub fn new(targets: u32, io: bool, tsc_mult: u64, counters_path: &[u8]) -> Option<PlanHeader> {
+        Some(PlanHeader {
+            magic: PLAN_MAGIC,
+            version: VERSION,
+            targets,
+            flags: if io { PLAN_IO } else { 0 },
+            reserved: 0,
+            tsc_mult,
+            counters_path: c_path(counters_path)?,
+        })
+    }
+}
+
+/// `bytes` as a NUL-terminated fixed field; `None` if too long or containing NUL.
+pub fn c_path(bytes: &[u8]) -> Option<[u8; PATH_LEN]> {
+    if bytes.len() >= PATH_LEN || bytes.contains(&0) {
+        return None;
+    }
+    let mut out = [0u8; PATH_LEN];
+    out[..bytes.len()].copy_from_slice(bytes);
+    Some(out)
+}
+
+/// The bytes before the first NUL of a fixed path field.
+pub fn path_bytes(field: &[u8; PATH_LEN]) -> &[u8] {
+    let end = field.iter().position(|b| *b == 0).unwrap_or(PATH_LEN);
+    &field[..end]
+}
+
+/// Plain-old-data layouts of this crate: any bit pattern is a valid value, no padding.
+///
+/// # Safety
+/// Implement only for `#[repr(C)]` structs of integers (or arrays of them) without padding.
+pub unsafe trait Pod: Copy {}
+
+// SAFETY: repr(C) integer structs without padding (sizes asserted below).
+unsafe impl Pod for PlanHeader {}
+// SAFETY: as above.
+unsafe impl Pod for PlanTarget {}
+// SAFETY: as above.
+unsafe impl Pod for Stats {}
+// SAFETY: as above.
+unsafe impl Pod for CountersHeader {}
+// SAFETY: as above.
+unsafe impl Pod for Shard {}
+// SAFETY: as above.
+unsafe impl Pod for Counters {}
+
+/// The bytes of a [`Pod`] value.
+pub fn as_bytes<T: Pod>(value: &T) -> &[u8] {
+    // SAFETY: `T: Pod` has no padding, so all its size_of bytes are initialised.
+    unsafe { core::slice::from_raw_parts((value as *const T).cast::<u8>(), core::mem::size_of::<T>()) }
+}
+
+/// Reads a [`Pod`] value at `offset` of `bytes`; `None` if it does not fit.
+pub fn read<T: Pod>(bytes: &[u8], offset: usize) -> Option<T> {
+    let end = offset.checked_add(core::mem::size_of::<T>())?;
+    let src = bytes.get(offset..end)?;
+    // SAFETY: `src` holds size_of::<T>() bytes and every bit pattern is a valid `T` (Pod);
+    // read_unaligned has no alignment requirement.
+    Some(unsafe { core::ptr::read_unaligned(src.as_ptr().cast::<T>()) })
+}
+
+const _: () = assert!(core::mem::size_of::<Stats>() == 384);
+const _: () = assert!(core::mem::size_of::<PlanHeader>() == 32 + PATH_LEN);
+const _: () = assert!(core::mem::size_of::<PlanTarget>() == PATH_LEN + 24 + EXPECTED_LEN + 16);
+const _: () = assert!(core::mem::size_of::<AgentHealth>() == 32);
+const _: () = assert!(core::mem::size_of::<CountersHeader>() == 40 + 32 + 4 * MAX_SLOTS + 56);
+const _: () = assert!(
+    core::mem::size_of::<Counters>()
+        == core::mem::size_of::<CountersHeader>() + 384 * (IO_KINDS + MAX_SLOTS * (SHARDS + 1))
+);
+// Shards and slots start on cache lines (relative to the page-aligned mapping), so a shard's
+// single writer never shares a line with another thread.
+const _: () = assert!(core::mem::size_of::<CountersHeader>().is_multiple_of(64));
+const _: () = assert!(core::mem::offset_of!(Counters, shards) % 64 == 0);
+const _: () = assert!(core::mem::size_of::<Stats>().is_multiple_of(64));
+const _: () = assert!(core::mem::offset_of!(Stats, bytes) == stats_offset::BYTES as usize);
+const _: () = assert!(core::mem::offset_of!(Stats, total_ns) == stats_offset::TOTAL_NS as usize);
+const _: () = assert!(core::mem::offset_of!(Stats, hist) == stats_offset::HIST as usize);
+// Stats start on 8-byte boundaries inside Counters (atomics need it).
+const _: () = assert!(core::mem::offset_of!(Counters, io) % 8 == 0);

@@ -1,0 +1,432 @@
+//! libc I/O interposition: the agent's `sendmsg`, `recvmmsg`, ... come first in symbol lookup
+//! (LD_PRELOAD), call the next definition (`dlsym(RTLD_NEXT)`, libc's) and add what the syscall
+//! tracepoints compute: calls, bytes from the return value (`msg_len` per message of an mmsg
+//! call), datagrams (a `UDP_SEGMENT` send or `UDP_GRO` receive is split by its segment size),
+//! messages, segmented messages, EAGAIN, errors and a log2 latency histogram.
+//!
+//! `send`/`write`/`recv`/`read` are counted only on UDP sockets (a per-fd answer is cached and
+//! forgotten on `close`/`dup2`/`dup3`). The hot path allocates nothing, takes no lock and keeps
+//! `errno` as the real call left it.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+
+use libc::{c_int, c_uint, c_void, mmsghdr, msghdr, size_t, sockaddr, socklen_t, ssize_t, timespec};
+
+use crate::abi::{Stats, IO_CALLS};
+use crate::{counters, tsc};
+
+static ON: AtomicBool = AtomicBool::new(false);
+
+/// Starts counting (the wrappers always forward; they count only when on).
+pub fn enable() {
+    for (i, r) in REAL.iter().enumerate() {
+        resolve(r, NAMES[i]);
+    }
+    crate::dlopen::resolve();
+    ON.store(true, Ordering::Release);
+}
+
+// Slots in `IO_CALLS` order.
+const SENDMSG: usize = 0;
+const SENDMMSG: usize = 1;
+const SENDTO: usize = 2;
+const SEND: usize = 3;
+const WRITE: usize = 4;
+const RECVMSG: usize = 5;
+const RECVMMSG: usize = 6;
+const RECVFROM: usize = 7;
+const RECV: usize = 8;
+const READ: usize = 9;
+const CLOSE: usize = 10;
+const DUP2: usize = 11;
+const DUP3: usize = 12;
+
+const NAMES: [&std::ffi::CStr; 13] = [
+    c"sendmsg",
+    c"sendmmsg",
+    c"sendto",
+    c"send",
+    c"write",
+    c"recvmsg",
+    c"recvmmsg",
+    c"recvfrom",
+    c"recv",
+    c"read",
+    c"close",
+    c"dup2",
+    c"dup3",
+];
+const _: () = assert!(IO_CALLS.len() == CLOSE);
+
+/// The next definitions (libc's), resolved at init or on first use.
+static REAL: [AtomicUsize; 13] = [const { AtomicUsize::new(0) }; 13];
+
+fn resolve(cell: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+    let mut p = cell.load(Ordering::Relaxed);
+    if p == 0 {
+        // SAFETY: dlsym with a valid NUL-terminated name.
+        p = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) } as usize;
+        cell.store(p, Ordering::Relaxed);
+    }
+    p
+}
+
+/// The real function `$i` as type `$t`; a missing libc symbol is unrecoverable.
+macro_rules! real {
+    ($i:expr, $t:ty) => {{
+        let p = resolve(&REAL[$i], NAMES[$i]);
+        if p == 0 {
+            missing_symbol();
+        }
+        // SAFETY: dlsym returned libc's definition of this name, whose C type is `$t`.
+        unsafe { std::mem::transmute::<usize, $t>(p) }
+    }};
+}
+
+fn missing_symbol() -> ! {
+    let msg = b"nesquic agent: libc I/O function not found (dlsym RTLD_NEXT)\n";
+    // SAFETY: write(2) of a static buffer, then abort.
+    unsafe {
+        libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len());
+        libc::abort();
+    }
+}
+
+// ---- is this fd a UDP socket? ----
+
+const CACHED_FDS: usize = 65536;
+const UNKNOWN: u8 = 0;
+const UDP: u8 = 1;
+const OTHER: u8 = 2;
+static FD_KIND: [AtomicU8; CACHED_FDS] = [const { AtomicU8::new(UNKNOWN) }; CACHED_FDS];
+
+fn is_udp(fd: c_int) -> bool {
+    let cached = usize::try_from(fd).ok().and_then(|i| FD_KIND.get(i));
+    if let Some(k) = cached {
+        match k.load(Ordering::Relaxed) {
+            UDP => return true,
+            OTHER => return false,
+            _ => {}
+        }
+    }
+    let mut proto: c_int = 0;
+    let mut len = std::mem::size_of::<c_int>() as socklen_t;
+    // SAFETY: errno location of this thread; getsockopt with valid out pointers.
+    let udp = unsafe {
+        let errno = *libc::__errno_location();
+        let ok = libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL, (&mut proto as *mut c_int).cast(), &mut len);
+        *libc::__errno_location() = errno;
+        ok == 0 && proto == libc::IPPROTO_UDP
+    };
+    if let Some(k) = cached {
+        k.store(if udp { UDP } else { OTHER }, Ordering::Relaxed);
+    }
+    udp
+}
+
+fn forget_fd(fd: c_int) {
+    if let Some(k) = usize::try_from(fd).ok().and_then(|i| FD_KIND.get(i)) {
+        k.store(UNKNOWN, Ordering::Relaxed);
+    }
+}
+
+// ---- recording ----
+
+/// Adds one finished call: calls, time and the outcome; `moved` adds bytes, datagrams and
+/// messages when it succeeded.
+#[inline(always)]
+fn record(kind: usize, ret: isize, start: u64, moved: impl FnOnce(*mut Stats)) {
+    let ticks = tsc::now().wrapping_sub(start);
+    // SAFETY: this thread's errno.
+    let errno = unsafe { *libc::__errno_location() };
+    let s = counters::io_slot(kind);
+    if s.is_null() {
+        return;
+    }
+    // SAFETY: `s` is a slot of the live mapping; fields are 8-byte aligned.
+    unsafe {
+        let ns = tsc::to_ns(ticks);
+        counters::add(&raw mut (*s).calls, 1);
+        counters::add(&raw mut (*s).total_ns, ns);
+        counters::add(&raw mut (*s).hist[counters::bucket(ns)], 1);
+        if ret < 0 {
+            if errno == libc::EAGAIN {
+                counters::add(&raw mut (*s).eagain, 1);
+            } else {
+                counters::add(&raw mut (*s).errors, 1);
+            }
+            return;
+        }
+    }
+    moved(s);
+}
+
+/// One message of `len` bytes split in units of `unit` (0: not segmented).
+#[inline(always)]
+fn add_message(s: *mut Stats, len: u64, unit: u64) {
+    let datagrams = if len == 0 || unit == 0 || unit >= len { 1 } else { len.div_ceil(unit) };
+    // SAFETY: `s` is a slot of the live mapping (checked by `record`).
+    unsafe {
+        counters::add(&raw mut (*s).bytes, len);
+        counters::add(&raw mut (*s).datagrams, datagrams);
+        counters::add(&raw mut (*s).messages, 1);
+        counters::add(&raw mut (*s).segmented, u64::from(datagrams > 1));
+    }
+}
+
+/// The `UDP_SEGMENT` (send) or `UDP_GRO` (receive) value in a message's control data, 0 if
+/// absent; the first 4 control messages are looked at, as in the eBPF program.
+///
+/// # Safety
+/// `m` must be a valid msghdr whose control buffer is readable for `msg_controllen` bytes.
+unsafe fn udp_cmsg_value(m: *const msghdr, send: bool) -> u64 {
+    const MAX_CMSGS: usize = 4;
+    const HDR: usize = std::mem::size_of::<libc::cmsghdr>();
+    // SAFETY: guaranteed by the caller.
+    let (control, len) = unsafe { ((*m).msg_control as *const u8, (*m).msg_controllen) };
+    let mut off = 0usize;
+    for _ in 0..MAX_CMSGS {
+        if control.is_null() || off + HDR > len {
+            break;
+        }
+        // SAFETY: the header lies within the control buffer (checked above).
+        let c = unsafe { std::ptr::read_unaligned(control.add(off).cast::<libc::cmsghdr>()) };
+        if c.cmsg_len < HDR {
+            break;
+        }
+        let data = off + HDR;
+        if c.cmsg_level == libc::SOL_UDP {
+            // SAFETY (both reads): the kernel and the sender lay the value right after the header.
+            if send && c.cmsg_type == libc::UDP_SEGMENT && data + 2 <= len {
+                return u64::from(unsafe { std::ptr::read_unaligned(control.add(data).cast::<u16>()) });
+            }
+            if !send && c.cmsg_type == libc::UDP_GRO && data + 4 <= len {
+                let stride = unsafe { std::ptr::read_unaligned(control.add(data).cast::<c_int>()) };
+                return u64::try_from(stride).unwrap_or(0);
+            }
+        }
+        off += (c.cmsg_len + 7) & !7;
+    }
+    0
+}
+
+/// Whether the wrappers count.
+#[inline(always)]
+fn on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
+// ---- the wrappers ----
+
+/// Interposed `sendmsg`.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+    let real = real!(SENDMSG, unsafe extern "C" fn(c_int, *const msghdr, c_int) -> ssize_t);
+    if !on() {
+        // SAFETY: forwarding unchanged.
+        return unsafe { real(fd, msg, flags) };
+    }
+    let start = tsc::now();
+    // SAFETY: forwarding unchanged.
+    let ret = unsafe { real(fd, msg, flags) };
+    // SAFETY: the call succeeded, so `msg` was a valid msghdr.
+    record(SENDMSG, ret, start, |s| add_message(s, ret as u64, unsafe { udp_cmsg_value(msg, true) }));
+    ret
+}
+
+/// Interposed `recvmsg`.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+    let real = real!(RECVMSG, unsafe extern "C" fn(c_int, *mut msghdr, c_int) -> ssize_t);
+    if !on() {
+        // SAFETY: forwarding unchanged.
+        return unsafe { real(fd, msg, flags) };
+    }
+    let start = tsc::now();
+    // SAFETY: forwarding unchanged.
+    let ret = unsafe { real(fd, msg, flags) };
+    // SAFETY: the call succeeded, so `msg` is a valid msghdr the kernel filled.
+    record(RECVMSG, ret, start, |s| add_message(s, ret as u64, unsafe { udp_cmsg_value(msg, false) }));
+    ret
+}
+
+/// Every message of a successful mmsg call (`ret` of them).
+///
+/// # Safety
+/// `v` must hold at least `ret` valid mmsghdrs.
+unsafe fn add_batch(s: *mut Stats, v: *const mmsghdr, ret: c_int, send: bool) {
+    for i in 0..usize::try_from(ret).unwrap_or(0) {
+        // SAFETY: guaranteed by the caller.
+        let m = unsafe { &*v.add(i) };
+        // SAFETY: as above.
+        add_message(s, u64::from(m.msg_len), unsafe { udp_cmsg_value(&m.msg_hdr, send) });
+    }
+}
+
+/// Interposed `sendmmsg`.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
+    let real = real!(SENDMMSG, unsafe extern "C" fn(c_int, *mut mmsghdr, c_uint, c_int) -> c_int);
+    if !on() {
+        // SAFETY: forwarding unchanged.
+        return unsafe { real(fd, v, n, flags) };
+    }
+    let start = tsc::now();
+    // SAFETY: forwarding unchanged.
+    let ret = unsafe { real(fd, v, n, flags) };
+    // SAFETY: the kernel sent `ret` of the caller's messages.
+    record(SENDMMSG, ret as isize, start, |s| unsafe { add_batch(s, v, ret, true) });
+    ret
+}
+
+/// Interposed `recvmmsg`.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn recvmmsg(
+    fd: c_int,
+    v: *mut mmsghdr,
+    n: c_uint,
+    flags: c_int,
+    timeout: *mut timespec,
+) -> c_int {
+    let real = real!(RECVMMSG, unsafe extern "C" fn(c_int, *mut mmsghdr, c_uint, c_int, *mut timespec) -> c_int);
+    if !on() {
+        // SAFETY: forwarding unchanged.
+        return unsafe { real(fd, v, n, flags, timeout) };
+    }
+    let start = tsc::now();
+    // SAFETY: forwarding unchanged.
+    let ret = unsafe { real(fd, v, n, flags, timeout) };
+    // SAFETY: the kernel filled `ret` of the caller's messages.
+    record(RECVMMSG, ret as isize, start, |s| unsafe { add_batch(s, v, ret, false) });
+    ret
+}
+
+/// Interposed `sendto`.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn sendto(
+    fd: c_int,
+    buf: *const c_void,
+    len: size_t,
+    flags: c_int,
+    addr: *const sockaddr,
+    addrlen: socklen_t,
+) -> ssize_t {
+    let real =
+        real!(SENDTO, unsafe extern "C" fn(c_int, *const c_void, size_t, c_int, *const sockaddr, socklen_t) -> ssize_t);
+    if !on() {
+        // SAFETY: forwarding unchanged.
+        return unsafe { real(fd, buf, len, flags, addr, addrlen) };
+    }
+    let start = tsc::now();
+    // SAFETY: forwarding unchanged.
+    let ret = unsafe { real(fd, buf, len, flags, addr, addrlen) };
+    record(SENDTO, ret, start, |s| add_message(s, ret as u64, 0));
+    ret
+}
+
+/// Interposed `recvfrom`.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn recvfrom(
+    fd: c_int,
+    buf: *mut c_void,
+    len: size_t,
+    flags: c_int,
+    addr: *mut sockaddr,
+    addrlen: *mut socklen_t,
+) -> ssize_t {
+    let real = real!(
+        RECVFROM,
+        unsafe extern "C" fn(c_int, *mut c_void, size_t, c_int, *mut sockaddr, *mut socklen_t) -> ssize_t
+    );
+    if !on() {
+        // SAFETY: forwarding unchanged.
+        return unsafe { real(fd, buf, len, flags, addr, addrlen) };
+    }
+    let start = tsc::now();
+    // SAFETY: forwarding unchanged.
+    let ret = unsafe { real(fd, buf, len, flags, addr, addrlen) };
+    record(RECVFROM, ret, start, |s| add_message(s, ret as u64, 0));
+    ret
+}
+
+/// `send`/`recv`/`write`/`read`: one datagram per call, counted on UDP sockets only.
+macro_rules! plain_io {
+    ($name:ident, $slot:expr, ($($arg:ident: $ty:ty),*)) => {
+        #[doc = concat!("Interposed `", stringify!($name), "` (counted on UDP sockets).")]
+        ///
+        /// # Safety
+        /// Same contract as libc's.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, $($arg: $ty),*) -> ssize_t {
+            let real = real!($slot, unsafe extern "C" fn(c_int, $($ty),*) -> ssize_t);
+            if !on() || !is_udp(fd) {
+                // SAFETY: forwarding unchanged.
+                return unsafe { real(fd, $($arg),*) };
+            }
+            let start = tsc::now();
+            // SAFETY: forwarding unchanged.
+            let ret = unsafe { real(fd, $($arg),*) };
+            record($slot, ret, start, |s| add_message(s, ret as u64, 0));
+            ret
+        }
+    };
+}
+
+plain_io!(send, SEND, (buf: *const c_void, len: size_t, flags: c_int));
+plain_io!(recv, RECV, (buf: *mut c_void, len: size_t, flags: c_int));
+plain_io!(write, WRITE, (buf: *const c_void, len: size_t));
+plain_io!(read, READ, (buf: *mut c_void, len: size_t));
+
+/// Interposed `close`: forgets the fd's cached socket kind.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let real = real!(CLOSE, unsafe extern "C" fn(c_int) -> c_int);
+    forget_fd(fd);
+    // SAFETY: forwarding unchanged.
+    unsafe { real(fd) }
+}
+
+/// Interposed `dup2`: forgets the target fd's cached socket kind.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn dup2(old: c_int, new: c_int) -> c_int {
+    let real = real!(DUP2, unsafe extern "C" fn(c_int, c_int) -> c_int);
+    forget_fd(new);
+    // SAFETY: forwarding unchanged.
+    unsafe { real(old, new) }
+}
+
+/// Interposed `dup3`: forgets the target fd's cached socket kind.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
+    let real = real!(DUP3, unsafe extern "C" fn(c_int, c_int, c_int) -> c_int);
+    forget_fd(new);
+    // SAFETY: forwarding unchanged.
+    unsafe { real(old, new, flags) }
+}

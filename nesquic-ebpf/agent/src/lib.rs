@@ -1,0 +1,61 @@
+//! `nesquic-agent` (`libnesquic_agent.so`): Nesquic's user-space probes, injected into a LUT
+//! process with `LD_PRELOAD`. An ELF constructor runs before `main` and before any LUT thread:
+//! it maps the counters file, reads the plan, inline-hooks the planned functions (a `jmp rel32`
+//! to a generated trampoline that counts, or times with a per-thread shadow stack) and turns on
+//! the interposed libc I/O wrappers. Counts go straight into shared memory: the LUT makes no
+//! system call to report anything.
+//!
+//! It must not know about QUIC, roles or eBPF: the plan says what to hook, the counters layout
+//! (`nesquic-agent-abi`) is all it shares with Nesquic. It must never change the LUT's behaviour:
+//! any problem leaves the function unpatched and is recorded in the counters header.
+
+mod counters;
+mod dlopen;
+mod env;
+mod hook;
+mod io;
+mod near;
+mod objects;
+mod plan;
+mod shard;
+mod timing;
+mod tsc;
+
+use nesquic_agent_abi as abi;
+
+/// Runs before `main` (and before the LUT's own constructors in the executable).
+extern "C" fn agent_init() {
+    let paths = env::take_agent_vars();
+    let Some(counters) = paths.counters.as_deref().and_then(counters::map) else {
+        // Nowhere to count: stay inert (the I/O wrappers pass straight through).
+        return;
+    };
+    shard::init();
+    let plan = paths.plan.as_deref().map(plan::read);
+    let tsc_mult = match &plan {
+        Some(Ok(p)) if p.header.tsc_mult != 0 => p.header.tsc_mult,
+        _ => tsc::calibrate(),
+    };
+    tsc::set_mult(tsc_mult);
+    counters.header.tsc_mult = tsc_mult;
+    counters.header.pid = std::process::id();
+    match plan {
+        None => counters.header.plan_status = abi::plan_status::NONE,
+        Some(Err(status)) => counters.header.plan_status = status,
+        Some(Ok(plan)) => {
+            counters.header.plan_status = abi::plan_status::OK;
+            if plan.header.flags & abi::PLAN_IO != 0 {
+                io::enable();
+                counters.header.io_interposed = 1;
+            }
+            hook::apply_plan(plan.targets);
+        }
+    }
+    counters::publish_ready();
+}
+
+// The constructor: the dynamic loader calls every `.init_array` entry of the object once it and
+// its dependencies are relocated, before the executable's `main`.
+#[used]
+#[link_section = ".init_array"]
+static AGENT_INIT: extern "C" fn() = agent_init;

@@ -1,0 +1,341 @@
+//! User-space probes: Nesquic's side of the `LD_PRELOAD` agent (`libnesquic_agent.so`, crate
+//! `nesquic-agent`). Before launch it checks each function's entry on the object file's bytes
+//! (refused ones fall back to the kernel uprobe), writes the plan into the run directory and a
+//! counters file per process; afterwards (or live) it turns the counters into the same
+//! [`RoleMetrics`] the kernel path produces, with `mechanism` saying what measured each row.
+//!
+//! The CLI calls [`UserBackend::prepare`], then [`UserBackend::process`] per LUT process (adding
+//! [`AgentProcess::env`] to its environment), then [`AgentProcess::snapshot`].
+
+pub mod calibrate;
+mod counters;
+pub mod site;
+mod tsc;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use nesquic_agent_abi::{
+    self as abi, plan_status, slot_status, Counters, CountersHeader, PlanHeader, PlanTarget, Stats,
+};
+
+pub use calibrate::{measure_cost, AgentCost};
+pub use counters::CountersMap;
+pub use tsc::tsc_mult;
+
+use crate::catalog::ResolvedFunction;
+use crate::metrics::{
+    FunctionMetrics, RoleMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION,
+};
+
+/// Env var overriding where the agent library is.
+pub const AGENT_LIB_ENV: &str = "NESQUIC_AGENT_LIB";
+/// The agent library's file name.
+pub const AGENT_LIB_NAME: &str = "libnesquic_agent.so";
+
+/// What can go wrong preparing user-space probes.
+#[derive(Debug, thiserror::Error)]
+pub enum UserError {
+    /// The agent library is not where it should be.
+    #[error("the user-space probe agent {0} is missing: build it with `just build`")]
+    AgentMissing(PathBuf),
+    /// A file could not be read or written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A path does not fit the plan's fixed fields.
+    #[error("path too long for the agent plan: {0}")]
+    PathTooLong(PathBuf),
+}
+
+/// One function the agent hooks.
+#[derive(Debug, Clone)]
+pub struct PlannedFunction {
+    /// The function.
+    pub function: ResolvedFunction,
+    /// Its counter slot.
+    pub slot: u32,
+}
+
+/// A function's patch outcome in one process, as the agent reported it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PatchStatus {
+    /// Demangled name.
+    pub name: String,
+    /// Object file.
+    pub object: String,
+    /// Hooked and counting.
+    pub patched: bool,
+    /// What happened (`patched`, or why not).
+    pub reason: String,
+}
+
+/// The prepared user-space backend of one run.
+pub struct UserBackend {
+    run_dir: PathBuf,
+    agent_lib: PathBuf,
+    plan_path: PathBuf,
+    planned: Vec<PlannedFunction>,
+    io: bool,
+}
+
+impl UserBackend {
+    /// Checks every function's site, writes the plan into `run_dir`. Returns the backend and
+    /// the functions it refused, each with one short reason: measure those with kernel uprobes.
+    pub fn prepare(
+        run_dir: &Path,
+        functions: &[ResolvedFunction],
+        io: bool,
+    ) -> Result<(UserBackend, Vec<(ResolvedFunction, String)>), UserError> {
+        let agent_lib = agent_library()?;
+        let mut files: HashMap<PathBuf, Result<(PathBuf, Vec<u8>), String>> = HashMap::new();
+        let (mut targets, mut planned, mut refused) = (Vec::new(), Vec::new(), Vec::new());
+        for f in functions {
+            if planned.len() >= abi::MAX_SLOTS {
+                refused.push((f.clone(), format!("more than {} functions for the agent", abi::MAX_SLOTS)));
+                continue;
+            }
+            let file = files.entry(f.object.clone()).or_insert_with(|| read_object(&f.object));
+            let target = match file {
+                Ok((canonical, bytes)) => plan_target(f, canonical, bytes, planned.len() as u32),
+                Err(e) => Err(e.clone()),
+            };
+            match target {
+                Ok(t) => {
+                    planned.push(PlannedFunction { function: f.clone(), slot: t.slot });
+                    targets.push(t);
+                }
+                Err(reason) => refused.push((f.clone(), reason)),
+            }
+        }
+        let plan_path = run_dir.join("agent-plan.bin");
+        let placeholder = run_dir.join("agent.counters");
+        let header = PlanHeader::new(targets.len() as u32, io, tsc_mult(), placeholder.as_os_str().as_encoded_bytes())
+            .ok_or_else(|| UserError::PathTooLong(placeholder.clone()))?;
+        let mut bytes = abi::as_bytes(&header).to_vec();
+        for t in &targets {
+            bytes.extend_from_slice(abi::as_bytes(t));
+        }
+        std::fs::write(&plan_path, bytes)
+            .map_err(|source| UserError::Io { what: format!("write {}", plan_path.display()), source })?;
+        let backend = UserBackend { run_dir: run_dir.to_path_buf(), agent_lib, plan_path, planned, io };
+        Ok((backend, refused))
+    }
+
+    /// The functions the agent will hook (slot order).
+    pub fn planned(&self) -> &[PlannedFunction] {
+        &self.planned
+    }
+
+    /// The agent library used.
+    pub fn agent_library(&self) -> &Path {
+        &self.agent_lib
+    }
+
+    /// The plan file.
+    pub fn plan_path(&self) -> &Path {
+        &self.plan_path
+    }
+
+    /// Sets up one LUT process: its counters file (`agent-<index>-<role>.counters` in the run
+    /// directory) and the environment to start it with.
+    pub fn process(&self, role_index: usize, role_name: &str) -> Result<AgentProcess, UserError> {
+        let counters_path = self.run_dir.join(format!("agent-{role_index}-{role_name}.counters"));
+        let counters = CountersMap::create(&counters_path)?;
+        let mut preload = self.agent_lib.clone().into_os_string();
+        if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
+            preload.push(":");
+            preload.push(existing);
+        }
+        let env = vec![
+            ("LD_PRELOAD".to_string(), preload),
+            (abi::PLAN_ENV.to_string(), self.plan_path.clone().into_os_string()),
+            (abi::COUNTERS_ENV.to_string(), counters_path.into_os_string()),
+        ];
+        Ok(AgentProcess { role: role_name.to_string(), counters, env, planned: self.planned.clone(), io: self.io })
+    }
+}
+
+/// One LUT process's agent: its environment and its counters.
+pub struct AgentProcess {
+    role: String,
+    counters: CountersMap,
+    env: Vec<(String, OsString)>,
+    planned: Vec<PlannedFunction>,
+    io: bool,
+}
+
+/// The agent's own state in one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgentState {
+    /// The agent finished its initialisation in the process.
+    pub ready: bool,
+    /// The plan's [`plan_status`] code.
+    pub plan_status: u32,
+    /// The process (0 before init).
+    pub pid: u32,
+    /// Losses and events.
+    pub health: abi::AgentHealth,
+}
+
+impl AgentProcess {
+    /// Variables to add to the process's environment (`LD_PRELOAD`, plan and counters paths).
+    pub fn env(&self) -> &[(String, OsString)] {
+        &self.env
+    }
+
+    /// Adds [`AgentProcess::env`] to a command.
+    pub fn apply_to(&self, command: &mut std::process::Command) {
+        for (k, v) in &self.env {
+            command.env(k, v);
+        }
+    }
+
+    /// The counters file.
+    pub fn counters_path(&self) -> &Path {
+        self.counters.path()
+    }
+
+    /// What the agent measured so far, as the kernel path reports it (rows with calls only).
+    pub fn snapshot(&self) -> RoleMetrics {
+        metrics_of(&self.role, &self.counters.read(), &self.planned, self.io)
+    }
+
+    /// Per planned function: patched, or why not.
+    pub fn patch_status(&self) -> Vec<PatchStatus> {
+        let h = self.counters.header();
+        let state = state_of(&h);
+        self.planned
+            .iter()
+            .map(|p| {
+                let code = if !state.ready {
+                    slot_status::UNUSED
+                } else if state.plan_status != plan_status::OK {
+                    slot_status::PLAN_REJECTED
+                } else {
+                    h.slot_status[p.slot as usize]
+                };
+                let reason = if state.ready { slot_status::describe(code) } else { "agent did not run in the process" };
+                PatchStatus {
+                    name: p.function.name.clone(),
+                    object: p.function.object.display().to_string(),
+                    patched: code == slot_status::PATCHED,
+                    reason: reason.to_string(),
+                }
+            })
+            .collect()
+    }
+
+    /// The agent's state in the process.
+    pub fn state(&self) -> AgentState {
+        state_of(&self.counters.header())
+    }
+}
+
+fn state_of(h: &CountersHeader) -> AgentState {
+    AgentState {
+        ready: h.is_valid() && h.state == abi::state::READY,
+        plan_status: h.plan_status,
+        pid: h.pid,
+        health: h.health,
+    }
+}
+
+/// Where the agent is: `$NESQUIC_AGENT_LIB`, else next to the running executable (one directory
+/// up too, for test binaries in `target/release/deps`).
+pub fn agent_library() -> Result<PathBuf, UserError> {
+    if let Some(p) = std::env::var_os(AGENT_LIB_ENV) {
+        let p = PathBuf::from(p);
+        return if p.is_file() { Ok(p) } else { Err(UserError::AgentMissing(p)) };
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [dir.join(AGENT_LIB_NAME), dir.parent().unwrap_or(dir).join(AGENT_LIB_NAME)];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| UserError::AgentMissing(candidates[0].clone()))
+}
+
+fn read_object(path: &Path) -> Result<(PathBuf, Vec<u8>), String> {
+    let canonical = std::fs::canonicalize(path).map_err(|e| format!("object unreadable ({e})"))?;
+    let bytes = std::fs::read(&canonical).map_err(|e| format!("object unreadable ({e})"))?;
+    Ok((canonical, bytes))
+}
+
+/// The plan entry for `f`, or why its site is refused.
+fn plan_target(f: &ResolvedFunction, canonical: &Path, file: &[u8], slot: u32) -> Result<PlanTarget, String> {
+    if f.size == 0 {
+        return Err("no symbol size".into());
+    }
+    let start = f.file_offset.checked_sub(f.site.skip).ok_or("bad file offset")? as usize;
+    let code =
+        start.checked_add(f.size as usize).and_then(|end| file.get(start..end)).ok_or("symbol outside the file")?;
+    let site = site::analyse(code, f.address)?;
+    let object =
+        abi::c_path(canonical.as_os_str().as_encoded_bytes()).ok_or("object path too long for the agent plan")?;
+    let mut expected = [0u8; abi::EXPECTED_LEN];
+    expected[..site.expected.len()].copy_from_slice(&site.expected);
+    Ok(PlanTarget {
+        object,
+        site_vaddr: f.address + site.skip,
+        size: f.size - site.skip,
+        displaced: site.displaced,
+        expected_len: site.expected.len() as u32,
+        expected,
+        slot,
+        mode: if f.timed { abi::MODE_TIME } else { abi::MODE_COUNT },
+        bytes_arg: f.bytes_arg,
+        reserved: 0,
+    })
+}
+
+fn timing(s: &Stats) -> Timing {
+    Timing::from_parts(s.calls, s.total_ns, &s.hist)
+}
+
+/// Counters -> one role's metrics (the kernel path's semantics; rows without calls left out).
+/// A function's figures are the sum of its slot over every per-thread shard.
+fn metrics_of(role: &str, c: &Counters, planned: &[PlannedFunction], io: bool) -> RoleMetrics {
+    let valid = c.is_valid();
+    let io_rows = if io && valid { &c.io[..] } else { &[] };
+    let io = io_rows
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.calls > 0)
+        .map(|(i, s)| SyscallMetrics {
+            syscall: abi::IO_CALLS[i].to_string(),
+            direction: if i < abi::IO_SENDS { "send" } else { "recv" }.to_string(),
+            timing: timing(s),
+            errors: s.errors,
+            eagain: s.eagain,
+            bytes: s.bytes,
+            datagrams: s.datagrams,
+            messages: s.messages,
+            segmented_messages: s.segmented,
+            mechanism: MECHANISM_INTERPOSITION.to_string(),
+        })
+        .collect();
+    let functions = planned
+        .iter()
+        .filter(|_| valid)
+        .map(|p| (p, c.function(p.slot as usize)))
+        .filter(|(_, s)| s.calls > 0)
+        .map(|(p, s)| FunctionMetrics {
+            category: p.function.category.clone(),
+            name: p.function.name.clone(),
+            object: p.function.object.display().to_string(),
+            timing: if p.function.timed { timing(&s) } else { Timing { calls: s.calls, ..Timing::empty() } },
+            bytes: s.bytes,
+            timed: p.function.timed,
+            site: None,
+            compensated_mean_ns: None,
+            compensation_uncertainty_ns: None,
+            duty: None,
+            mechanism: MECHANISM_INLINE_HOOK.to_string(),
+        })
+        .collect();
+    RoleMetrics { role: role.to_string(), io, functions, io_crosscheck: Vec::new() }
+}

@@ -1,0 +1,418 @@
+//! The user-space agent end to end, as a normal user: `nesquic-workload` (which knows exactly
+//! what it did) runs with `libnesquic_agent.so` preloaded, and the counters must say the same.
+//! Needs the agent built (`just build`, or `cargo build --release -p nesquic-agent`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use nesquic_ebpf::metrics::{FunctionMetrics, RoleMetrics, SyscallMetrics};
+use nesquic_ebpf::sites::choose;
+use nesquic_ebpf::user::{AgentProcess, UserBackend};
+use nesquic_ebpf::{ObjectSymbols, ResolvedFunction};
+use serde_json::Value;
+
+fn workload() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_nesquic-workload"))
+}
+
+/// A workload function as the catalog would resolve it.
+fn function(name: &str, timed: bool, bytes_arg: u32) -> ResolvedFunction {
+    function_in(&workload(), name, timed, bytes_arg)
+}
+
+/// A function of `object` as the catalog would resolve it.
+fn function_in(object: &Path, name: &str, timed: bool, bytes_arg: u32) -> ResolvedFunction {
+    let symbols = ObjectSymbols::load(object).expect("symbols");
+    let f = symbols
+        .functions
+        .iter()
+        .find(|f| f.raw == name)
+        .unwrap_or_else(|| panic!("{name} not in {}", object.display()));
+    let site = choose(&f.prologue);
+    ResolvedFunction {
+        category: "test".into(),
+        backend: "custom".into(),
+        object: object.to_path_buf(),
+        name: name.into(),
+        raw_name: name.into(),
+        address: f.address,
+        file_offset: f.file_offset + site.skip,
+        site,
+        bytes_arg,
+        timed,
+        size: f.size,
+    }
+}
+
+fn run(agent: &AgentProcess, dir: &Path, extra: &[&str]) -> (Output, Value) {
+    let report = dir.join("workload.json");
+    let mut cmd = Command::new(workload());
+    cmd.arg("--report").arg(&report).args(extra);
+    agent.apply_to(&mut cmd);
+    let out = cmd.output().expect("run the workload");
+    assert!(out.status.success(), "workload failed: {}", String::from_utf8_lossy(&out.stderr));
+    let did = serde_json::from_slice(&std::fs::read(&report).expect("report")).expect("report json");
+    (out, did)
+}
+
+fn func<'a>(role: &'a RoleMetrics, name: &str) -> Option<&'a FunctionMetrics> {
+    role.functions.iter().find(|f| f.name == name)
+}
+
+fn io<'a>(role: &'a RoleMetrics, name: &str) -> &'a SyscallMetrics {
+    role.io.iter().find(|s| s.syscall == name).unwrap_or_else(|| panic!("{name} missing: {:?}", role.io))
+}
+
+#[test]
+fn counts_times_and_io_match_what_the_workload_did() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let functions = [
+        function("nesquic_workload_tick", false, 1),
+        function("nesquic_workload_sleep_1ms", true, 0),
+        function("nesquic_workload_recurse", true, 1),
+        function("nesquic_workload_short", false, 0),
+        function("nesquic_workload_jump_back", false, 0),
+    ];
+    let (backend, refused) = UserBackend::prepare(dir.path(), &functions, true).expect("prepare");
+    // Unsafe sites are refused before launch, each with its reason.
+    let reason = |n: &str| refused.iter().find(|(f, _)| f.name == n).map(|(_, r)| r.clone());
+    assert!(reason("nesquic_workload_short").is_some_and(|r| r.contains("too short")), "{refused:?}");
+    assert!(
+        reason("nesquic_workload_jump_back").is_some_and(|r| r.contains("targets the patched bytes")),
+        "{refused:?}"
+    );
+    assert_eq!(refused.len(), 2, "{refused:?}");
+
+    let agent = backend.process(0, "process").expect("process");
+    let child = dir.path().join("child.txt");
+    let (_, did) = run(&agent, dir.path(), &["--child-report", child.to_str().expect("utf-8")]);
+    let state = agent.state();
+    assert!(state.ready && state.plan_status == nesquic_agent_abi::plan_status::OK, "{state:?}");
+    assert!(agent.patch_status().iter().all(|s| s.patched), "{:?}", agent.patch_status());
+    let role = agent.snapshot();
+
+    // Counted: every call, and the byte argument (tick(i) for i in 0..50).
+    let tick = func(&role, "nesquic_workload_tick").expect("tick");
+    assert_eq!((tick.timing.calls, tick.bytes), (50, (0..50).sum::<u64>()));
+    assert_eq!(tick.mechanism, "user (inline hook)");
+    assert!(!tick.timed && tick.timing.total_ns == 0);
+
+    // Timed: the 1 ms sleeps agree with the workload's own clock within 5%.
+    let sleep = func(&role, "nesquic_workload_sleep_1ms").expect("sleep");
+    assert_eq!(sleep.timing.calls, 5);
+    let own = did["sleep_ns"].as_f64().expect("sleep_ns");
+    let ratio = sleep.timing.total_ns as f64 / own;
+    assert!((0.95..1.05).contains(&ratio), "agent {} ns vs workload {own} ns", sleep.timing.total_ns);
+    // (A loaded machine oversleeps; the agreement above is the real check.)
+    assert!((1.0e6..5.0e6).contains(&sleep.timing.mean_ns()), "mean {} ns", sleep.timing.mean_ns());
+
+    // Recursion: 5 nested calls, each 200 us busy plus its inner calls: 15 x 200 us in all.
+    let recurse = func(&role, "nesquic_workload_recurse").expect("recurse");
+    assert_eq!(recurse.timing.calls, 5);
+    assert_eq!(recurse.bytes, 4 + 3 + 2 + 1);
+    let own = did["recurse_ns"].as_f64().expect("recurse_ns");
+    let ratio = recurse.timing.total_ns as f64 / own;
+    assert!((0.95..1.05).contains(&ratio), "nested total: agent {} ns vs workload {own} ns", recurse.timing.total_ns);
+    assert!(own >= 3.0e6, "the workload's own figure {own} ns");
+    assert_eq!(recurse.timing.hist.iter().sum::<u64>(), 5);
+    assert_eq!(state.health.shadow_dropped + state.health.shadow_full, 0);
+
+    // Refused functions are not counted here (they fall back to the kernel).
+    assert!(func(&role, "nesquic_workload_short").is_none());
+
+    // Packet I/O: the figures the tracepoint test asserts, and the workload's own counters.
+    for (name, calls, bytes, datagrams, eagain) in [
+        ("sendmsg", 7, 7000, 7, 0),
+        ("sendmmsg", 3, 36000, 30, 0),
+        ("sendto", 4, 2000, 4, 0),
+        ("recvmsg", 8, 7000, 7, 1),
+        ("recvfrom", 4, 2000, 4, 0),
+    ] {
+        let s = io(&role, name);
+        assert_eq!((s.timing.calls, s.bytes, s.datagrams, s.eagain), (calls, bytes, datagrams, eagain), "{name}");
+    }
+    for name in ["sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom"] {
+        let s = io(&role, name);
+        let w = &did[name];
+        assert_eq!(
+            (Some(s.timing.calls), Some(s.bytes), Some(s.datagrams), Some(s.eagain)),
+            (w["calls"].as_u64(), w["bytes"].as_u64(), w["datagrams"].as_u64(), w["eagain"].as_u64()),
+            "{name}: agent {s:?} vs workload {w}"
+        );
+        assert_eq!(s.errors, 0, "{name}");
+        assert_eq!(s.mechanism, "user (libc interposition)");
+    }
+    let mmsg = io(&role, "sendmmsg");
+    assert_eq!((mmsg.messages, mmsg.segmented_messages), (6, 6));
+    // No UDP write/read/send/recv in the workload: non-UDP fds (files, pipes) are not counted.
+    assert!(role.io.iter().all(|s| !["write", "read", "send", "recv"].contains(&s.syscall.as_str())), "{:?}", role.io);
+
+    // The agent did not spread to the child the workload started.
+    let child = std::fs::read_to_string(&child).expect("child report");
+    assert_eq!(child.trim(), "preload=\nplan=\nmaps=0", "child inherited the agent");
+}
+
+#[test]
+fn many_threads_hammering_timed_functions_keep_every_call_and_every_register() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // bytes: argument 7 (on the stack) of _args is the loop index i.
+    let functions = [function("nesquic_workload_args", true, 7), function("nesquic_workload_fargs", true, 0)];
+    let (backend, refused) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
+    assert!(refused.is_empty(), "{refused:?}");
+    let agent = backend.process(0, "process").expect("process");
+    let (threads, calls) = (4u64, 100_000u64);
+    let out = dir.path().join("hammer.json");
+    let mut cmd = Command::new(workload());
+    cmd.args(["--hammer", &threads.to_string(), &calls.to_string()]).arg(&out);
+    agent.apply_to(&mut cmd);
+    let status = cmd.output().expect("run the workload");
+    // The workload checks every result against the same arithmetic done without a probe.
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let did: Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
+    assert_eq!(did["mismatches"].as_u64(), Some(0), "{did}");
+    assert!(agent.patch_status().iter().all(|s| s.patched), "{:?}", agent.patch_status());
+    let state = agent.state();
+    assert_eq!(state.health.shadow_dropped + state.health.shadow_full, 0, "{state:?}");
+    let role = agent.snapshot();
+    let args = func(&role, "nesquic_workload_args").expect("args");
+    let fargs = func(&role, "nesquic_workload_fargs").expect("fargs");
+    // _args directly and once more nested inside every _fargs call.
+    assert_eq!(args.timing.calls, 2 * threads * calls);
+    assert_eq!(Some(args.timing.calls), did["nesquic_workload_args"].as_u64());
+    assert_eq!(fargs.timing.calls, threads * calls);
+    assert_eq!(args.bytes, 2 * threads * (0..calls).sum::<u64>());
+    for f in [args, fargs] {
+        assert!(f.timed && f.timing.total_ns > 0, "{f:?}");
+        assert_eq!(f.timing.hist.iter().sum::<u64>(), f.timing.calls, "{}", f.name);
+    }
+    // Nesting: each _fargs call contains a whole _args call.
+    assert!(fargs.timing.total_ns as f64 / fargs.timing.calls as f64 > args.timing.mean_ns(), "{fargs:?} {args:?}");
+}
+
+#[test]
+fn more_threads_than_shards_still_count_every_call() {
+    use nesquic_agent_abi::{self as abi, Counters, CountersHeader, Shard, Stats};
+    // Plan 1: timed with a stack byte argument (the inline code claims the shard) and counted
+    // (inline code). Plan 2: timed alone (the entry stub claims it, float arguments live).
+    let plans = [
+        vec![function("nesquic_workload_args", true, 7), function("nesquic_workload_fargs", false, 0)],
+        vec![function("nesquic_workload_fargs", true, 0)],
+    ];
+    let (threads, calls) = (abi::SHARDS as u64 + 8, 20_000u64);
+    for functions in plans {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (backend, refused) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
+        assert!(refused.is_empty(), "{refused:?}");
+        let agent = backend.process(0, "process").expect("process");
+        let out = dir.path().join("hammer.json");
+        let mut cmd = Command::new(workload());
+        cmd.args(["--hammer", &threads.to_string(), &calls.to_string()]).arg(&out);
+        agent.apply_to(&mut cmd);
+        let status = cmd.output().expect("run the workload");
+        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+        let did: Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
+        assert_eq!(did["mismatches"].as_u64(), Some(0), "{did}");
+        assert!(agent.patch_status().iter().all(|s| s.patched), "{:?}", agent.patch_status());
+        let file = std::fs::read(agent.counters_path()).expect("counters");
+        // Every worker thread claimed a shard (the main thread never calls a hooked function),
+        // and the last 8 shared the overflow shard.
+        let header = abi::read::<CountersHeader>(&file, 0).expect("header");
+        assert_eq!(u64::from(header.threads), threads);
+        let shard_slot0 = |shard: usize| {
+            let at = std::mem::offset_of!(Counters, shards) + shard * std::mem::size_of::<Shard>();
+            abi::read::<Stats>(&file, at).expect("slot 0").calls
+        };
+        assert_eq!(shard_slot0(abi::OVERFLOW_SHARD), 8 * calls * if functions.len() == 2 { 2 } else { 1 });
+        assert!((0..abi::SHARDS).all(|i| shard_slot0(i) > 0));
+        let role = agent.snapshot();
+        let fargs = func(&role, "nesquic_workload_fargs").expect("fargs");
+        assert_eq!(fargs.timing.calls, threads * calls);
+        if let Some(args) = func(&role, "nesquic_workload_args") {
+            assert_eq!(args.timing.calls, 2 * threads * calls);
+            assert_eq!(args.bytes, 2 * threads * (0..calls).sum::<u64>());
+            assert_eq!(args.timing.hist.iter().sum::<u64>(), args.timing.calls);
+        } else {
+            assert_eq!(fargs.timing.hist.iter().sum::<u64>(), fargs.timing.calls);
+        }
+        let state = agent.state();
+        assert_eq!(state.health.shadow_dropped + state.health.shadow_full, 0, "{state:?}");
+    }
+}
+
+/// Builds a test fixture (`tests/fixtures/NAME.rs`) into a shared library with `rustc`, which
+/// is there wherever `cargo test` runs (no C compiler, no extra workspace member).
+fn build_fixture(name: &str, out: &Path, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(format!("{name}.rs"));
+    std::fs::create_dir_all(out.parent().expect("parent")).expect("mkdir");
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let status = Command::new(rustc)
+        .args(["--edition", "2021", "--crate-type", "cdylib", "-C", "opt-level=2", "-C", "panic=abort"])
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .arg(&src)
+        .output()
+        .expect("run rustc");
+    assert!(status.status.success(), "rustc {}: {}", src.display(), String::from_utf8_lossy(&status.stderr));
+    std::fs::canonicalize(out).expect("canonical")
+}
+
+#[test]
+fn objects_loaded_by_dlopen_after_start_up_are_hooked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = build_fixture("dlopen_plugin", &dir.path().join("lib/plugins/libnesquic_plugin.so"), &[]);
+    let fixture = build_fixture(
+        "dlopen_fixture",
+        &dir.path().join("lib/libnesquic_fixture.so"),
+        &["-C", "link-arg=-Wl,--enable-new-dtags,-rpath,$ORIGIN/plugins"],
+    );
+    let functions =
+        [function_in(&fixture, "nesquic_fixture_work", false, 1), function_in(&plugin, "nesquic_plugin_work", true, 0)];
+    let (backend, refused) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
+    assert!(refused.is_empty(), "{refused:?}");
+    let agent = backend.process(0, "process").expect("process");
+    let calls = 1234u64;
+    let out = dir.path().join("dlopen.json");
+    let mut cmd = Command::new(workload());
+    cmd.arg("--dlopen").arg(&fixture).arg(calls.to_string()).arg(&out);
+    agent.apply_to(&mut cmd);
+    let status = cmd.output().expect("run the workload");
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let did: Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
+    // The plugin's bare name was searched on the fixture's RUNPATH although the agent sat
+    // between it and glibc (a planned object was still missing).
+    assert_eq!(did["plugin_loaded"], Value::Bool(true), "{did}");
+    assert_eq!(did["mismatches"].as_u64(), Some(0), "{did}");
+
+    let status = agent.patch_status();
+    assert!(status.iter().all(|s| s.patched), "{status:?}");
+    let state = agent.state();
+    assert_eq!(state.health.dlopen_hooked, 2, "{state:?}");
+    let role = agent.snapshot();
+    let work = func(&role, "nesquic_fixture_work").expect("fixture work");
+    assert_eq!((work.timing.calls, work.bytes), (calls, (0..calls).sum::<u64>()));
+    assert_eq!(work.mechanism, "user (inline hook)");
+    let plugin_work = func(&role, "nesquic_plugin_work").expect("plugin work");
+    assert_eq!(plugin_work.timing.calls, calls);
+    assert!(plugin_work.timed && plugin_work.timing.total_ns > 0);
+    assert_eq!(plugin_work.timing.hist.iter().sum::<u64>(), calls);
+}
+
+#[test]
+fn a_corrupt_plan_patches_nothing_and_the_process_completes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let functions = [function("nesquic_workload_tick", false, 0)];
+    let (backend, refused) = UserBackend::prepare(dir.path(), &functions, true).expect("prepare");
+    assert!(refused.is_empty());
+    std::fs::write(backend.plan_path(), b"not a plan at all").expect("corrupt the plan");
+    let agent = backend.process(0, "process").expect("process");
+    run(&agent, dir.path(), &[]);
+    let state = agent.state();
+    assert!(state.ready, "{state:?}");
+    assert_ne!(state.plan_status, nesquic_agent_abi::plan_status::OK);
+    let status = agent.patch_status();
+    assert!(!status[0].patched && status[0].reason.contains("plan"), "{status:?}");
+    assert!(agent.snapshot().functions.is_empty());
+}
+
+#[test]
+fn mismatched_bytes_leave_the_function_unpatched() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let functions = [function("nesquic_workload_tick", false, 0), function("nesquic_workload_sleep_1ms", true, 0)];
+    let (backend, _) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
+    // Flip the first expected byte of target 0.
+    let mut plan = std::fs::read(backend.plan_path()).expect("plan");
+    let at = std::mem::size_of::<nesquic_agent_abi::PlanHeader>()
+        + std::mem::offset_of!(nesquic_agent_abi::PlanTarget, expected);
+    plan[at] ^= 0xff;
+    std::fs::write(backend.plan_path(), plan).expect("write plan");
+    let agent = backend.process(0, "process").expect("process");
+    run(&agent, dir.path(), &[]);
+    let status = agent.patch_status();
+    assert!(!status[0].patched && status[0].reason.contains("differ"), "{status:?}");
+    assert!(status[1].patched, "{status:?}");
+    let role = agent.snapshot();
+    assert!(func(&role, "nesquic_workload_tick").is_none());
+    assert_eq!(func(&role, "nesquic_workload_sleep_1ms").map(|f| f.timing.calls), Some(5));
+    assert!(role.io.is_empty(), "I/O was not asked for");
+}
+
+#[test]
+fn calibration_measures_a_small_positive_cost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cost = nesquic_ebpf::user::measure_cost(&workload(), dir.path(), 3, 200_000).expect("calibration");
+    assert!(cost.count_ns > -5.0 && cost.count_ns < 200.0, "{cost:?}");
+    assert!(cost.time_ns > 0.0 && cost.time_ns < 1000.0, "{cost:?}");
+}
+
+/// `cargo test --release -p nesquic-ebpf --test agent -- --ignored agent_cost_benchmark --nocapture`
+/// (writes bench/agent-probe-cost.md when NESQUIC_BENCH_OUT names it).
+#[test]
+#[ignore = "benchmark: run explicitly"]
+fn agent_cost_benchmark() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (rounds, calls) = (10, 2_000_000);
+    let cost = nesquic_ebpf::user::measure_cost(&workload(), dir.path(), rounds, calls).expect("calibration");
+    let counters = counter_costs();
+    let mut text = format!(
+        "Per-hit cost of the user-space agent, from one run of {rounds} alternating rounds (with / without the \
+         agent), {calls} calls per function per round, each call timed against a never-hooked twin:\n\n\
+         | probe | added per call | sd over rounds |\n|---|---|---|\n\
+         | counted (inline `inc` + `add` on the thread's shard) | {:.2} ns | {:.2} ns |\n\
+         | timed (rdtsc, shadow stack, return trampoline, plain adds) | {:.2} ns | {:.2} ns |\n\
+         | nothing (the function itself) | {:.2} ns | |\n\n\
+         Counter update alone, 2 threads where noted (ns per update):\n\n| variant | ns |\n|---|---|\n",
+        cost.count_ns, cost.count_sd_ns, cost.time_ns, cost.time_sd_ns, cost.bare_ns
+    );
+    for (name, ns) in counters {
+        text.push_str(&format!("| {name} | {ns:.2} |\n"));
+    }
+    println!("{text}");
+    if let Some(out) = std::env::var_os("NESQUIC_BENCH_OUT") {
+        std::fs::write(out, text).expect("write");
+    }
+}
+
+/// Shared atomic counter vs per-thread counters: what one counting hit costs either way.
+fn counter_costs() -> Vec<(&'static str, f64)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::time::Instant;
+    const N: u64 = 50_000_000;
+    #[repr(align(64))]
+    struct Line(AtomicU64);
+    let shared = Line(AtomicU64::new(0));
+    let per_thread = [Line(AtomicU64::new(0)), Line(AtomicU64::new(0))];
+    let time = |threads: usize, f: &(dyn Fn(usize) + Sync)| {
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                s.spawn(move || f(t));
+            }
+        });
+        start.elapsed().as_nanos() as f64 / N as f64
+    };
+    let plain = |t: usize| {
+        let c = &per_thread[t].0;
+        for _ in 0..N {
+            // A plain load + store (what a non-atomic `add` to a private slot costs).
+            c.store(std::hint::black_box(c.load(Ordering::Relaxed) + 1), Ordering::Relaxed);
+        }
+    };
+    let atomic_private = |t: usize| {
+        for _ in 0..N {
+            std::hint::black_box(&per_thread[t].0).fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    let atomic_shared = |_: usize| {
+        for _ in 0..N {
+            std::hint::black_box(&shared.0).fetch_add(1, Ordering::Relaxed);
+        }
+    };
+    vec![
+        ("plain add, private slot, 1 thread", time(1, &plain)),
+        ("lock add, 1 thread", time(1, &atomic_shared)),
+        ("lock add, private slot per thread, 2 threads", time(2, &atomic_private)),
+        ("lock add, one shared slot, 2 threads (contended)", time(2, &atomic_shared)),
+        ("plain add, private slot per thread, 2 threads", time(2, &plain)),
+    ]
+}
