@@ -75,7 +75,7 @@ pub fn execute(args: &DoctorArgs) -> Result<()> {
         ),
         lockdown(),
     ];
-    for (name, result) in crate::link::qdisc_support() {
+    for (name, result) in nesquic_link::qdisc_support() {
         let (name, fix) = match name {
             "netem" => ("netem", "install the kernel's extra modules (sch_netem); without it loss uses tc-bpf and delay/jitter/reorder a userspace relay"),
             "tbf" => ("tbf", "a kernel with CONFIG_NET_SCH_TBF (--rate needs it unless netem is there)"),

@@ -7,7 +7,6 @@ mod calibrate;
 mod compare;
 mod doctor;
 mod duty;
-mod link;
 mod matrix;
 mod perf_classify;
 mod probes;

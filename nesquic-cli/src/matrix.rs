@@ -32,8 +32,8 @@ pub struct MatrixArgs {
     #[arg(long, value_delimiter = ',')]
     pub rcvbuf: Vec<String>,
     /// Link for every run (`nesquic run --link`).
-    #[arg(long, value_enum, default_value_t = crate::link::LinkKind::Loopback)]
-    pub link: crate::link::LinkKind,
+    #[arg(long, value_enum, default_value_t = nesquic_link::LinkKind::Loopback)]
+    pub link: nesquic_link::LinkKind,
     /// With --link veth: rate for every run (`nesquic run --rate`).
     #[arg(long)]
     pub rate: Option<String>,

@@ -132,8 +132,8 @@ pub struct RunArgs {
     pub duty: Option<crate::duty::DutySpec>,
     /// Network between client and server: loopback, or veth (two network namespaces joined by
     /// a veth pair, created and removed by nesquic; root).
-    #[arg(long, value_enum, default_value_t = crate::link::LinkKind::Loopback)]
-    pub link: crate::link::LinkKind,
+    #[arg(long, value_enum, default_value_t = nesquic_link::LinkKind::Loopback)]
+    pub link: nesquic_link::LinkKind,
     /// With --link veth: rate limit each direction (tbf), as tc spells it: 100mbit, 1gbit.
     #[arg(long, value_name = "RATE")]
     pub rate: Option<String>,
@@ -289,7 +289,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             s.set_datagram_events(true)?;
         }
     }
-    let conditions = crate::link::Conditions {
+    let conditions = nesquic_link::Conditions {
         rate: args.rate.clone(),
         loss_pct: args.loss,
         delay_ms: args.delay,
@@ -297,11 +297,11 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         reorder_pct: args.reorder,
     };
     let topology = match args.link {
-        crate::link::LinkKind::Veth => Some(crate::link::Topology::create(&conditions)?),
-        crate::link::LinkKind::Loopback if conditions.any() => {
+        nesquic_link::LinkKind::Veth => Some(nesquic_link::Topology::create(&conditions)?),
+        nesquic_link::LinkKind::Loopback if conditions.any() => {
             anyhow::bail!("--rate/--loss/--delay/--jitter/--reorder apply to a link: add --link veth")
         }
-        crate::link::LinkKind::Loopback => None,
+        nesquic_link::LinkKind::Loopback => None,
     };
     if let (Some(t), false) = (&topology, args.quiet) {
         eprintln!("nesquic: link: {}", t.applied.mechanisms.join("; "));
@@ -868,7 +868,7 @@ fn print_summary(report: &RunReport) {
             );
         }
         println!("qdisc drops (tbf queue overflow): {}", link["qdisc_drops"]);
-        if let Ok(stats) = serde_json::from_value::<crate::link::relay::RelayStats>(link["relay"].clone()) {
+        if let Ok(stats) = serde_json::from_value::<nesquic_link::relay::RelayStats>(link["relay"].clone()) {
             for (name, d) in [("client->server", &stats.up), ("server->client", &stats.down)] {
                 println!(
                     "relay {name}: {} datagrams held {:.2} ms on average (min {:.2}, max {:.2}; drawn {:.2}-{:.2}, relay late {:.3} ms on average, {:.2} at worst); {} ({:.2}%) left out of order, {} sent undelayed, {} send errors",

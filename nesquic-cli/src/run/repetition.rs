@@ -71,7 +71,7 @@ pub struct RepetitionSpec<'a> {
     pub duty: Option<crate::duty::DutySpec>,
     /// `--link veth`: server and client run in its hosts' network namespaces; the client may be
     /// routed through the impairment relay.
-    pub topology: Option<&'a crate::link::Topology>,
+    pub topology: Option<&'a nesquic_link::Topology>,
     /// Ask the LUT for its own qlog, written to `<dir>/lut-<role>-<rep>.sqlog`.
     pub lut_qlog: Option<(&'a Path, u32)>,
 }

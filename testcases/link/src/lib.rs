@@ -1,4 +1,4 @@
-//! `--link veth`: client and server "hosts" as two network namespaces joined by a veth pair, and
+//! Nesquic's emulated link, `--link veth`: client and server "hosts" as two network namespaces joined by a veth pair, and
 //! the link conditions applied to it. Everything is created per run and removed when the
 //! [`Topology`] drops (also on errors and Ctrl-C); namespaces left by a killed nesquic are swept
 //! at the next start (their names carry the creating pid).
@@ -7,6 +7,9 @@
 //! kernel has it, else with a tc-bpf program that also counts what it dropped; delay, jitter and
 //! reordering with `netem` where the kernel has it, else with Nesquic's userspace relay
 //! ([`relay`]) in the client's namespace, which measures what it applied.
+//!
+//! Must not know LUTs, probes' meaning, runs or how results are printed: it builds the link,
+//! applies conditions, and reports what it applied and measured.
 
 pub mod relay;
 
@@ -14,8 +17,13 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
 use serde::Serialize;
+
+mod error;
+pub use error::LinkError;
+
+/// Results of this crate.
+pub type Result<T, E = LinkError> = std::result::Result<T, E>;
 
 const PREFIX: &str = "nq";
 const SERVER_IP: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
@@ -51,16 +59,19 @@ impl Conditions {
     pub fn validate(&self) -> Result<()> {
         for (what, v) in [("--delay", self.delay_ms), ("--jitter", self.jitter_ms)] {
             if let Some(v) = v.filter(|v| !(0.0..=10_000.0).contains(v)) {
-                bail!("{what} {v} ms: expected 0-10000");
+                return Err(LinkError::Condition(format!("{what} {v} ms: expected 0-10000")));
             }
         }
         for (what, v) in [("--loss", self.loss_pct), ("--reorder", self.reorder_pct)] {
             if let Some(v) = v.filter(|v| !(0.0..=100.0).contains(v)) {
-                bail!("{what} {v}%: expected 0-100");
+                return Err(LinkError::Condition(format!("{what} {v}%: expected 0-100")));
             }
         }
         if self.reorder_pct.is_some_and(|r| r > 0.0) && self.delay_ms.is_none_or(|d| d <= 0.0) {
-            bail!("--reorder needs --delay: reordered datagrams are the ones sent without the delay (as with netem)");
+            return Err(LinkError::Condition(
+                "--reorder needs --delay: reordered datagrams are the ones sent without the delay (as with netem)"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -116,15 +127,19 @@ pub struct Topology {
 }
 
 fn ip(args: &[&str]) -> Result<()> {
-    let out = Command::new("ip").args(args).output().context("run `ip` (iproute2 is needed for --link veth)")?;
+    let out = Command::new("ip").args(args).output().map_err(|source| LinkError::Spawn { program: "ip", source })?;
     if !out.status.success() {
-        bail!("ip {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+        return Err(LinkError::command(&format!("ip {}", args.join(" ")), &out));
     }
     Ok(())
 }
 
 fn tc_in(netns: &str, args: &[&str]) -> Result<std::process::Output> {
-    Command::new("ip").args(["netns", "exec", netns, "tc"]).args(args).output().context("run `tc` (iproute2)")
+    Command::new("ip")
+        .args(["netns", "exec", netns, "tc"])
+        .args(args)
+        .output()
+        .map_err(|source| LinkError::Spawn { program: "tc", source })
 }
 
 /// Whether this kernel has the netem qdisc: tried on the server's veth end (ours, and about to
@@ -149,7 +164,7 @@ fn load_netem_module() {
 pub fn qdisc_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
     let netns = format!("{PREFIX}-{}-d", std::process::id());
     if let Err(e) = ip(&["netns", "add", &netns]) {
-        let why = format!("no network namespace to try in ({e:#})");
+        let why = format!("no network namespace to try in ({e})");
         return ["netem", "tbf", "clsact"].into_iter().map(|q| (q, Err(why.clone()))).collect();
     }
     load_netem_module();
@@ -163,7 +178,7 @@ pub fn qdisc_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
         let result = match tc_in(&netns, args) {
             Ok(o) if o.status.success() => Ok(()),
             Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-            Err(e) => Err(format!("{e:#}")),
+            Err(e) => Err(e.to_string()),
         };
         // Remove whatever was added before the next try (root and clsact may not coexist).
         let _ = tc_in(&netns, &["qdisc", "del", "dev", "lo", "root"]);
@@ -179,7 +194,7 @@ impl Topology {
     pub fn create(conditions: &Conditions) -> Result<Self> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
-            bail!("--link veth creates network namespaces: run as root");
+            return Err(LinkError::NotRoot);
         }
         conditions.validate()?;
         sweep_stale();
@@ -197,8 +212,8 @@ impl Topology {
             relay: None,
         };
         // From here on, Drop removes whatever exists.
-        topology.build().context("set up --link veth")?;
-        topology.impair(conditions).context("apply the link conditions")?;
+        topology.build().map_err(|e| e.during("set up --link veth"))?;
+        topology.impair(conditions).map_err(|e| e.during("apply the link conditions"))?;
         Ok(topology)
     }
 
@@ -264,7 +279,7 @@ impl Topology {
                 full.extend(args.iter().map(String::as_str));
                 let out = tc_in(&h.netns, &full)?;
                 if !out.status.success() {
-                    bail!("tc {}: {}", full.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+                    return Err(LinkError::command(&format!("tc {}", full.join(" ")), &out));
                 }
             }
             self.applied.mechanisms.push(format!("netem {} on both veth ends", args.join(" ")));
@@ -272,8 +287,13 @@ impl Topology {
                 // netem counts its drops in skbs; these count datagrams offered and received.
                 for h in &hosts {
                     let count = |ingress| {
-                        nesquic_ebpf::impair::LossFilter::attach_counter(&h.netns_path(), &h.iface, ingress)
-                            .with_context(|| format!("tc-bpf counting filter on {}", h.iface))
+                        nesquic_ebpf::impair::LossFilter::attach_counter(&h.netns_path(), &h.iface, ingress).map_err(
+                            |source| LinkError::Filter {
+                                what: "tc-bpf counting filter",
+                                iface: h.iface.clone(),
+                                source,
+                            },
+                        )
                     };
                     self.loss_counters.push((count(false)?, count(true)?));
                 }
@@ -292,7 +312,7 @@ impl Topology {
                     ["qdisc", "add", "dev", &h.iface, "root", "tbf", "rate", rate, "burst", &burst, "latency", "50ms"];
                 let out = tc_in(&h.netns, &args)?;
                 if !out.status.success() {
-                    bail!("--rate {rate}: tc {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim());
+                    return Err(LinkError::command(&format!("--rate {rate}: tc {}", args.join(" ")), &out));
                 }
             }
             self.applied.mechanisms.push(format!("tbf rate {rate} (burst {burst}, latency 50ms) on both veth ends"));
@@ -300,8 +320,9 @@ impl Topology {
         if let Some(loss) = cond.loss_pct {
             let per_million = (loss * 10_000.0).round() as u32;
             for h in &hosts {
-                let filter = nesquic_ebpf::impair::LossFilter::attach(&h.netns_path(), &h.iface, per_million)
-                    .with_context(|| format!("tc-bpf loss filter on {}", h.iface))?;
+                let filter = nesquic_ebpf::impair::LossFilter::attach(&h.netns_path(), &h.iface, per_million).map_err(
+                    |source| LinkError::Filter { what: "tc-bpf loss filter", iface: h.iface.clone(), source },
+                )?;
                 self.loss_filters.push(filter);
             }
             self.applied.mechanisms.push(format!(

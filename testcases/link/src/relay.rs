@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use crate::{LinkError, Result};
 use serde::Serialize;
 
 /// What the relay applies to each direction.
@@ -102,7 +102,7 @@ pub struct Relay {
 impl Relay {
     /// Starts a relay in the network namespace at `netns`, its front socket on `bind`.
     pub fn start(netns: &Path, bind: SocketAddr, conditions: RelayConditions) -> Result<Self> {
-        let ns = std::fs::File::open(netns).with_context(|| format!("open {}", netns.display()))?;
+        let ns = std::fs::File::open(netns).map_err(|e| LinkError::Relay(format!("open {}: {e}", netns.display())))?;
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let target = Arc::new(Mutex::new(None));
         let stats = Arc::new(Mutex::new(RelayStats::default()));
@@ -113,22 +113,23 @@ impl Relay {
             .spawn(move || {
                 // SAFETY: setns on a valid namespace fd; it affects only this thread.
                 if unsafe { libc::setns(ns.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                    let _ = ready_tx.send(Err(anyhow::anyhow!("setns: {}", std::io::Error::last_os_error())));
+                    let _ = ready_tx.send(Err(LinkError::Relay(format!("setns: {}", std::io::Error::last_os_error()))));
                     return;
                 }
                 let front = match UdpSocket::bind(bind).and_then(|s| s.set_nonblocking(true).map(|()| s)) {
                     Ok(s) => s,
                     Err(e) => {
-                        let _ = ready_tx.send(Err(anyhow::anyhow!("bind the relay on {bind}: {e}")));
+                        let _ = ready_tx.send(Err(LinkError::Relay(format!("bind the relay on {bind}: {e}"))));
                         return;
                     }
                 };
-                let _ = ready_tx.send(front.local_addr().map_err(anyhow::Error::from));
+                let _ = ready_tx.send(front.local_addr().map_err(|e| LinkError::Relay(format!("relay address: {e}"))));
                 let (target, stats, stop) = shared;
                 Worker::new(front, conditions, target, stats).run(&stop);
             })
-            .context("start the relay thread")?;
-        let front = ready_rx.recv().context("the relay thread ended before it was ready")??;
+            .map_err(|e| LinkError::Relay(format!("start the relay thread: {e}")))?;
+        let front =
+            ready_rx.recv().map_err(|_| LinkError::Relay("the relay thread ended before it was ready".into()))??;
         Ok(Self { front, target, stats, stop, thread: Some(thread) })
     }
 
