@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_TRACEPOINT, MECHANISM_UPROBE};
-use nesquic_ebpf::user::{AgentProcess, PatchStatus, UserBackend};
+use nesquic_ebpf::user::{AgentProcess, UserBackend};
 use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics, SyscallMetrics};
 use serde::Serialize;
 
@@ -57,16 +57,7 @@ pub struct Fallback {
     pub reason: String,
 }
 
-/// The agent in one LUT process of one repetition, as it reported itself.
-#[derive(Debug, Clone, Serialize)]
-pub struct AgentReport {
-    /// Role.
-    pub role: Role,
-    /// The agent initialised in the process.
-    pub ready: bool,
-    /// Per planned function: patched, or why not.
-    pub functions: Vec<PatchStatus>,
-}
+pub use nesquic_record::run::AgentReport;
 
 /// The probes of one run: a kernel session and/or the user-space agent.
 pub struct Probes {

@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use nesquic_ebpf::sites::SiteKind;
 use nesquic_ebpf::Metrics;
-use serde::Serialize;
 
 use crate::probes::ProbePlan;
 use crate::run::process::{LutProcess, ProcessEvent, Role};
@@ -34,72 +33,14 @@ const FUNCTIONS: [(&str, SiteKind); 3] = [
     ("nesquic_cal_step", SiteKind::SingleStep),
 ];
 
-/// The calibration of one site kind.
-#[derive(Debug, Clone, Serialize)]
-pub struct KindCalibration {
-    /// The site kind.
-    pub kind: SiteKind,
-    /// True cost per call of the calibration loop (its never-probed twin, median), ns.
-    pub true_ns: f64,
-    /// What the probes measured per call (median), ns.
-    pub measured_ns: f64,
-    /// Added to each measured duration: measured - true (median over rounds), ns.
-    pub overhead_ns: f64,
-    /// Standard deviation of that difference over rounds, ns.
-    pub uncertainty_ns: f64,
-    /// Everything a probed call costs the program (its own clock, probed - twin), ns.
-    pub pair_cost_ns: f64,
+pub use nesquic_record::calibration::{Calibration, KindCalibration};
+
+/// Terminal lines of a calibration.
+trait Describe {
+    fn describe(&self) -> Vec<String>;
 }
 
-/// A machine's calibration.
-#[derive(Debug, Clone, Serialize)]
-pub struct Calibration {
-    /// Per kernel uprobe site kind (empty when no kernel uprobe times anything).
-    pub kinds: Vec<KindCalibration>,
-    /// Rounds behind each figure.
-    pub rounds: usize,
-    /// The user-space agent's cost per counted and per timed call, when the agent times
-    /// functions.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub agent: Option<nesquic_ebpf::user::calibrate::AgentCost>,
-}
-
-impl Calibration {
-    /// Rounds behind the figures (the kernel's, else the agent's).
-    pub fn rounds_used(&self) -> usize {
-        if self.kinds.is_empty() {
-            self.agent.map_or(0, |a| a.rounds)
-        } else {
-            self.rounds
-        }
-    }
-
-    /// The overhead and its uncertainty for `kind`.
-    pub fn for_kind(&self, kind: SiteKind) -> Option<&KindCalibration> {
-        self.kinds.iter().find(|k| k.kind == kind)
-    }
-
-    /// Fills `compensated_mean_ns` of every timed function in `metrics`: the kernel's per-site
-    /// overhead for uprobes, the agent's in-window cost for inline hooks.
-    pub fn compensate(&self, metrics: &mut Metrics) {
-        for role in &mut metrics.roles {
-            for f in &mut role.functions {
-                if !f.timed || f.timing.calls == 0 {
-                    continue;
-                }
-                let (overhead, uncertainty) = if f.mechanism == nesquic_ebpf::metrics::MECHANISM_INLINE_HOOK {
-                    let Some(a) = &self.agent else { continue };
-                    (a.window_ns, a.window_sd_ns)
-                } else {
-                    let Some(k) = f.site.and_then(|kind| self.for_kind(kind)) else { continue };
-                    (k.overhead_ns, k.uncertainty_ns)
-                };
-                f.compensated_mean_ns = Some((f.timing.mean_ns() - overhead).max(0.0));
-                f.compensation_uncertainty_ns = Some(uncertainty);
-            }
-        }
-    }
-
+impl Describe for Calibration {
     /// One line per kind for the terminal.
     fn describe(&self) -> Vec<String> {
         let agent = self.agent.iter().map(|a| {
@@ -287,7 +228,7 @@ fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
 }
 
 fn median(v: &[f64]) -> f64 {
-    crate::compare::stats::median(v).unwrap_or(0.0)
+    nesquic_record::stats::median(v).unwrap_or(0.0)
 }
 
 fn stddev(v: &[f64]) -> f64 {

@@ -10,7 +10,6 @@ mod duty;
 mod matrix;
 mod perf_classify;
 mod probes;
-mod qlog;
 mod report;
 mod run;
 mod testcase;

@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_adapters::IoMode;
+use nesquic_record::io::{IoSource, IoTotals};
 use serde::Serialize;
 
 use crate::run::{self, RepetitionFigures, RunArgs, Spread, Summary};
@@ -136,7 +137,7 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
         bail!("no combination can run: {}", skipped.join("; "));
     }
     let base = args.out.clone().unwrap_or_else(|| PathBuf::from("nesquic-runs"));
-    let stamp = crate::qlog::time_stamp(std::time::SystemTime::now());
+    let stamp = nesquic_record::qlog::time_stamp(std::time::SystemTime::now());
     let mut reports: Vec<Vec<run::RunReport>> = combinations.iter().map(|_| Vec::new()).collect();
     let mut dirs: Vec<Vec<PathBuf>> = combinations.iter().map(|_| Vec::new()).collect();
     for round in 0..args.repeat as usize {
@@ -280,7 +281,7 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
     let reps: Vec<RepetitionFigures> = reports.into_iter().flat_map(|r| r.repetitions).collect();
     let summary = Summary::of(&reps).context("no repetitions")?;
     let mb = size as f64 / 1e6;
-    let per_rep: Vec<RepIo> = reps.iter().filter_map(side_io).collect();
+    let per_rep: Vec<RepIo> = reps.iter().filter_map(IoTotals::of_repetition).collect();
     let median = |f: &dyn Fn(&RepIo) -> Option<f64>| -> Option<f64> {
         Spread::of(per_rep.iter().filter_map(f)).map(|s| s.median)
     };
@@ -293,14 +294,14 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
         testcase,
         rounds: reps.len(),
         summary,
-        server_syscalls_per_mb: median(&|(s, _, _)| Some((s.send_calls + s.recv_calls) as f64 / mb)),
-        client_syscalls_per_mb: median(&|(_, c, _)| Some((c.send_calls + c.recv_calls) as f64 / mb)),
-        server_bytes_per_send: median(&|(s, _, _)| ratio(s.send_bytes, s.send_calls)),
-        server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send_datagrams, s.send_calls)),
-        client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv_datagrams, c.recv_calls)),
+        server_syscalls_per_mb: median(&|(s, _, _)| Some(s.calls() as f64 / mb)),
+        client_syscalls_per_mb: median(&|(_, c, _)| Some(c.calls() as f64 / mb)),
+        server_bytes_per_send: median(&|(s, _, _)| ratio(s.send.bytes, s.send.calls)),
+        server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send.datagrams, s.send.calls)),
+        client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv.datagrams, c.recv.calls)),
         server_seal_ns: Spread::of(reps.iter().filter_map(|r| timed_ns(r, "server", "crypto.seal"))).map(|s| s.median),
         client_open_ns: Spread::of(reps.iter().filter_map(|r| timed_ns(r, "client", "crypto.open"))).map(|s| s.median),
-        syscall_source: per_rep.first().map(|p| p.2),
+        syscall_source: per_rep.first().map(|p| p.2.label()),
         run_dirs,
     })
 }
@@ -320,52 +321,8 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
     (b > 0).then(|| a as f64 / b as f64)
 }
 
-/// Server, client, and where the figures came from ("probes" or "io-layer").
-type RepIo = (SideIo, SideIo, &'static str);
-
-#[derive(Debug, Default, Clone, Copy)]
-struct SideIo {
-    send_calls: u64,
-    recv_calls: u64,
-    send_datagrams: u64,
-    recv_datagrams: u64,
-    send_bytes: u64,
-}
-
-/// Server and client syscall figures of one repetition: from the probes when they ran (any
-/// LUT), else from the I/O layer's own counters (LUTs on Nesquic I/O).
-fn side_io(rep: &RepetitionFigures) -> Option<RepIo> {
-    if let Some(m) = &rep.probes {
-        let side = |name: &str| -> Option<SideIo> {
-            let r = m.roles.iter().find(|r| r.role == name)?;
-            let sum = |dir: &str, f: &dyn Fn(&nesquic_ebpf::SyscallMetrics) -> u64| -> u64 {
-                r.io.iter().filter(|s| s.direction == dir).map(f).sum()
-            };
-            Some(SideIo {
-                send_calls: sum("send", &|s| s.timing.calls),
-                recv_calls: sum("recv", &|s| s.timing.calls),
-                send_datagrams: sum("send", &|s| s.datagrams),
-                recv_datagrams: sum("recv", &|s| s.datagrams),
-                send_bytes: sum("send", &|s| s.bytes),
-            })
-        };
-        let (s, c) = (side("server")?, side("client")?);
-        if s.send_calls + c.recv_calls > 0 {
-            return Some((s, c, "probes"));
-        }
-    }
-    let layer = |role: run::process::Role| -> Option<SideIo> {
-        let (_, c) = rep.io_layer_counters.iter().find(|(r, _)| *r == role)?;
-        Some(SideIo {
-            send_calls: c.send.syscalls,
-            recv_calls: c.recv.syscalls,
-            send_datagrams: c.send.datagrams,
-            recv_datagrams: c.recv.datagrams,
-            send_bytes: c.send.bytes,
-        })
-    };
-    Some((layer(run::process::Role::Server)?, layer(run::process::Role::Client)?, "io-layer"))
-}
+/// Server, client, and where the figures came from.
+type RepIo = (IoTotals, IoTotals, IoSource);
 
 fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));

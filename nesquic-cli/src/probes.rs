@@ -373,8 +373,8 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
     if role.functions.is_empty() {
         return;
     }
-    let sent: u64 = role.io.iter().filter(|s| s.direction == "send").map(|s| s.datagrams).sum();
-    let received: u64 = role.io.iter().filter(|s| s.direction == "recv").map(|s| s.datagrams).sum();
+    let io = nesquic_record::io::IoTotals::of(role);
+    let (sent, received) = (io.send.datagrams, io.recv.datagrams);
     // Catalog categories are summed over their functions; custom globs list each function.
     let mut by_category: BTreeMap<String, (Timing, u64, bool, Vec<String>)> = BTreeMap::new();
     for f in &role.functions {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use crate::qlog::reader::{self, QlogTrace};
+use nesquic_record::qlog::reader::{self, QlogTrace};
 
 /// `nesquic report` arguments.
 #[derive(Debug, clap::Args)]

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
-use serde_json::Value;
+use nesquic_ebpf::{Metrics, RoleMetrics};
+use nesquic_record::io::IoTotals;
+use nesquic_record::workload::{TestcaseInfo, WorkloadFigures};
+use nesquic_record::RunRecord;
 
 /// Whether a metric is a (nearly) deterministic count or a noisy measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -110,23 +113,16 @@ pub const METRICS: &[MetricDef] = &[
     },
 ];
 
-/// "multi-conn 4x1x10000000 (40000000 bytes)": what a run asked for, from its `testcase`
-/// record (summary.json or `nesquic:run_started`); runs before testcases existed were bulk.
-fn scenario(testcase: Option<&Value>, size: u64) -> String {
-    let name = testcase.and_then(|t| t["name"].as_str().or(t.as_str())).unwrap_or("bulk");
-    match testcase.and_then(|t| serde_json::from_value::<nesquic_testcases::Workload>(t["workload"].clone()).ok()) {
-        Some(w) => format!("{name} {} ({size} bytes)", w.shape()),
-        None => format!("{name} {size} bytes"),
-    }
+/// "multi-conn 4x1x10000000 (40000000 bytes)": what a run asked for.
+fn scenario(testcase: &TestcaseInfo, size: u64) -> String {
+    format!("{} {} ({size} bytes)", testcase.name, testcase.workload.shape())
 }
 
-/// Multi-connection figures of one repetition (its `workload` record), if any.
-fn workload_metrics(w: &Value, push: &mut impl FnMut(String, f64)) {
-    if let (Some(rate), Some(p99)) = (w["handshakes_per_s"].as_f64(), w["handshake_ms"]["p99"].as_f64()) {
-        if w["connections"].as_u64().is_some_and(|c| c > 1) {
-            push("connections_per_s".into(), rate);
-            push("handshake_p99_ms".into(), p99);
-        }
+/// Multi-connection figures of one repetition, if it had several connections.
+fn workload_metrics(w: Option<&WorkloadFigures>, push: &mut impl FnMut(String, f64)) {
+    if let Some(w) = w.filter(|w| w.connections > 1) {
+        push("connections_per_s".into(), w.handshakes_per_s);
+        push("handshake_p99_ms".into(), w.handshake_ms.p99);
     }
 }
 
@@ -155,40 +151,29 @@ pub fn load(path: &Path) -> Result<RunSamples> {
     if file.extension().is_some_and(|e| e == "sqlog") {
         return from_sqlog(&file);
     }
-    let text = std::fs::read_to_string(&file).with_context(|| format!("read {}", file.display()))?;
-    let v: Value = serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", file.display()))?;
-    from_summary(&v).with_context(|| format!("{} is not a nesquic run summary", file.display()))
+    let record = RunRecord::load(&file).with_context(|| format!("{} is not a nesquic run summary", file.display()))?;
+    from_record(&record).with_context(|| format!("{} is not a nesquic run summary", file.display()))
 }
 
-fn from_summary(v: &Value) -> Result<RunSamples> {
-    let size = v["size_bytes"].as_u64().context("no size_bytes")?;
-    let reps = v["repetitions"].as_array().context("no repetitions")?;
-    if reps.is_empty() {
+fn from_record(r: &RunRecord) -> Result<RunSamples> {
+    if r.repetitions.is_empty() {
         bail!("no repetitions");
     }
     let mut metrics: BTreeMap<String, Vec<f64>> = BTreeMap::new();
-    for rep in reps {
+    for rep in &r.repetitions {
         let mut push = |k: String, x: f64| metrics.entry(k).or_default().push(x);
-        push("goodput_mbps".into(), rep["goodput_mbps"].as_f64().context("goodput_mbps")?);
-        push("transfer_s".into(), rep["transfer_s"].as_f64().context("transfer_s")?);
-        for role in ["server", "client"] {
-            push(format!("{role}.cpu_s"), rep[role]["cpu_total_s"].as_f64().context("cpu_total_s")?);
-        }
-        workload_metrics(&rep["workload"], &mut push);
-        if let Some(roles) = rep["probes"]["roles"].as_array() {
-            for r in roles {
-                probe_metrics(r, size, 1.0, &mut push);
-            }
+        push("goodput_mbps".into(), rep.goodput_mbps);
+        push("transfer_s".into(), rep.transfer_s);
+        push("server.cpu_s".into(), rep.server.cpu_total_s);
+        push("client.cpu_s".into(), rep.client.cpu_total_s);
+        workload_metrics(rep.workload.as_ref(), &mut push);
+        for role in rep.probes.iter().flat_map(|p| &p.roles) {
+            probe_metrics(role, r.size_bytes, 1.0, &mut push);
         }
     }
     Ok(RunSamples {
-        lut: format!(
-            "{} {} {}",
-            v["lut"]["name"].as_str().unwrap_or("?"),
-            v["lut"]["version"].as_str().unwrap_or("?"),
-            v["lut_options"]
-        ),
-        testcase: scenario(v.get("testcase"), size),
+        lut: format!("{} {} {:?}", r.lut.name, r.lut.version, r.lut_options),
+        testcase: scenario(&r.testcase, r.size_bytes),
         metrics,
     })
 }
@@ -196,7 +181,7 @@ fn from_summary(v: &Value) -> Result<RunSamples> {
 /// One role's .sqlog: per-repetition figures from run_summary; probe totals divided by the
 /// repetitions (the trace keeps totals only).
 fn from_sqlog(file: &Path) -> Result<RunSamples> {
-    let trace = crate::qlog::reader::read(file)?;
+    let trace = nesquic_record::qlog::reader::read(file)?;
     let summary = trace
         .named("nesquic:run_summary")
         .next()
@@ -212,61 +197,63 @@ fn from_sqlog(file: &Path) -> Result<RunSamples> {
         push("goodput_mbps".into(), rep["goodput_mbps"].as_f64().context("goodput_mbps")?);
         push("transfer_s".into(), rep["transfer_s"].as_f64().context("transfer_s")?);
         push(format!("{role}.cpu_s"), rep["cpu_s"].as_f64().context("cpu_s")?);
-        workload_metrics(&rep["workload"], &mut push);
+        let workload = serde_json::from_value::<WorkloadFigures>(rep["workload"].clone()).ok();
+        workload_metrics(workload.as_ref(), &mut push);
     }
-    if let Some(roles) = d["probes"]["roles"].as_array() {
-        for r in roles {
+    if !d["probes"].is_null() {
+        let probes: Metrics = serde_json::from_value(d["probes"].clone()).context("run_summary probes")?;
+        for r in &probes.roles {
             probe_metrics(r, size, reps, &mut push);
         }
     }
     let lut = started.map(|s| &s["data"]["lut"]);
+    let testcase = started
+        .and_then(|s| serde_json::from_value::<TestcaseInfo>(s["data"]["testcase"].clone()).ok())
+        .unwrap_or_else(|| TestcaseInfo::bulk_before_testcases(size));
     Ok(RunSamples {
         lut: format!(
             "{} {}",
             lut.and_then(|l| l["name"].as_str()).unwrap_or("?"),
             lut.and_then(|l| l["version"].as_str()).unwrap_or("?")
         ),
-        testcase: scenario(started.map(|s| &s["data"]["testcase"]), size),
+        testcase: scenario(&testcase, size),
         metrics,
     })
 }
 
 /// Probe-derived metrics of one role; `per` divides totals (number of repetitions they span).
-fn probe_metrics(role: &Value, size: u64, per: f64, push: &mut impl FnMut(String, f64)) {
-    let Some(name) = role["role"].as_str() else { return };
-    let sum = |dir: &str, field: &str| -> f64 {
-        role["io"].as_array().map_or(0.0, |io| {
-            io.iter().filter(|s| s["direction"] == dir).filter_map(|s| s[field].as_f64()).sum::<f64>()
-        })
+fn probe_metrics(role: &RoleMetrics, size: u64, per: f64, push: &mut impl FnMut(String, f64)) {
+    let name = &role.role;
+    let io = IoTotals::of(role);
+    let (send_calls, recv_calls) = (io.send.calls as f64, io.recv.calls as f64);
+    if send_calls + recv_calls == 0.0 {
+        return;
+    }
+    let (sent_dg, recv_dg) = (io.send.datagrams as f64, io.recv.datagrams as f64);
+    push(format!("{name}.send_syscalls"), send_calls / per);
+    push(format!("{name}.recv_syscalls"), recv_calls / per);
+    push(format!("{name}.syscalls_per_mb"), (send_calls + recv_calls) / per / (size as f64 / 1e6));
+    if send_calls > 0.0 {
+        push(format!("{name}.bytes_per_send"), io.send.bytes as f64 / send_calls);
+        push(format!("{name}.datagrams_per_send"), sent_dg / send_calls);
+    }
+    if recv_calls > 0.0 {
+        push(format!("{name}.bytes_per_recv"), io.recv.bytes as f64 / recv_calls);
+        push(format!("{name}.datagrams_per_recv"), recv_dg / recv_calls);
+    }
+    let func = |category: &str| -> (f64, f64) {
+        role.functions
+            .iter()
+            .filter(|f| f.category == category)
+            .fold((0.0, 0.0), |(c, ns), f| (c + f.timing.calls as f64, ns + f.timing.total_ns as f64))
     };
-    let (send_calls, recv_calls) = (sum("send", "calls"), sum("recv", "calls"));
-    if send_calls + recv_calls > 0.0 {
-        let (sent_dg, recv_dg) = (sum("send", "datagrams"), sum("recv", "datagrams"));
-        push(format!("{name}.send_syscalls"), send_calls / per);
-        push(format!("{name}.recv_syscalls"), recv_calls / per);
-        push(format!("{name}.syscalls_per_mb"), (send_calls + recv_calls) / per / (size as f64 / 1e6));
-        if send_calls > 0.0 {
-            push(format!("{name}.bytes_per_send"), sum("send", "bytes") / send_calls);
-            push(format!("{name}.datagrams_per_send"), sent_dg / send_calls);
-        }
-        if recv_calls > 0.0 {
-            push(format!("{name}.bytes_per_recv"), sum("recv", "bytes") / recv_calls);
-            push(format!("{name}.datagrams_per_recv"), recv_dg / recv_calls);
-        }
-        let func = |category: &str, field: &str| -> f64 {
-            role["functions"].as_array().map_or(0.0, |f| {
-                f.iter().filter(|x| x["category"] == category).filter_map(|x| x[field].as_f64()).sum::<f64>()
-            })
-        };
-        for (cat, key, packets) in [("crypto.seal", "seal", sent_dg), ("crypto.open", "open", recv_dg)] {
-            let calls = func(cat, "calls");
-            if calls > 0.0 && packets > 0.0 {
-                push(format!("{name}.{key}_calls_per_packet"), calls / packets);
-                let ns = func(cat, "total_ns");
-                // Counted-only probes have no time; only timed runs compare it.
-                if ns > 0.0 {
-                    push(format!("{name}.{key}_ns_per_packet"), ns / packets);
-                }
+    for (cat, key, packets) in [("crypto.seal", "seal", sent_dg), ("crypto.open", "open", recv_dg)] {
+        let (calls, ns) = func(cat);
+        if calls > 0.0 && packets > 0.0 {
+            push(format!("{name}.{key}_calls_per_packet"), calls / packets);
+            // Counted-only probes have no time; only timed runs compare it.
+            if ns > 0.0 {
+                push(format!("{name}.{key}_ns_per_packet"), ns / packets);
             }
         }
     }

@@ -5,7 +5,7 @@
 //! are "inconclusive" with too few samples. Exit codes: 0 pass, 1 regression, 2 bad input.
 
 mod input;
-pub(crate) mod stats;
+pub(crate) use nesquic_record::stats;
 
 use std::path::PathBuf;
 

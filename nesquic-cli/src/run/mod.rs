@@ -1,11 +1,11 @@
 //! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
 
 mod custom_build;
+mod figures;
 mod overhead;
 pub(crate) mod process;
 mod record;
 pub(crate) mod repetition;
-mod results;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -14,12 +14,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use nesquic_lut_adapters::{find_lut, tls, IoMode};
-use serde::Serialize;
 use serde_json::json;
 
+pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary, WorkloadSummary};
 use process::{Role, LUT_ROLES};
 use repetition::{run_repetition, ProcessObserver, RepetitionSpec};
-pub(crate) use results::{RepetitionFigures, Spread, Summary, WorkloadSummary};
 
 use crate::units;
 
@@ -158,48 +157,7 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-/// Everything a run produced, as written to `--json`.
-#[derive(Debug, Serialize)]
-pub struct RunReport {
-    /// Nesquic's version.
-    pub nesquic_version: &'static str,
-    /// The LUT.
-    pub lut: LutInfo,
-    /// The scenario.
-    pub testcase: crate::testcase::TestcaseInfo,
-    /// LUT-specific settings used (`--lut-opt`).
-    pub lut_options: Vec<String>,
-    /// Payload bytes per repetition (all connections and streams).
-    pub size_bytes: u64,
-    /// One entry per repetition.
-    pub repetitions: Vec<RepetitionFigures>,
-    /// Median/min/max over repetitions.
-    pub summary: Summary,
-    /// The timing probes' calibration, when timed probes ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub calibration: Option<crate::calibrate::Calibration>,
-    /// `--link veth`: the link, what was applied by which mechanism, and what was measured.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub link: Option<serde_json::Value>,
-}
-
-/// What was run.
-#[derive(Debug, Serialize)]
-pub struct LutInfo {
-    /// Adapter name.
-    pub name: &'static str,
-    /// Library version.
-    pub version: String,
-    /// Crypto backend.
-    pub crypto_backend: &'static str,
-    /// I/O path.
-    pub io: IoMode,
-    /// Executable that ran (and that probes attach to).
-    pub binary: PathBuf,
-    /// With --lut-path: the checkout it was built from and its git revision.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<serde_json::Value>,
-}
+pub use nesquic_record::run::{LinkRecord, LutInfo, LutSource, ObservedLoss, RunRecord as RunReport};
 
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
@@ -207,7 +165,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let mut lut_source = None;
     if let Some(path) = &args.lut_path {
         let built = custom_build::build(lut, path)?;
-        lut_source = Some(json!({"path": built.source, "revision": built.revision}));
+        lut_source = Some(LutSource { path: built.source.clone(), revision: built.revision.clone() });
         lut = Box::new(built);
     }
     let io = args.io.unwrap_or(lut.io_modes()[0]);
@@ -347,7 +305,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), testcase.name, workload.describe());
     let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
     let mut started = run_started(args, &testcase, lut.as_ref(), &binary, io, session.as_ref(), user.as_ref());
-    started["lut"]["source"] = lut_source.clone().unwrap_or(serde_json::Value::Null);
+    started["lut"]["source"] = json!(lut_source);
     if let Some(t) = &topology {
         let data = json!({"link": "veth", "server": t.server, "client": t.client, "mechanisms": t.applied.mechanisms});
         recorder.both("nesquic:link_configured", |_| data.clone())?;
@@ -377,26 +335,21 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     // Invariant: repeat >= 1 (clap range), so there is at least one repetition here.
     let summary = Summary::of(&reps).context("no repetitions")?;
-    let link = topology.as_ref().map(|t| {
-        let loss = t.observed_loss();
-        json!({
-            "kind": "veth",
-            "mechanisms": t.applied.mechanisms,
-            "conditions": conditions,
-            "observed_loss": loss.map(|(dropped, seen)| json!({
-                "dropped": dropped, "seen": seen,
-                "pct": if seen > 0 { dropped as f64 * 100.0 / seen as f64 } else { 0.0 },
-            })),
-            "qdisc_drops": t.qdisc_drops(),
-            "relay": t.relay_stats(),
-        })
+    let link = topology.as_ref().map(|t| LinkRecord {
+        kind: "veth".into(),
+        mechanisms: t.applied.mechanisms.clone(),
+        conditions: conditions.clone(),
+        observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss::new(dropped, seen)),
+        qdisc_drops: t.qdisc_drops(),
+        relay: t.relay_stats(),
     });
     let report = RunReport {
-        nesquic_version: env!("CARGO_PKG_VERSION"),
+        schema_version: nesquic_record::SCHEMA_VERSION,
+        nesquic_version: env!("CARGO_PKG_VERSION").into(),
         lut: LutInfo {
-            name: lut.name(),
+            name: lut.name().into(),
             version: lut.version(),
-            crypto_backend: lut.crypto_backend(),
+            crypto_backend: lut.crypto_backend().into(),
             io,
             binary,
             source: lut_source,
@@ -856,19 +809,15 @@ fn print_summary(report: &RunReport) {
     }
     print_io_layer_counters(report);
     if let Some(link) = &report.link {
-        let mechanisms: Vec<&str> =
-            link["mechanisms"].as_array().into_iter().flatten().filter_map(|m| m.as_str()).collect();
-        println!("link: {}", mechanisms.join("; "));
-        if let Some(l) = link["observed_loss"].as_object() {
+        println!("link: {}", link.mechanisms.join("; "));
+        if let Some(l) = &link.observed_loss {
             println!(
                 "link loss measured by the tc-bpf filters: {} of {} datagrams dropped ({:.2}%)",
-                l["dropped"],
-                l["seen"],
-                l["pct"].as_f64().unwrap_or(0.0)
+                l.dropped, l.seen, l.pct
             );
         }
-        println!("qdisc drops (tbf queue overflow): {}", link["qdisc_drops"]);
-        if let Ok(stats) = serde_json::from_value::<nesquic_link::relay::RelayStats>(link["relay"].clone()) {
+        println!("qdisc drops (tbf queue overflow): {}", link.qdisc_drops);
+        if let Some(stats) = &link.relay {
             for (name, d) in [("client->server", &stats.up), ("server->client", &stats.down)] {
                 println!(
                     "relay {name}: {} datagrams held {:.2} ms on average (min {:.2}, max {:.2}; drawn {:.2}-{:.2}, relay late {:.3} ms on average, {:.2} at worst); {} ({:.2}%) left out of order, {} sent undelayed, {} send errors",

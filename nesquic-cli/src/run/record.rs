@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
 use super::process::{Role, LUT_ROLES};
-use crate::qlog::writer::QlogWriter;
+use nesquic_record::qlog::writer::QlogWriter;
 
 /// The two traces of a run (one per role), on one clock.
 pub struct Recorder {
@@ -48,7 +48,7 @@ impl Recorder {
     /// Writes one event to both traces, built per role.
     pub fn both(&mut self, name: &str, data: impl Fn(Role) -> Value) -> Result<()> {
         self.server.event(name, &data(Role::Server))?;
-        self.client.event(name, &data(Role::Client))
+        Ok(self.client.event(name, &data(Role::Client))?)
     }
 
     /// Writes per-message kernel events as `quic:udp_datagrams_sent` / `_received`.
@@ -143,7 +143,7 @@ pub fn host() -> Value {
 /// exists. Created here, atomically (`create_dir` fails if another run took the name in the same
 /// second), so concurrent runs never share a directory.
 pub fn default_out_dir(lut: &str) -> Result<PathBuf> {
-    let stamp = crate::qlog::time_stamp(SystemTime::now());
+    let stamp = nesquic_record::qlog::time_stamp(SystemTime::now());
     let parent = PathBuf::from("nesquic-runs");
     std::fs::create_dir_all(&parent).with_context(|| format!("create {}", parent.display()))?;
     let base = parent.join(format!("{stamp}-{lut}"));
@@ -179,7 +179,7 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
 /// the original name is kept in `original_name`), and the whole trace is rewritten sorted by
 /// time. Returns how many library events were merged.
 pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, lut_files: &[(PathBuf, u64)]) -> Result<usize> {
-    let ours = crate::qlog::reader::read_unordered(trace)?;
+    let ours = nesquic_record::qlog::reader::read_unordered(trace)?;
     let epoch_ns = epoch.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as f64).unwrap_or(0.0);
     let mut events = ours.events;
     let mut merged = 0;
@@ -240,9 +240,9 @@ mod tests {
                     \x1e{\"time\":5.0,\"name\":\"nesquic:b\",\"data\":{}}\n\
                     \x1e{\"time\":2.0,\"name\":\"quic:udp_datagrams_sent\",\"data\":{}}\n";
         std::fs::write(&path, text).expect("write");
-        assert!(crate::qlog::reader::read(&path).is_err(), "unsorted input is not a valid trace");
+        assert!(nesquic_record::qlog::reader::read(&path).is_err(), "unsorted input is not a valid trace");
         assert_eq!(merge_lut_qlog(&path, SystemTime::now(), &[]).expect("sorted"), 0);
-        let trace = crate::qlog::reader::read(&path).expect("valid after sorting");
+        let trace = nesquic_record::qlog::reader::read(&path).expect("valid after sorting");
         let names: Vec<&str> = trace.events.iter().filter_map(|e| e["name"].as_str()).collect();
         assert_eq!(names, ["quic:udp_datagrams_sent", "nesquic:b"]);
     }

@@ -13,7 +13,7 @@ use crate::symbols::ObjectSymbols;
 use super::{UserBackend, UserError};
 
 /// What a hooked call costs.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct AgentCost {
     /// Added per counted call, ns (mean over rounds).
     pub count_ns: f64,

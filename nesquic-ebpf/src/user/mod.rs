@@ -63,7 +63,7 @@ pub struct PlannedFunction {
 }
 
 /// A function's patch outcome in one process, as the agent reported it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PatchStatus {
     /// Demangled name.
     pub name: String,

@@ -10,7 +10,7 @@ pub enum LinkError {
     #[error("--link veth creates network namespaces: run as root")]
     NotRoot,
     /// `ip` or `tc` could not be started.
-    #[error("run `{program}` (iproute2 is needed for --link veth): {source}")]
+    #[error("run `{program}` (iproute2 is needed for --link veth)")]
     Spawn {
         /// The program.
         program: &'static str,
@@ -26,20 +26,20 @@ pub enum LinkError {
         stderr: String,
     },
     /// A tc-bpf filter could not be attached.
-    #[error("{what} on {iface}: {source}")]
+    #[error("{what} on {iface}")]
     Filter {
         /// Which filter.
         what: &'static str,
         /// The veth end.
         iface: String,
-        /// Why.
-        source: nesquic_ebpf::EbpfError,
+        /// Why (boxed: the eBPF error is large and this path is cold).
+        source: Box<nesquic_ebpf::EbpfError>,
     },
     /// The userspace relay could not start.
     #[error("relay: {0}")]
     Relay(String),
     /// A stage of building the link failed.
-    #[error("{stage}: {source}")]
+    #[error("{stage}")]
     During {
         /// The stage.
         stage: &'static str,
@@ -52,6 +52,17 @@ impl LinkError {
     /// `command` ran and failed: its stderr says why.
     pub(crate) fn command(command: &str, out: &std::process::Output) -> Self {
         Self::Command { command: command.to_string(), stderr: String::from_utf8_lossy(&out.stderr).trim().to_string() }
+    }
+
+    /// The error and its causes on one line ("a: b: c"), for places that keep it as text.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut cause = std::error::Error::source(self);
+        while let Some(c) = cause {
+            text.push_str(&format!(": {c}"));
+            cause = c.source();
+        }
+        text
     }
 
     /// This error, said to have happened during `stage`.

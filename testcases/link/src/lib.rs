@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 mod error;
 pub use error::LinkError;
@@ -40,7 +40,7 @@ pub enum LinkKind {
 }
 
 /// Conditions asked for on the link.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Conditions {
     /// tbf rate, as tc spells it (`100mbit`, `1gbit`).
     pub rate: Option<String>,
@@ -87,7 +87,7 @@ impl Conditions {
 }
 
 /// One side of the link.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Host {
     /// Namespace name.
     pub netns: String,
@@ -164,7 +164,7 @@ fn load_netem_module() {
 pub fn qdisc_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
     let netns = format!("{PREFIX}-{}-d", std::process::id());
     if let Err(e) = ip(&["netns", "add", &netns]) {
-        let why = format!("no network namespace to try in ({e})");
+        let why = format!("no network namespace to try in ({})", e.chain());
         return ["netem", "tbf", "clsact"].into_iter().map(|q| (q, Err(why.clone()))).collect();
     }
     load_netem_module();
@@ -178,7 +178,7 @@ pub fn qdisc_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
         let result = match tc_in(&netns, args) {
             Ok(o) if o.status.success() => Ok(()),
             Ok(o) => Err(String::from_utf8_lossy(&o.stderr).trim().to_string()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(e.chain()),
         };
         // Remove whatever was added before the next try (root and clsact may not coexist).
         let _ = tc_in(&netns, &["qdisc", "del", "dev", "lo", "root"]);
@@ -291,7 +291,7 @@ impl Topology {
                             |source| LinkError::Filter {
                                 what: "tc-bpf counting filter",
                                 iface: h.iface.clone(),
-                                source,
+                                source: Box::new(source),
                             },
                         )
                     };
@@ -321,7 +321,11 @@ impl Topology {
             let per_million = (loss * 10_000.0).round() as u32;
             for h in &hosts {
                 let filter = nesquic_ebpf::impair::LossFilter::attach(&h.netns_path(), &h.iface, per_million).map_err(
-                    |source| LinkError::Filter { what: "tc-bpf loss filter", iface: h.iface.clone(), source },
+                    |source| LinkError::Filter {
+                        what: "tc-bpf loss filter",
+                        iface: h.iface.clone(),
+                        source: Box::new(source),
+                    },
                 )?;
                 self.loss_filters.push(filter);
             }

@@ -5,11 +5,13 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime};
 
-use anyhow::{Context, Result};
 use qlog::{CommonFields, QlogSeq, ReferenceTime, TimeFormat, TraceSeq, VantagePoint, VantagePointType};
 use serde::Serialize;
 
 use super::{time, NESQUIC_SCHEMA, QUIC_SCHEMA};
+use crate::RecordError;
+
+type Result<T> = std::result::Result<T, RecordError>;
 
 /// One open `.sqlog` file. Event times are milliseconds since the run's reference time, never
 /// decreasing.
@@ -34,7 +36,7 @@ impl QlogWriter {
             .write(true)
             .create_new(true)
             .open(path)
-            .with_context(|| format!("create {}", path.display()))?;
+            .map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
         let ty = match vantage {
             "server" => VantagePointType::Server,
             "client" => VantagePointType::Client,
@@ -62,12 +64,14 @@ impl QlogWriter {
                 event_schemas: vec![NESQUIC_SCHEMA.to_string(), QUIC_SCHEMA.to_string()],
             },
         };
-        let body = serde_json::to_string(&header)?;
+        let body = serde_json::to_string(&header)
+            .map_err(|source| RecordError::Json { what: "the qlog header".into(), source })?;
         // qvis recognises JSON-SEQ only by these two (older) fields in the first 1024 bytes.
-        let rest = body.strip_prefix('{').context("header serialises as an object")?;
+        // Invariant: a struct serialises as a JSON object.
+        let rest = body.strip_prefix('{').unwrap_or(&body);
         let mut out = BufWriter::new(file);
         writeln!(out, "\x1e{{\"qlog_version\":\"0.3\",\"qlog_format\":\"JSON-SEQ\",{rest}")
-            .with_context(|| format!("write {}", path.display()))?;
+            .map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
         Ok(Self { out, path: path.to_path_buf(), reference, last_ms: 0.0 })
     }
 
@@ -87,13 +91,14 @@ impl QlogWriter {
             name: &'a str,
             data: &'a T,
         }
-        let line = serde_json::to_string(&Record { time: ms, name, data })?;
-        writeln!(self.out, "\x1e{line}").with_context(|| format!("write {}", self.path.display()))
+        let line = serde_json::to_string(&Record { time: ms, name, data })
+            .map_err(|source| RecordError::Json { what: format!("qlog event {name}"), source })?;
+        writeln!(self.out, "\x1e{line}").map_err(|source| RecordError::Io { path: self.path.clone(), source })
     }
 
     /// Flushes to disk.
     pub fn finish(mut self) -> Result<PathBuf> {
-        self.out.flush().with_context(|| format!("write {}", self.path.display()))?;
+        self.out.flush().map_err(|source| RecordError::Io { path: self.path.clone(), source })?;
         Ok(self.path)
     }
 }

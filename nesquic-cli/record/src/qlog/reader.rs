@@ -3,8 +3,12 @@
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use serde_json::Value;
+
+use crate::RecordError;
+
+/// A problem in the bytes of a trace (the caller adds the file).
+type Problem = String;
 
 /// A parsed trace.
 #[derive(Debug)]
@@ -28,29 +32,29 @@ impl QlogTrace {
 }
 
 /// Reads and validates `path`.
-pub fn read(path: &Path) -> Result<QlogTrace> {
-    let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
-    parse(&bytes).with_context(|| format!("{} is not a valid JSON-SEQ qlog", path.display()))
+pub fn read(path: &Path) -> Result<QlogTrace, RecordError> {
+    let bytes = std::fs::read(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
+    parse(&bytes).map_err(|problem| RecordError::Qlog { path: path.to_path_buf(), problem })
 }
 
 /// Like [`read`], but accepts events out of time order (for a trace about to be sorted).
-pub fn read_unordered(path: &Path) -> Result<QlogTrace> {
-    let bytes = std::fs::read(path).with_context(|| format!("read {}", path.display()))?;
-    parse_records(&bytes, false).with_context(|| format!("{} is not a valid JSON-SEQ qlog", path.display()))
+pub fn read_unordered(path: &Path) -> Result<QlogTrace, RecordError> {
+    let bytes = std::fs::read(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
+    parse_records(&bytes, false).map_err(|problem| RecordError::Qlog { path: path.to_path_buf(), problem })
 }
 
 /// Parses JSON-SEQ bytes: records start with 0x1E and end with LF; the first is the header;
 /// event times never decrease.
-pub fn parse(bytes: &[u8]) -> Result<QlogTrace> {
+pub fn parse(bytes: &[u8]) -> Result<QlogTrace, Problem> {
     parse_records(bytes, true)
 }
 
-fn parse_records(bytes: &[u8], ordered: bool) -> Result<QlogTrace> {
+fn parse_records(bytes: &[u8], ordered: bool) -> Result<QlogTrace, Problem> {
     if bytes.is_empty() {
-        bail!("the file is empty");
+        return Err("the file is empty".into());
     }
     if bytes[0] != 0x1e {
-        bail!("byte 0 is {:#04x}, not the record separator 0x1E: not JSON-SEQ (RFC 7464)", bytes[0]);
+        return Err(format!("byte 0 is {:#04x}, not the record separator 0x1E: not JSON-SEQ (RFC 7464)", bytes[0]));
     }
     let mut header = None;
     let mut events = Vec::new();
@@ -61,30 +65,30 @@ fn parse_records(bytes: &[u8], ordered: bool) -> Result<QlogTrace> {
         offset += record.len() + 1;
         let n = index; // 1-based record number
         if record.last() != Some(&b'\n') {
-            bail!("record {n} (byte {at}) is truncated: it does not end with a line feed");
+            return Err(format!("record {n} (byte {at}) is truncated: it does not end with a line feed"));
         }
-        let value: Value = serde_json::from_slice(record)
-            .map_err(|e| anyhow::anyhow!("record {n} (byte {at}) is not valid JSON: {e}"))?;
+        let value: Value =
+            serde_json::from_slice(record).map_err(|e| format!("record {n} (byte {at}) is not valid JSON: {e}"))?;
         if header.is_none() {
             for field in ["file_schema", "serialization_format", "trace"] {
                 if value.get(field).is_none() {
-                    bail!("record 1 (the header) has no `{field}`");
+                    return Err(format!("record 1 (the header) has no `{field}`"));
                 }
             }
             header = Some(value);
             continue;
         }
-        let time = value["time"].as_f64().with_context(|| format!("record {n} (byte {at}) has no numeric `time`"))?;
+        let time = value["time"].as_f64().ok_or_else(|| format!("record {n} (byte {at}) has no numeric `time`"))?;
         if value["name"].as_str().is_none() {
-            bail!("record {n} (byte {at}) has no `name`");
+            return Err(format!("record {n} (byte {at}) has no `name`"));
         }
         if ordered && time < last_time {
-            bail!("record {n} (byte {at}) goes back in time ({time} ms after {last_time} ms)");
+            return Err(format!("record {n} (byte {at}) goes back in time ({time} ms after {last_time} ms)"));
         }
         last_time = time;
         events.push(value);
     }
-    Ok(QlogTrace { header: header.context("no header record")?, events })
+    Ok(QlogTrace { header: header.ok_or("no header record")?, events })
 }
 
 #[cfg(test)]
@@ -103,11 +107,11 @@ mod tests {
     #[test]
     fn problems_name_the_record() {
         let truncated = &GOOD[..GOOD.len() - 5];
-        assert!(format!("{:#}", parse(truncated).expect_err("truncated")).contains("record 2"));
+        assert!((parse(truncated).expect_err("truncated")).contains("record 2"));
         let corrupt = [&GOOD[..GOOD.len() - 3], b"x}\n"].concat();
-        assert!(format!("{:#}", parse(&corrupt).expect_err("corrupt")).contains("record 2 (byte"));
-        assert!(format!("{:#}", parse(b"{}\n").expect_err("plain json")).contains("0x1E"));
+        assert!((parse(&corrupt).expect_err("corrupt")).contains("record 2 (byte"));
+        assert!((parse(b"{}\n").expect_err("plain json")).contains("0x1E"));
         let backwards = [GOOD, b"\x1e{\"time\":1.0,\"name\":\"n\",\"data\":{}}\n"].concat();
-        assert!(format!("{:#}", parse(&backwards).expect_err("time")).contains("back in time"));
+        assert!((parse(&backwards).expect_err("time")).contains("back in time"));
     }
 }

@@ -3,11 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::process::Exit;
-use super::repetition::RepetitionOutcome;
+use nesquic_protocol::Role;
 
 /// CPU accounting of one process, from the kernel (`wait4` rusage).
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct ProcessFigures {
     /// User CPU seconds.
     pub cpu_user_s: f64,
@@ -23,24 +22,8 @@ pub struct ProcessFigures {
     pub max_rss_kib: u64,
 }
 
-impl From<Exit> for ProcessFigures {
-    fn from(e: Exit) -> Self {
-        let user = e.user.as_secs_f64();
-        let system = e.system.as_secs_f64();
-        let wall = e.wall.as_secs_f64();
-        Self {
-            cpu_user_s: user,
-            cpu_system_s: system,
-            cpu_total_s: user + system,
-            wall_s: wall,
-            cpu_utilisation_pct: if wall > 0.0 { 100.0 * (user + system) / wall } else { 0.0 },
-            max_rss_kib: e.max_rss_kib,
-        }
-    }
-}
-
 /// Figures of one repetition.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RepetitionFigures {
     /// Payload bytes verified by the client.
     pub bytes: u64,
@@ -57,58 +40,33 @@ pub struct RepetitionFigures {
     /// The client process.
     pub client: ProcessFigures,
     /// The LUT processes' pids (to match external tools' records, e.g. `perf`).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pids: Vec<(super::process::Role, i32)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pids: Vec<(Role, i32)>,
     /// Each side's effective UDP settings, as the LUT reported them.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub io_settings: Vec<(super::process::Role, nesquic_lut_adapters::report::IoSettings)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_settings: Vec<(Role, nesquic_protocol::report::IoSettings)>,
     /// The I/O layer's own counters per side (LUTs on Nesquic's I/O layer), as the LUT reported
     /// them at exit.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub io_layer_counters: Vec<(super::process::Role, nesquic_io::Counters)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
     /// The LUT's own qlog files (with `--lut-qlog`): role, path, wall clock of their time zero.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub lut_qlogs: Vec<(super::process::Role, std::path::PathBuf, u64)>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
     /// Multi-connection/multi-stream testcases: per-connection goodput, fairness, handshake rate
     /// and latency percentiles.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workload: Option<crate::testcase::WorkloadFigures>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<crate::workload::WorkloadFigures>,
     /// The sampling profile of this repetition (with `--probe profile`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<nesquic_ebpf::profile::Profile>,
     /// What the probes measured in this repetition (with `--probe`); each row names its
     /// mechanism (user-space agent, uprobe, tracepoint).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<nesquic_ebpf::Metrics>,
     /// The user-space agent in each LUT process: initialised or not, each function patched or
     /// why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<crate::backend::AgentReport>,
-}
-
-impl From<&RepetitionOutcome> for RepetitionFigures {
-    fn from(o: &RepetitionOutcome) -> Self {
-        let transfer_s = o.client_result.transfer_ns as f64 / 1e9;
-        Self {
-            bytes: o.client_result.bytes,
-            // The client exits non-zero on any verification failure, so an outcome exists only
-            // for a verified payload.
-            payload_verified: true,
-            goodput_mbps: if transfer_s > 0.0 { o.client_result.bytes as f64 * 8.0 / transfer_s / 1e6 } else { 0.0 },
-            transfer_s,
-            handshake_ms: o.client_result.handshake_ns as f64 / 1e6,
-            server: o.server.into(),
-            client: o.client.into(),
-            lut_qlogs: o.lut_qlogs.clone(),
-            pids: Vec::new(),
-            io_settings: Vec::new(),
-            io_layer_counters: Vec::new(),
-            probes: None,
-            agents: Vec::new(),
-            profile: None,
-            workload: None,
-        }
-    }
+    pub agents: Vec<crate::run::AgentReport>,
 }
 
 /// Median, minimum and maximum of one figure over repetitions.
@@ -125,19 +83,16 @@ pub struct Spread {
 impl Spread {
     /// Spread of `values`; `None` when empty.
     pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
-        let mut v: Vec<f64> = values.into_iter().collect();
-        if v.is_empty() {
-            return None;
-        }
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
-        Some(Self { median, min: v[0], max: v[n - 1] })
+        let v: Vec<f64> = values.into_iter().collect();
+        let median = crate::stats::median(&v)?;
+        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Self { median, min, max })
     }
 }
 
 /// Spreads over all repetitions.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// Repetitions summarised.
     pub repetitions: usize,
@@ -156,7 +111,7 @@ pub struct Summary {
     /// Client CPU utilisation, %.
     pub client_cpu_pct: Spread,
     /// Multi-connection/multi-stream testcases: their figures over repetitions.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<WorkloadSummary>,
 }
 
@@ -172,10 +127,10 @@ pub struct WorkloadSummary {
     /// Slowest connection's goodput, Mbit/s.
     pub connection_goodput_min_mbps: Spread,
     /// Jain's index over connections.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_fairness: Option<Spread>,
     /// Jain's index over streams.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_fairness: Option<Spread>,
 }
 
@@ -195,10 +150,11 @@ impl WorkloadSummary {
         rows
     }
 
-    fn of(reps: &[RepetitionFigures]) -> Option<Self> {
-        let w: Vec<&crate::testcase::WorkloadFigures> = reps.iter().filter_map(|r| r.workload.as_ref()).collect();
+    /// Over the repetitions that ran a multi-connection or multi-stream testcase.
+    pub fn of(reps: &[RepetitionFigures]) -> Option<Self> {
+        let w: Vec<&crate::workload::WorkloadFigures> = reps.iter().filter_map(|r| r.workload.as_ref()).collect();
         let spread =
-            |f: &dyn Fn(&crate::testcase::WorkloadFigures) -> Option<f64>| Spread::of(w.iter().filter_map(|x| f(x)));
+            |f: &dyn Fn(&crate::workload::WorkloadFigures) -> Option<f64>| Spread::of(w.iter().filter_map(|x| f(x)));
         Some(Self {
             handshakes_per_s: spread(&|x| Some(x.handshakes_per_s))?,
             handshake_p50_ms: spread(&|x| Some(x.handshake_ms.p50))?,

@@ -1,0 +1,19 @@
+//! The one run model. Owns the typed run record (`run::RunRecord`, summary.json, with
+//! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
+//! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader)
+//! and the statistics every command shares (`stats`: the median in one place, Mann-Whitney).
+//!
+//! Must not know processes, probes or the command line: it receives what was measured and
+//! describes it; it never measures.
+
+pub mod calibration;
+mod error;
+pub mod figures;
+pub mod io;
+pub mod qlog;
+pub mod run;
+pub mod stats;
+pub mod workload;
+
+pub use error::RecordError;
+pub use run::{RunRecord, SCHEMA_VERSION};

@@ -1,0 +1,204 @@
+//! The run record: everything one `nesquic run` measured, as written to `--json` (summary.json)
+//! and read back by `compare`, `report` and `matrix`. Typed both ways; `schema_version` says
+//! which shape a file has, and files written before it existed (version 0) still load.
+
+use std::path::{Path, PathBuf};
+
+use nesquic_ebpf::user::PatchStatus;
+use nesquic_protocol::cli::IoMode;
+use nesquic_protocol::Role;
+use serde::{Deserialize, Serialize};
+
+use crate::calibration::Calibration;
+use crate::figures::{RepetitionFigures, Summary};
+use crate::workload::TestcaseInfo;
+use crate::RecordError;
+
+/// The shape of [`RunRecord`] this build writes. 0 = files from before the field existed.
+/// Bump it when a field changes meaning or goes away (adding an optional field does not).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything a run produced, as written to `--json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The shape of this record ([`SCHEMA_VERSION`] when written by this build).
+    #[serde(default)]
+    pub schema_version: u32,
+    /// Nesquic's version.
+    pub nesquic_version: String,
+    /// The LUT.
+    pub lut: LutInfo,
+    /// The scenario (records from before testcases existed have none: they ran bulk, filled in
+    /// by [`RunRecord::load`]).
+    #[serde(default = "TestcaseInfo::unrecorded")]
+    pub testcase: TestcaseInfo,
+    /// LUT-specific settings used (`--lut-opt`).
+    #[serde(default)]
+    pub lut_options: Vec<String>,
+    /// Payload bytes per repetition (all connections and streams).
+    pub size_bytes: u64,
+    /// One entry per repetition.
+    pub repetitions: Vec<RepetitionFigures>,
+    /// Median/min/max over repetitions.
+    pub summary: Summary,
+    /// The timing probes' calibration, when timed probes ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+    /// `--link veth`: the link, what was applied by which mechanism, and what was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkRecord>,
+}
+
+impl RunRecord {
+    /// Reads a summary.json (any schema version up to this build's).
+    pub fn load(path: &Path) -> Result<Self, RecordError> {
+        let bytes = std::fs::read(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
+        let mut record: Self = serde_json::from_slice(&bytes)
+            .map_err(|source| RecordError::Json { what: path.display().to_string(), source })?;
+        if record.testcase.is_unrecorded() {
+            record.testcase = TestcaseInfo::bulk_before_testcases(record.size_bytes);
+        }
+        if record.schema_version > SCHEMA_VERSION {
+            return Err(RecordError::Report(format!(
+                "{} has schema_version {}; this nesquic reads up to {SCHEMA_VERSION}: use a newer nesquic",
+                path.display(),
+                record.schema_version
+            )));
+        }
+        Ok(record)
+    }
+}
+
+/// What was run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LutInfo {
+    /// Adapter name.
+    pub name: String,
+    /// Library version.
+    pub version: String,
+    /// Crypto backend.
+    pub crypto_backend: String,
+    /// I/O path.
+    pub io: IoMode,
+    /// Executable that ran (and that probes attach to).
+    pub binary: PathBuf,
+    /// With --lut-path: the checkout it was built from and its git revision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<LutSource>,
+}
+
+/// Where a `--lut-path` build came from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LutSource {
+    /// The checkout.
+    pub path: PathBuf,
+    /// Its git revision, or why there is none.
+    pub revision: String,
+}
+
+/// The emulated link of a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LinkRecord {
+    /// "veth".
+    pub kind: String,
+    /// What was applied, by which mechanism.
+    pub mechanisms: Vec<String>,
+    /// What was asked for.
+    pub conditions: nesquic_link::Conditions,
+    /// Loss measured by the tc-bpf filters, when loss was applied.
+    #[serde(default)]
+    pub observed_loss: Option<ObservedLoss>,
+    /// Drops counted by the qdiscs (tbf queue overflow).
+    #[serde(default)]
+    pub qdisc_drops: u64,
+    /// What the userspace relay did, when it applied delay.
+    #[serde(default)]
+    pub relay: Option<nesquic_link::relay::RelayStats>,
+}
+
+/// Datagrams the link dropped, both ways.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct ObservedLoss {
+    /// Dropped.
+    pub dropped: u64,
+    /// Offered.
+    pub seen: u64,
+    /// dropped / seen, percent.
+    pub pct: f64,
+}
+
+impl ObservedLoss {
+    /// From the filters' counts.
+    pub fn new(dropped: u64, seen: u64) -> Self {
+        Self { dropped, seen, pct: if seen > 0 { dropped as f64 * 100.0 / seen as f64 } else { 0.0 } }
+    }
+}
+
+/// The agent in one LUT process of one repetition, as it reported itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentReport {
+    /// Role.
+    pub role: Role,
+    /// The agent initialised in the process.
+    pub ready: bool,
+    /// Per planned function: patched, or why not.
+    pub functions: Vec<PatchStatus>,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A summary.json as nesquic wrote it before `schema_version` and testcases existed
+    /// (trimmed to the fields every version wrote).
+    const VERSION_0: &str = r#"{
+        "nesquic_version": "0.1.0",
+        "lut": {"name": "quinn", "version": "0.11.9", "crypto_backend": "ring", "io": "native", "binary": "/x/nesquic-lut-quinn"},
+        "lut_options": [],
+        "size_bytes": 1000000,
+        "repetitions": [{
+            "bytes": 1000000, "payload_verified": true, "goodput_mbps": 800.0, "transfer_s": 0.01, "handshake_ms": 1.5,
+            "server": {"cpu_user_s": 0.01, "cpu_system_s": 0.01, "cpu_total_s": 0.02, "wall_s": 0.1, "cpu_utilisation_pct": 20.0, "max_rss_kib": 9000},
+            "client": {"cpu_user_s": 0.01, "cpu_system_s": 0.01, "cpu_total_s": 0.02, "wall_s": 0.1, "cpu_utilisation_pct": 20.0, "max_rss_kib": 9000}
+        }],
+        "summary": {
+            "repetitions": 1,
+            "goodput_mbps": {"median": 800.0, "min": 800.0, "max": 800.0},
+            "transfer_s": {"median": 0.01, "min": 0.01, "max": 0.01},
+            "handshake_ms": {"median": 1.5, "min": 1.5, "max": 1.5},
+            "server_cpu_s": {"median": 0.02, "min": 0.02, "max": 0.02},
+            "server_cpu_pct": {"median": 20.0, "min": 20.0, "max": 20.0},
+            "client_cpu_s": {"median": 0.02, "min": 0.02, "max": 0.02},
+            "client_cpu_pct": {"median": 20.0, "min": 20.0, "max": 20.0}
+        }
+    }"#;
+
+    #[test]
+    fn files_from_before_the_schema_version_load_as_bulk() {
+        let dir = std::env::temp_dir().join(format!("nesquic-record-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("summary.json");
+        std::fs::write(&path, VERSION_0).unwrap();
+        let r = RunRecord::load(&path).unwrap();
+        assert_eq!(r.schema_version, 0);
+        assert_eq!(r.testcase.name, "bulk");
+        assert_eq!(r.testcase.workload.size, 1_000_000);
+        assert_eq!(r.repetitions[0].goodput_mbps, 800.0);
+
+        // What this build writes reads back the same, with its version.
+        let mut current = r.clone();
+        current.schema_version = SCHEMA_VERSION;
+        std::fs::write(&path, serde_json::to_vec(&current).unwrap()).unwrap();
+        let again = RunRecord::load(&path).unwrap();
+        assert_eq!(again.schema_version, SCHEMA_VERSION);
+        assert_eq!(serde_json::to_value(&again).unwrap(), serde_json::to_value(&current).unwrap());
+
+        // A record from a newer nesquic is refused with what to do.
+        current.schema_version = SCHEMA_VERSION + 1;
+        std::fs::write(&path, serde_json::to_vec(&current).unwrap()).unwrap();
+        let err = RunRecord::load(&path).unwrap_err().to_string();
+        assert!(err.contains("use a newer nesquic"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,47 @@
+//! From what the engine observed (process exits, a repetition's outcome) to the record's figures.
+
+use nesquic_record::figures::{ProcessFigures, RepetitionFigures};
+
+use super::process::Exit;
+use super::repetition::RepetitionOutcome;
+
+impl From<Exit> for ProcessFigures {
+    fn from(e: Exit) -> Self {
+        let user = e.user.as_secs_f64();
+        let system = e.system.as_secs_f64();
+        let wall = e.wall.as_secs_f64();
+        Self {
+            cpu_user_s: user,
+            cpu_system_s: system,
+            cpu_total_s: user + system,
+            wall_s: wall,
+            cpu_utilisation_pct: if wall > 0.0 { 100.0 * (user + system) / wall } else { 0.0 },
+            max_rss_kib: e.max_rss_kib,
+        }
+    }
+}
+
+impl From<&RepetitionOutcome> for RepetitionFigures {
+    fn from(o: &RepetitionOutcome) -> Self {
+        let transfer_s = o.client_result.transfer_ns as f64 / 1e9;
+        Self {
+            bytes: o.client_result.bytes,
+            // The client exits non-zero on any verification failure, so an outcome exists only
+            // for a verified payload.
+            payload_verified: true,
+            goodput_mbps: if transfer_s > 0.0 { o.client_result.bytes as f64 * 8.0 / transfer_s / 1e6 } else { 0.0 },
+            transfer_s,
+            handshake_ms: o.client_result.handshake_ns as f64 / 1e6,
+            server: o.server.into(),
+            client: o.client.into(),
+            lut_qlogs: o.lut_qlogs.clone(),
+            pids: Vec::new(),
+            io_settings: Vec::new(),
+            io_layer_counters: Vec::new(),
+            probes: None,
+            agents: Vec::new(),
+            profile: None,
+            workload: None,
+        }
+    }
+}
