@@ -5,12 +5,13 @@ use nesquic_record::figures::{ProcessFigures, RepetitionFigures};
 use super::process::Exit;
 use super::repetition::RepetitionOutcome;
 
-impl From<Exit> for ProcessFigures {
-    fn from(e: Exit) -> Self {
+/// A process's CPU accounting from its exit (`wait4` rusage).
+pub(crate) fn process_figures(e: Exit) -> ProcessFigures {
+    {
         let user = e.user.as_secs_f64();
         let system = e.system.as_secs_f64();
         let wall = e.wall.as_secs_f64();
-        Self {
+        ProcessFigures {
             cpu_user_s: user,
             cpu_system_s: system,
             cpu_total_s: user + system,
@@ -32,8 +33,8 @@ impl From<&RepetitionOutcome> for RepetitionFigures {
             goodput_mbps: if transfer_s > 0.0 { o.client_result.bytes as f64 * 8.0 / transfer_s / 1e6 } else { 0.0 },
             transfer_s,
             handshake_ms: o.client_result.handshake_ns as f64 / 1e6,
-            server: o.server.into(),
-            client: o.client.into(),
+            server: process_figures(o.server),
+            client: process_figures(o.client),
             lut_qlogs: o.lut_qlogs.clone(),
             pids: Vec::new(),
             io_settings: Vec::new(),

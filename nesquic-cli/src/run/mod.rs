@@ -3,7 +3,7 @@
 mod custom_build;
 mod figures;
 mod overhead;
-pub(crate) mod process;
+pub(crate) use nesquic_engine::process;
 mod record;
 pub(crate) mod repetition;
 

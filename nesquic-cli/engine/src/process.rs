@@ -12,8 +12,11 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-use nesquic_lut_adapters::report::LutEvent;
+use nesquic_protocol::report::LutEvent;
+
+use crate::EngineError;
+
+type Result<T> = std::result::Result<T, EngineError>;
 
 /// Which side of the connection a process plays: the protocol crate's one `Role`, shared with the
 /// LUT command line and the report lines.
@@ -143,12 +146,14 @@ impl LutProcess {
     ) -> Result<Self> {
         // Opened here, entered in the child between fork and exec; kept open until exec.
         let netns_file = match netns {
-            Some(p) => Some(std::fs::File::open(p).with_context(|| format!("open network namespace {}", p.display()))?),
+            Some(p) => Some(
+                std::fs::File::open(p).map_err(EngineError::os(format!("open network namespace {}", p.display())))?,
+            ),
             None => None,
         };
         let netns_fd = netns_file.as_ref().map_or(-1, |f| f.as_raw_fd());
-        let (gate_read, gate_write) = pipe().context("create start gate pipe")?;
-        let (pid_read, pid_write) = pipe().context("create pid pipe")?;
+        let (gate_read, gate_write) = pipe().map_err(EngineError::os("create start gate pipe"))?;
+        let (pid_read, pid_write) = pipe().map_err(EngineError::os("create pid pipe"))?;
         let gate_fd = gate_read.as_raw_fd();
         let pid_fd = pid_write.as_raw_fd();
         let mut command = Command::new(binary);
@@ -204,16 +209,16 @@ impl LutProcess {
                 let exit = reap(pid, started);
                 let _ = reaper_events.send(ProcessEvent::Exited(role, exit));
             })
-            .context("spawn a thread to start the LUT")?;
+            .map_err(EngineError::os("spawn a thread to start the LUT"))?;
         let pid = match read_pid(&pid_read) {
             Ok(pid) => pid,
             Err(wait_err) => {
                 drop(gate_write);
                 let why = match pipes.recv_timeout(FORK_TIMEOUT) {
-                    Ok(Err(e)) => anyhow::Error::new(e),
+                    Ok(Err(e)) => EngineError::Os { what: "exec".into(), source: e },
                     _ => wait_err,
                 };
-                return Err(why.context(format!("cannot start {}", binary.display())));
+                return Err(EngineError::Start { binary: binary.display().to_string(), source: Box::new(why) });
             }
         };
         Ok(Self {
@@ -235,14 +240,14 @@ impl LutProcess {
             // SAFETY: writes one byte from a live buffer to an fd we own.
             let r = unsafe { libc::write(gate.as_raw_fd(), byte.as_ptr().cast(), 1) };
             if r != 1 {
-                return Err(std::io::Error::last_os_error()).context("release start gate");
+                return Err(EngineError::os("release start gate")(std::io::Error::last_os_error()));
             }
         }
         let Some(pending) = self.pending.take() else { return Ok(()) };
         let (stdout, stderr) = match pending.pipes.recv_timeout(FORK_TIMEOUT) {
             Ok(Ok(pipes)) => pipes,
-            Ok(Err(e)) => return Err(e).context("exec of the LUT failed"),
-            Err(_) => anyhow::bail!("the LUT did not start within {FORK_TIMEOUT:?}"),
+            Ok(Err(e)) => return Err(EngineError::os("exec of the LUT failed")(e)),
+            Err(_) => return Err(EngineError::Process(format!("the LUT did not start within {FORK_TIMEOUT:?}"))),
         };
         if let Some(stdout) = stdout {
             spawn_stdout_reader(self.role, stdout, pending.events, self.stderr_tail.clone(), self.stdout_done.clone());
@@ -311,11 +316,15 @@ fn read_pid(pipe: &OwnedFd) -> Result<i32> {
     let mut pfd = libc::pollfd { fd: pipe.as_raw_fd(), events: libc::POLLIN, revents: 0 };
     // SAFETY: polls one live pollfd.
     let ready = unsafe { libc::poll(&mut pfd, 1, FORK_TIMEOUT.as_millis() as i32) };
-    anyhow::ensure!(ready == 1, "the forked child did not report its pid");
+    if ready != 1 {
+        return Err(EngineError::Process("the forked child did not report its pid".into()));
+    }
     let mut buf = [0u8; 4];
     // SAFETY: reads at most 4 bytes into a live buffer.
     let n = unsafe { libc::read(pipe.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) };
-    anyhow::ensure!(n == 4, "the forked child exited before reporting its pid");
+    if n != 4 {
+        return Err(EngineError::Process("the forked child exited before reporting its pid".into()));
+    }
     Ok(i32::from_ne_bytes(buf))
 }
 
@@ -356,7 +365,7 @@ fn spawn_stdout_reader(
             }
         }
         let _done = SetOnDrop(done);
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
             match serde_json::from_str::<LutEvent>(&line) {
                 Ok(event) => {
                     if events.send(ProcessEvent::Report(role, event)).is_err() {
@@ -376,7 +385,7 @@ fn spawn_stderr_reader(
     done: Arc<std::sync::atomic::AtomicBool>,
 ) {
     std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+        for line in BufReader::new(stderr).lines().map_while(std::result::Result::ok) {
             push_tail(&tail, line);
         }
         done.store(true, std::sync::atomic::Ordering::Release);

@@ -1,0 +1,13 @@
+//! Nesquic's engine: what happens to LUT processes during a run. Today it owns the process
+//! lifecycle (`process`: spawned held at a gate so probes know the pid before the LUT runs,
+//! watched by reader threads, reaped with `wait4` for the kernel's CPU accounting, always killed
+//! when the run ends early). Repetitions, duty cycles, overhead rounds and calibration still live
+//! in the CLI crate and move here next (docs/architecture.md).
+//!
+//! Must not know command-line flags, rendering, or which LUT it runs: it starts executables with
+//! arguments and reports what they said and what they cost.
+
+mod error;
+pub mod process;
+
+pub use error::EngineError;
