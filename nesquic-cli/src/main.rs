@@ -2,7 +2,7 @@
 //! time goes. This crate owns the command line, orchestration of LUT processes and reporting; it
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
-mod backend;
+use nesquic_engine::backend;
 mod calibrate;
 mod compare;
 mod doctor;

@@ -1,34 +1,15 @@
-//! `--probe` handling shared by `run`, `trace` and `probes`: resolving a request against a
-//! binary, opening the session, and printing what the probes measured.
+//! Printing what the probes measured, for `run`, `trace` and `probes`; `nesquic probes` itself.
+//! Resolving a request and opening the session is the engine's (`nesquic_engine::plan`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
-use nesquic_ebpf::catalog::Unmatched;
+use anyhow::{Context, Result};
 use nesquic_ebpf::metrics::Timing;
-use nesquic_ebpf::{Catalog, Metrics, ObjectSymbols, ProbeRequest, ProbeSession, Resolution, RoleMetrics};
+use nesquic_ebpf::{Metrics, RoleMetrics};
+pub use nesquic_engine::plan::{build_profile, classifier, ProbePlan};
 
-/// The catalog's component classifier.
-pub fn classifier() -> Result<nesquic_ebpf::profile::Classifier> {
-    Ok(nesquic_ebpf::profile::Classifier::new(&Catalog::builtin()?.components))
-}
-
-/// Prints a sampling profile: components with 95% intervals, then the hottest functions.
-/// The sampling profile of what `session` sampled since its last reset, symbolised with `maps`,
-/// with the sampler's own cost (kernel BPF statistics).
-pub fn build_profile(
-    session: &mut ProbeSession,
-    maps: &std::collections::HashMap<u32, nesquic_ebpf::profile::ProcessMaps>,
-    roles: &[(u32, &str)],
-) -> Result<nesquic_ebpf::profile::Profile> {
-    let samples = session.profile_samples()?;
-    let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &classifier()?, session.profile_hz());
-    profile.sampler = session.sampler_cost();
-    Ok(profile)
-}
-
-/// Prints a profile; `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
+/// Prints a sampling profile (components with 95% intervals, then the hottest functions); `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
 /// proportion.
 pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu_s: f64) {
     println!();
@@ -57,83 +38,6 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
         for f in role.top_functions.iter().take(5) {
             println!("    {:>5.1}%  {}", 100.0 * f.share, truncate(&f.name, 100));
         }
-    }
-}
-
-/// A parsed and resolved `--probe` list.
-pub struct ProbePlan {
-    /// What was asked.
-    pub request: ProbeRequest,
-    /// What it resolved to.
-    pub resolution: Resolution,
-    /// Symbols of the objects searched (for suggestions).
-    pub objects: Vec<ObjectSymbols>,
-}
-
-impl ProbePlan {
-    /// Parses `text` and resolves its function probes against `binary` and its libraries.
-    pub fn new(text: &str, binary: &Path) -> Result<Self> {
-        let catalog = Catalog::builtin()?;
-        let request = ProbeRequest::parse(text, &catalog)?;
-        let mut objects = Vec::new();
-        if request.wants_functions() {
-            for (i, path) in nesquic_ebpf::objects::objects_of(binary)?.into_iter().enumerate() {
-                match ObjectSymbols::load(&path) {
-                    Ok(o) => objects.push(o),
-                    // The executable itself must be probe-able; a library we cannot read is skipped.
-                    Err(e) if i == 0 => return Err(e.into()),
-                    Err(e) => eprintln!("nesquic: skipping {}: {e}", path.display()),
-                }
-            }
-        }
-        let resolution = request.resolve(&catalog, &objects);
-        Ok(Self { request, resolution, objects })
-    }
-
-    /// Fails when a requested category or glob found no function, naming the nearest symbols.
-    pub fn require_matches(&self) -> Result<()> {
-        let mut wanted: Vec<String> = self.request.categories.iter().cloned().collect();
-        wanted.extend(self.request.custom.iter().map(nesquic_ebpf::ProbeSpec::category));
-        for category in wanted {
-            if self.resolution.functions.iter().any(|f| f.category == category) {
-                continue;
-            }
-            let tried: Vec<&Unmatched> = self.resolution.unmatched.iter().filter(|u| u.category == category).collect();
-            let patterns: Vec<&str> = tried.iter().flat_map(|u| u.patterns.iter().map(String::as_str)).collect();
-            let mut near = Vec::new();
-            for p in &patterns {
-                for f in nesquic_ebpf::symbols::nearest(p, &self.objects, 3) {
-                    if !near.contains(&f.demangled) {
-                        near.push(f.demangled.clone());
-                    }
-                }
-            }
-            near.truncate(6);
-            let searched: Vec<String> = self.objects.iter().map(|o| o.path.display().to_string()).collect();
-            let mut msg = format!(
-                "probe {category} matched no function in {} (patterns tried: {})",
-                searched.join(", "),
-                patterns.join(", ")
-            );
-            if near.is_empty() {
-                msg.push_str("; no similar symbol either");
-            } else {
-                msg.push_str(&format!("; nearest symbols:\n  {}", near.join("\n  ")));
-            }
-            bail!(msg);
-        }
-        Ok(())
-    }
-
-    /// Loads and attaches (root).
-    pub fn open_session(&self) -> Result<ProbeSession> {
-        self.require_matches()?;
-        let mut session = ProbeSession::open(self.request.io, self.resolution.functions.clone())
-            .context("cannot start the eBPF probes")?;
-        if self.request.profile {
-            session.start_profile(self.request.profile_hz).context("cannot start the sampling profile")?;
-        }
-        Ok(session)
     }
 }
 
@@ -522,5 +426,5 @@ pub fn list(text: &str, binary: &Path, choice: crate::backend::BackendChoice) ->
         let note = if matched.contains(u.category.as_str()) { "" } else { "   <- category has no function" };
         println!("  {:<26} {:<38} {}{note}", u.category, u.backend, u.patterns.join(" | "));
     }
-    plan.require_matches()
+    Ok(plan.require_matches()?)
 }

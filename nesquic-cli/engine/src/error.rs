@@ -1,4 +1,8 @@
-//! What can go wrong running LUT processes.
+//! What can go wrong running LUT processes and their probes.
+
+/// Any error the engine passes on from a library it drives (eBPF, the LUT descriptors, the
+/// record, the OS), kept whole so its own causes still print.
+pub type Cause = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Errors of the engine.
 #[derive(Debug, thiserror::Error)]
@@ -19,9 +23,26 @@ pub enum EngineError {
         /// Why.
         source: Box<EngineError>,
     },
-    /// A LUT process misbehaved while starting.
+    /// A LUT process, a probe or a build misbehaved; the text says how.
     #[error("{0}")]
     Process(String),
+    /// The eBPF side failed (its error says how).
+    #[error(transparent)]
+    Ebpf(#[from] nesquic_ebpf::EbpfError),
+    /// A LUT descriptor refused (its error says how).
+    #[error(transparent)]
+    Lut(#[from] nesquic_lut_adapters::LutError),
+    /// What the caller's observer (`repetition::ProcessObserver`) reported.
+    #[error(transparent)]
+    Observer(#[from] Cause),
+    /// A step failed because a library it uses failed.
+    #[error("{what}")]
+    Step {
+        /// What the engine was doing.
+        what: String,
+        /// Why.
+        source: Cause,
+    },
 }
 
 impl EngineError {
@@ -29,5 +50,27 @@ impl EngineError {
     pub(crate) fn os(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Self {
         let what = what.into();
         move |source| Self::Os { what, source }
+    }
+
+    /// A failure described by `text`.
+    pub(crate) fn msg(text: impl Into<String>) -> Self {
+        Self::Process(text.into())
+    }
+}
+
+/// `.step("what")` on results from the libraries the engine drives.
+pub(crate) trait StepExt<T> {
+    /// Names what the engine was doing when it failed.
+    fn step(self, what: impl Into<String>) -> Result<T, EngineError>;
+    /// As [`StepExt::step`], with the text built only on failure.
+    fn with_step(self, what: impl FnOnce() -> String) -> Result<T, EngineError>;
+}
+
+impl<T, E: Into<Cause>> StepExt<T> for Result<T, E> {
+    fn step(self, what: impl Into<String>) -> Result<T, EngineError> {
+        self.map_err(|e| EngineError::Step { what: what.into(), source: e.into() })
+    }
+    fn with_step(self, what: impl FnOnce() -> String) -> Result<T, EngineError> {
+        self.map_err(|e| EngineError::Step { what: what(), source: e.into() })
     }
 }

@@ -7,7 +7,11 @@
 //! Must not know command-line flags, rendering, or which LUT it runs: it starts executables with
 //! arguments and reports what they said and what they cost.
 
+pub mod backend;
+pub mod duty;
 mod error;
+pub mod plan;
 pub mod process;
+pub mod repetition;
 
-pub use error::EngineError;
+pub use error::{Cause, EngineError};

@@ -22,10 +22,12 @@ pub(crate) fn process_figures(e: Exit) -> ProcessFigures {
     }
 }
 
-impl From<&RepetitionOutcome> for RepetitionFigures {
-    fn from(o: &RepetitionOutcome) -> Self {
+/// The figures of one repetition from what the engine observed (probes, profile and the
+/// per-side extras are filled in by the caller).
+pub(crate) fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
+    {
         let transfer_s = o.client_result.transfer_ns as f64 / 1e9;
-        Self {
+        RepetitionFigures {
             bytes: o.client_result.bytes,
             // The client exits non-zero on any verification failure, so an outcome exists only
             // for a verified payload.

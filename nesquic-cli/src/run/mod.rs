@@ -5,7 +5,6 @@ mod figures;
 mod overhead;
 pub(crate) use nesquic_engine::process;
 mod record;
-pub(crate) mod repetition;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -16,9 +15,11 @@ use anyhow::{Context, Result};
 use nesquic_lut_adapters::{find_lut, tls, IoMode};
 use serde_json::json;
 
+pub(crate) use nesquic_engine::repetition;
+use nesquic_engine::repetition::{run_repetition, ProcessObserver, RepetitionSpec};
+use nesquic_engine::Cause;
 pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary, WorkloadSummary};
 use process::{Role, LUT_ROLES};
-use repetition::{run_repetition, ProcessObserver, RepetitionSpec};
 
 use crate::units;
 
@@ -509,7 +510,7 @@ pub(crate) fn measure(
         session.reset_profile()?;
     }
     let outcome = outcome?;
-    let mut figures = RepetitionFigures::from(&outcome);
+    let mut figures = figures::repetition_figures(&outcome);
     figures.workload = crate::testcase::WorkloadFigures::of(&outcome.client_result, &spec.workload)?;
     figures.probes = probes;
     figures.agents = agents;
@@ -538,14 +539,14 @@ struct RunObserver<'a> {
 }
 
 impl ProcessObserver for RunObserver<'_> {
-    fn environment(&mut self, role: Role) -> Result<Vec<(String, std::ffi::OsString)>> {
+    fn environment(&mut self, role: Role) -> Result<Vec<(String, std::ffi::OsString)>, Cause> {
         match self.user.as_deref_mut() {
-            Some(user) => user.environment(role),
+            Some(user) => Ok(user.environment(role)?),
             None => Ok(Vec::new()),
         }
     }
 
-    fn spawned(&mut self, role: Role, pid: i32) -> Result<()> {
+    fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause> {
         self.pids.push((role, pid));
         let Some(session) = self.session.as_deref_mut() else { return Ok(()) };
         let pid = u32::try_from(pid).context("negative pid")?;
@@ -556,7 +557,7 @@ impl ProcessObserver for RunObserver<'_> {
         Ok(())
     }
 
-    fn lut_event(&mut self, role: Role, event: &nesquic_lut_adapters::report::LutEvent) -> Result<()> {
+    fn lut_event(&mut self, role: Role, event: &nesquic_lut_adapters::report::LutEvent) -> Result<(), Cause> {
         use nesquic_lut_adapters::report::LutEvent;
         match event {
             LutEvent::Io(settings) => {
@@ -582,7 +583,7 @@ impl ProcessObserver for RunObserver<'_> {
         self.duty.as_ref().map(|d| d.next_toggle())
     }
 
-    fn tick(&mut self, progress_bytes: u64) -> Result<()> {
+    fn tick(&mut self, progress_bytes: u64) -> Result<(), Cause> {
         if let (Some(duty), Some(session)) = (self.duty.as_mut(), self.session.as_deref_mut()) {
             duty.tick(session).context("duty-cycle the function probes")?;
         }

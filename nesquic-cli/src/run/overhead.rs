@@ -54,7 +54,7 @@ pub fn execute(
     let plans: Vec<Option<ProbePlan>> = sets
         .iter()
         .map(|s| if s.is_empty() { Ok(None) } else { ProbePlan::new(s, base.binary).map(Some) })
-        .collect::<Result<_>>()?;
+        .collect::<Result<_, nesquic_engine::EngineError>>()?;
     let mut results: Vec<Vec<RepetitionFigures>> = vec![Vec::new(); sets.len()];
     for round in 0..rounds {
         for k in 0..sets.len() {

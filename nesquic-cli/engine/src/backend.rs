@@ -7,14 +7,18 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
 use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_TRACEPOINT, MECHANISM_UPROBE};
 use nesquic_ebpf::user::{AgentProcess, UserBackend};
 use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics, SyscallMetrics};
 use serde::Serialize;
 
-use crate::probes::ProbePlan;
-use crate::run::process::Role;
+use nesquic_protocol::Role;
+
+use crate::error::StepExt;
+use crate::plan::ProbePlan;
+use crate::EngineError;
+
+type Result<T> = std::result::Result<T, EngineError>;
 
 /// `--probe-backend`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
@@ -100,7 +104,7 @@ impl Probes {
         if user_io || wants_user_functions {
             let handed: &[ResolvedFunction] = if wants_user_functions { functions } else { &[] };
             let (backend, refused) =
-                UserBackend::prepare(dir, handed, user_io).context("prepare the user-space probe agent")?;
+                UserBackend::prepare(dir, handed, user_io).step("prepare the user-space probe agent")?;
             let fallbacks =
                 refused.iter().map(|(f, why)| Fallback { name: f.name.clone(), reason: why.clone() }).collect();
             kernel_functions.extend(refused.into_iter().map(|(f, _)| f));
@@ -118,12 +122,14 @@ impl Probes {
         let kernel_io = request.io && (!user_io || choice == BackendChoice::Both);
         let kernel = if kernel_io || !kernel_functions.is_empty() || request.profile {
             if let Err(e) = nesquic_ebpf::preflight::check_privileges() {
-                bail!("{e}; {}", kernel_only_items(kernel_io, &kernel_functions, request.profile, &user));
+                return Err(EngineError::msg(format!(
+                    "{e}; {}",
+                    kernel_only_items(kernel_io, &kernel_functions, request.profile, &user)
+                )));
             }
-            let mut session =
-                ProbeSession::open(kernel_io, kernel_functions).context("cannot start the eBPF probes")?;
+            let mut session = ProbeSession::open(kernel_io, kernel_functions).step("cannot start the eBPF probes")?;
             if request.profile {
-                session.start_profile(request.profile_hz).context("cannot start the sampling profile")?;
+                session.start_profile(request.profile_hz).step("cannot start the sampling profile")?;
             }
             Some(session)
         } else {
@@ -170,7 +176,7 @@ impl UserProbes {
         let agent = self
             .backend
             .process(self.agents.len(), role.name())
-            .with_context(|| format!("prepare the agent for the {role}"))?;
+            .with_step(|| format!("prepare the agent for the {role}"))?;
         let env = agent.env().to_vec();
         self.agents.push((role, agent));
         Ok(env)
@@ -299,15 +305,13 @@ fn user_space_possible(binary: &Path, choice: BackendChoice, needs: KernelNeeds)
         None
     };
     match (why_not, choice) {
-        (Some(why), BackendChoice::User | BackendChoice::Both) => {
-            bail!(
-                "--probe-backend {}: {why}; use --probe-backend kernel (root)",
-                if choice == BackendChoice::User { "user" } else { "both" }
-            )
-        }
+        (Some(why), BackendChoice::User | BackendChoice::Both) => Err(EngineError::msg(format!(
+            "--probe-backend {}: {why}; use --probe-backend kernel (root)",
+            if choice == BackendChoice::User { "user" } else { "both" }
+        ))),
         (Some(_), _) => Ok(false),
         (None, BackendChoice::User) if needs.duty => {
-            bail!("--duty switches kernel uprobes on and off: use --probe-backend kernel or auto")
+            Err(EngineError::msg("--duty switches kernel uprobes on and off: use --probe-backend kernel or auto"))
         }
         (None, _) => Ok(true),
     }
@@ -336,7 +340,7 @@ fn kernel_only_items(io: bool, functions: &[ResolvedFunction], profile: bool, us
 /// `--overhead`): a fresh temporary directory, removed with the returned guard.
 pub fn scratch_dir() -> Result<(tempfile::TempDir, PathBuf)> {
     let dir =
-        tempfile::Builder::new().prefix("nesquic-agent-").tempdir().context("create a directory for the agent plan")?;
+        tempfile::Builder::new().prefix("nesquic-agent-").tempdir().step("create a directory for the agent plan")?;
     let path = dir.path().to_path_buf();
     Ok((dir, path))
 }

@@ -6,35 +6,38 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use nesquic_lut_adapters::lut::{ClientSpec, ServerSpec};
 use nesquic_lut_adapters::report::{ClientResult, LutEvent};
 use nesquic_lut_adapters::tls::CertFiles;
 use nesquic_lut_adapters::{IoMode, Lut};
 
-use super::process::{Exit, LutProcess, ProcessEvent, Role};
+use crate::error::Cause;
+use crate::process::{Exit, LutProcess, ProcessEvent, Role};
+use crate::EngineError;
+
+type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 /// Told about each LUT process before it runs (so probes can register its pid) and after it
 /// was reaped.
 pub trait ProcessObserver {
     /// Variables to add to the environment of the process about to start in `role` (the
     /// user-space probe agent's); none by default.
-    fn environment(&mut self, _role: Role) -> Result<Vec<(String, std::ffi::OsString)>> {
+    fn environment(&mut self, _role: Role) -> Result<Vec<(String, std::ffi::OsString)>, Cause> {
         Ok(Vec::new())
     }
 
     /// `pid` is forked and held before `exec`.
-    fn spawned(&mut self, role: Role, pid: i32) -> Result<()>;
+    fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause>;
 
     /// Called at least every 50 ms while the transfer runs, with the client's verified bytes so
     /// far (for periodic snapshots).
-    fn tick(&mut self, _progress_bytes: u64) -> Result<()> {
+    fn tick(&mut self, _progress_bytes: u64) -> Result<(), Cause> {
         Ok(())
     }
 
     /// Every report line a LUT process printed.
-    fn lut_event(&mut self, _role: Role, _event: &LutEvent) -> Result<()> {
+    fn lut_event(&mut self, _role: Role, _event: &LutEvent) -> Result<(), Cause> {
         Ok(())
     }
 
@@ -102,7 +105,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     let server_args = spec.lut.server_args(&ServerSpec {
         listen: match spec.topology {
             Some(t) => std::net::SocketAddr::new(t.server.ip, 0),
-            None => "127.0.0.1:0".parse()?,
+            None => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         },
         workload: spec.workload,
         certs: spec.certs,
@@ -135,7 +138,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         match event {
             Some((Role::Server, LutEvent::Listening { addr })) => break addr,
             _ if watch.server_exit.is_some() => {
-                bail!(crashed("server", &server, watch.server_exit, "before it listened"))
+                return Err(EngineError::msg(crashed("server", &server, watch.server_exit, "before it listened")))
             }
             _ => {}
         }
@@ -186,7 +189,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             if !exit.success() || (output_late && waited_enough) {
                 server.kill();
                 let why = if exit.success() { "without reporting a result" } else { "" };
-                bail!(crashed("client", &client, Some(exit), why));
+                return Err(EngineError::msg(crashed("client", &client, Some(exit), why)));
             }
             // The server should follow promptly once the client has closed the connection.
             watch.deadline = watch.deadline.min(Instant::now() + SERVER_GRACE);
@@ -194,7 +197,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         if let Some(exit) = watch.server_exit {
             if !exit.success() {
                 client.kill();
-                bail!(crashed("server", &server, Some(exit), "during the transfer"));
+                return Err(EngineError::msg(crashed("server", &server, Some(exit), "during the transfer")));
             }
         }
     }
@@ -216,9 +219,9 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     }
     Ok(RepetitionOutcome {
         // Invariant: the loop above only ends with a successful client exit after Done.
-        client_result: watch.done.context("client reported no result")?,
-        server: watch.server_exit.context("server exit missing")?,
-        client: watch.client_exit.context("client exit missing")?,
+        client_result: watch.done.ok_or_else(|| EngineError::msg("client reported no result"))?,
+        server: watch.server_exit.ok_or_else(|| EngineError::msg("server exit missing"))?,
+        client: watch.client_exit.ok_or_else(|| EngineError::msg("client exit missing"))?,
         lut_qlogs: watch.lut_qlogs,
     })
 }
@@ -255,12 +258,14 @@ impl Watch<'_> {
     fn next(&mut self, procs: &mut [&mut LutProcess]) -> Result<Option<(Role, LutEvent)>> {
         if self.interrupted.load(Ordering::Relaxed) {
             procs.iter_mut().for_each(|p| p.kill());
-            bail!("interrupted: LUT processes killed");
+            return Err(EngineError::msg("interrupted: LUT processes killed"));
         }
         let now = Instant::now();
         if now >= self.deadline {
             procs.iter_mut().for_each(|p| p.kill());
-            bail!("timed out: the repetition did not finish within the time limit (raise it with --timeout)");
+            return Err(EngineError::msg(
+                "timed out: the repetition did not finish within the time limit (raise it with --timeout)",
+            ));
         }
         match self.rx.recv_timeout(self.poll.min(self.deadline - now)) {
             Ok(ProcessEvent::Exited(role, exit)) => {
@@ -282,7 +287,7 @@ impl Watch<'_> {
                 Ok(Some((role, event)))
             }
             Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the LUT processes"),
+            Err(RecvTimeoutError::Disconnected) => Err(EngineError::msg("lost contact with the LUT processes")),
         }
     }
 }
