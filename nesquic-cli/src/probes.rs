@@ -122,6 +122,8 @@ impl ProbePlan {
             }
             bail!(msg);
         }
+        // Before anything starts: timing Go functions would crash the LUT (return probes).
+        nesquic_ebpf::catalog::refuse_timed_go(&self.resolution.functions)?;
         Ok(())
     }
 
