@@ -20,6 +20,8 @@ command -v bpftool >/dev/null 2>&1 || need_apt+=(bpftool)
 [ -e /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# The quic-go LUT's tests make a certificate the client must not trust.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 ls /usr/lib/llvm-19/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang1-19)

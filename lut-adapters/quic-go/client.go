@@ -182,7 +182,8 @@ func oneConnection(ctx context.Context, tr *quic.Transport, server net.Addr, tls
 		streams[o.index] = o.res
 	}
 	if failed != nil {
-		_ = conn.CloseWithError(1, "verification failed")
+		// No close: the client's exit is the verdict, and nesquic reports it (a server told first
+		// would end with an error of its own and be reported instead).
 		return connectionResult{}, failed
 	}
 	transfer := time.Since(requests)

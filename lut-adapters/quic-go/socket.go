@@ -81,7 +81,7 @@ func applyBuffers(udp *net.UDPConn, o options) error {
 	}
 	emit(ioEvent{
 		Event:          "io",
-		Stack:          "quic-go " + quicGoVersion() + " (sendmsg with UDP_SEGMENT GSO, recvmmsg of 8, no GRO)",
+		Stack:          "quic-go " + quicGoVersion() + " (its own UDP path: sendmsg, GSO by UDP_SEGMENT where enabled; recvmmsg of 8; no GRO)",
 		GsoMaxSegments: gso,
 		GroSegments:    1,
 		SendMmsg:       false,
