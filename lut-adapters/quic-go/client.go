@@ -120,11 +120,30 @@ func runClient(a clientArgs) error {
 	} else {
 		emit(summarise(results, uint64(elapsed.Nanoseconds())))
 	}
+	// Like quinn's wait_idle: the transport answers the server's late packets with the
+	// CONNECTION_CLOSE again (quic-go keeps closed connections for 3 PTO), so a lost close costs
+	// the server a retransmission, not its silence timer.
+	time.Sleep(drain(results))
 	_ = tr.Close()
 	if ql != nil {
 		ql.finish()
 	}
 	return nil
+}
+
+// pto is RFC 9002's probe timeout from a connection's RTT estimates (max_ack_delay: the
+// default 25 ms quic-go advertises).
+func pto(s quic.ConnectionStats) time.Duration {
+	return s.SmoothedRTT + max(4*s.MeanDeviation, time.Millisecond) + 25*time.Millisecond
+}
+
+// drain is how long quic-go keeps the last closed connection answering: 3 PTO.
+func drain(conns []connectionResult) time.Duration {
+	var longest time.Duration
+	for _, c := range conns {
+		longest = max(longest, c.pto)
+	}
+	return 3 * longest
 }
 
 // summarise is the multi-connection `done` line (docs/protocol.md): total bytes, the median
@@ -187,8 +206,10 @@ func oneConnection(ctx context.Context, tr *quic.Transport, server net.Addr, tls
 		return connectionResult{}, failed
 	}
 	transfer := time.Since(requests)
+	stats := conn.ConnectionStats()
 	_ = conn.CloseWithError(0, "done")
 	return connectionResult{
+		pto:         pto(stats),
 		StartNs:     uint64(start.Sub(first).Nanoseconds()),
 		HandshakeNs: uint64(handshake.Nanoseconds()),
 		TransferNs:  uint64(transfer.Nanoseconds()),

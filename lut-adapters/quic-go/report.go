@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"time"
 )
 
 var stdoutMu sync.Mutex
@@ -44,6 +45,7 @@ type connectionResult struct {
 	HandshakeNs uint64         `json:"handshake_ns"`
 	TransferNs  uint64         `json:"transfer_ns"`
 	Streams     []streamResult `json:"streams"`
+	pto         time.Duration  // not reported: how long the client drains after closing
 }
 
 func (c connectionResult) bytes() uint64 {

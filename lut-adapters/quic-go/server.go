@@ -17,10 +17,11 @@ import (
 // this offset (the client must report it).
 const corruptEnv = "NESQUIC_FAULT_SERVER_CORRUPT_AT"
 
-// closeGrace: once every stream was served, how long the server may stay quiet (no packet sent,
-// so nothing is left unacknowledged: quic-go would send a probe on PTO) before it closes the
-// connection itself. That happens only when the client's CONNECTION_CLOSE was lost; it is a
-// local timer, not the negotiated idle timeout, which would also cut a slow client short.
+// closeGrace: once every stream was served, how long the client may stay silent (no packet
+// received from it) before the server closes the connection itself. A live client that still
+// misses data acknowledges the server's retransmissions; silence means it has closed and its
+// CONNECTION_CLOSE was lost (or it is gone). A local timer, not the negotiated idle timeout, which
+// would also cut a slow client short.
 const closeGrace = 3 * time.Second
 
 type serverArgs struct {
@@ -125,20 +126,20 @@ func serveConnection(conn *quic.Conn, expected int, corruptAt int64) error {
 	return nil
 }
 
-// awaitClose waits for the client's close, or closes with code 0 after closeGrace without a
-// packet sent (see closeGrace).
+// awaitClose waits for the client's close, or closes with code 0 once the client has been
+// silent for closeGrace (see closeGrace).
 func awaitClose(conn *quic.Conn) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	sent, quietSince := conn.ConnectionStats().PacketsSent, time.Now()
+	heard, silentSince := conn.ConnectionStats().PacketsReceived, time.Now()
 	for {
 		select {
 		case <-conn.Context().Done():
 			return
 		case now := <-tick.C:
-			if s := conn.ConnectionStats().PacketsSent; s != sent {
-				sent, quietSince = s, now
-			} else if now.Sub(quietSince) >= closeGrace {
+			if r := conn.ConnectionStats().PacketsReceived; r != heard {
+				heard, silentSince = r, now
+			} else if now.Sub(silentSince) >= closeGrace {
 				_ = conn.CloseWithError(0, "served")
 				return
 			}
