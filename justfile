@@ -31,6 +31,7 @@ lint:
     cargo clippy --release --workspace --all-targets -- -D warnings
     cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
+    ./lut-adapters/quic-go/build.sh --lint
 
 # Everything CI runs: lint, then every test (real sockets, real processes; eBPF tests need root),
 # then the eBPF + link subset again on Debian 12's kernel in QEMU (test-kernels).

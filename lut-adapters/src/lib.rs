@@ -4,8 +4,8 @@
 //! building its server and client command lines, and generating the run's certificate ([`tls`]).
 //!
 //! Every LUT runs as its own executable (`nesquic-lut-<name>`, built by `nesquic-lut-bins`, the
-//! msquic workspace and `quic-go/build.sh`) with `server` and `client` subcommands, so probes can attach to its binary and
-//! tell server and client apart by pid. The protocol those executables speak is
+//! msquic workspace and `quic-go/build.sh`) with `server` and `client` subcommands, so probes can
+//! attach to its binary and tell server and client apart by pid. The protocol those executables speak is
 //! `nesquic-protocol`'s, re-exported here under its old paths ([`protocol`], [`report`]). This
 //! crate links no QUIC library (the `nesquic` binary depends on it), and must not know about
 //! probes, eBPF or how results are summarised.
