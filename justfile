@@ -12,11 +12,13 @@ setup:
     ./scripts/setup.sh
 
 # Build every binary (nesquic and the LUT executables), release profile. The msquic adapter is
-# its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest.
+# its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest,
+# as does the quic-go LUT (a Go program; skipped with a warning where Go is missing or too old).
 build: setup
     cargo build --release --workspace --bins
     cargo build --release -p nesquic-agent
     cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
+    ./lut-adapters/quic-go/build.sh
 
 # The main job: `just run` = nesquic run --lut quinn; extra arguments go to `nesquic run`.
 run *ARGS: build
@@ -29,6 +31,7 @@ lint:
     cargo clippy --release --workspace --all-targets -- -D warnings
     cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
+    ./lut-adapters/quic-go/build.sh --lint
 
 # Everything CI runs: lint, then every test (real sockets, real processes; eBPF tests need root),
 # then the eBPF + link subset again on Debian 12's kernel in QEMU (test-kernels).

@@ -1,5 +1,6 @@
 //! Records the versions of the QUIC libraries this build links, read from the workspace's
-//! Cargo.lock, so runs report what was really measured instead of a hand-kept string.
+//! Cargo.lock (and the quic-go adapter's go.mod), so runs report what was really measured
+//! instead of a hand-kept string.
 
 use std::path::PathBuf;
 
@@ -22,6 +23,21 @@ fn main() {
     for (krate, var) in TRACKED {
         println!("cargo:rustc-env={var}={}", locked_version(&text, krate).unwrap_or_else(|| "unknown".into()));
     }
+    let go_mod = manifest.join("quic-go/go.mod");
+    println!("cargo:rerun-if-changed={}", go_mod.display());
+    let go_mod = std::fs::read_to_string(&go_mod).unwrap_or_default();
+    let quic_go = go_required_version(&go_mod, "github.com/quic-go/quic-go").unwrap_or_else(|| "unknown".into());
+    println!("cargo:rustc-env=NESQUIC_QUIC_GO_VERSION={quic_go}");
+}
+
+/// The version a go.mod requires of `module` (`require module vX.Y.Z`, alone or in a block).
+fn go_required_version(go_mod: &str, module: &str) -> Option<String> {
+    go_mod.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        let first = words.next()?;
+        let name = if first == "require" { words.next()? } else { first };
+        (name == module).then(|| words.next().map(str::to_string)).flatten()
+    })
 }
 
 /// Finds `version = "..."` right after `name = "<krate>"` in a Cargo.lock.

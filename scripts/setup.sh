@@ -3,7 +3,9 @@
 # clang-19 + llvm-19 (eBPF programs), bpftool (vmlinux.h, link checks), libbpf headers,
 # cmake + a C++ compiler + libclang (quiche builds BoringSSL from source, bindgen needs libclang),
 # libnuma-dev (MsQuic, linked statically),
-# and `just` (not packaged in Debian 12, so it comes from crates.io).
+# and `just` (not packaged in Debian 12, so it comes from crates.io). Go is not installed here
+# (Debian's is too old for quic-go): without the version lut-adapters/quic-go/go.mod names, the
+# quic-go LUT is skipped and setup says so.
 # `--kernels` also installs the kernel matrix (`just test-kernels`, docs/kernels.md): QEMU, Debian's
 # stock kernel image, busybox and virtme-ng (from PyPI).
 # Idempotent: does nothing when everything is present.
@@ -18,6 +20,8 @@ command -v bpftool >/dev/null 2>&1 || need_apt+=(bpftool)
 [ -e /usr/include/bpf/bpf_helpers.h ] || need_apt+=(libbpf-dev)
 command -v cc >/dev/null 2>&1 || need_apt+=(build-essential)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
+# The quic-go LUT's tests make a certificate the client must not trust.
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 command -v cmake >/dev/null 2>&1 || need_apt+=(cmake)
 command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 ls /usr/lib/llvm-19/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang1-19)
@@ -54,6 +58,13 @@ fi
 if [ "$kernels" -eq 1 ] && ! command -v vng >/dev/null 2>&1; then
     echo "setup: installing virtme-ng from PyPI"
     pip install --quiet virtme-ng
+fi
+
+# The quic-go LUT needs the Go version its go.mod names (Debian 12's 1.19 is too old).
+go_need="$(sed -n 's/^go \([0-9][0-9.]*\).*/\1/p' "$(dirname "$0")/../lut-adapters/quic-go/go.mod")"
+go_have="$(command -v go >/dev/null 2>&1 && go env GOVERSION | sed 's/^go//' || true)"
+if [ -z "$go_have" ] || [ "$(printf '%s\n%s\n' "$go_need" "$go_have" | sort -V | head -n1)" != "$go_need" ]; then
+    echo "setup: warning: Go >= $go_need not found (have: ${go_have:-none}); the quic-go LUT will not be built (https://go.dev/dl/)" >&2
 fi
 
 # tracefs is needed by tracepoint probes; a fresh boot may not have it mounted.

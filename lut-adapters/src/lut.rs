@@ -22,10 +22,12 @@ pub enum LutError {
         known: String,
     },
     /// The adapter exists but its executable is not built.
-    #[error("LUT executable {path} not found; build it with `just build` (Rust LUTs: `cargo build --release -p nesquic-lut-bins`)")]
+    #[error("LUT executable {path} not found; {how}")]
     NotBuilt {
         /// Where it was expected.
         path: PathBuf,
+        /// How to build it ([`Lut::build_hint`]).
+        how: &'static str,
     },
     /// The LUT cannot run on the requested I/O path.
     #[error("LUT '{lut}' does not support --io {io}; it supports: {supported}")]
@@ -143,8 +145,13 @@ pub trait Lut: Send + Sync {
         if path.is_file() {
             Ok(path)
         } else {
-            Err(LutError::NotBuilt { path })
+            Err(LutError::NotBuilt { path, how: self.build_hint() })
         }
+    }
+
+    /// How to get the executable when it is missing.
+    fn build_hint(&self) -> &'static str {
+        "build it with `just build` (Rust LUTs: `cargo build --release -p nesquic-lut-bins`)"
     }
 
     /// What to start: normally the binary itself; `exec` starts a launcher that sets up the
@@ -278,13 +285,13 @@ fn push_common_args(args: &mut Vec<OsString>, io: IoMode, qlog: Option<&Path>, o
 /// The value placeholder of options that take a byte count.
 pub const BYTES: &str = "BYTES";
 
-const RCVBUF_NATIVE: LutOption = LutOption {
+pub(crate) const RCVBUF_NATIVE: LutOption = LutOption {
     key: "rcvbuf",
     values: &[BYTES],
     meaning: "SO_RCVBUF to request (also --rcvbuf)",
     io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
 };
-const SNDBUF_NATIVE: LutOption = LutOption {
+pub(crate) const SNDBUF_NATIVE: LutOption = LutOption {
     key: "sndbuf",
     values: &[BYTES],
     meaning: "SO_SNDBUF to request (also --sndbuf)",
@@ -463,7 +470,7 @@ impl Lut for MsquicLut {
 
 /// Every LUT this build knows.
 pub fn all_luts() -> Vec<Box<dyn Lut>> {
-    vec![Box::new(QuinnLut), Box::new(QuicheLut), Box::new(MsquicLut)]
+    vec![Box::new(QuinnLut), Box::new(QuicheLut), Box::new(MsquicLut), Box::new(crate::quic_go::QuicGoLut)]
 }
 
 /// Finds a LUT by name, or lists the known ones.

@@ -405,6 +405,30 @@ impl ProbeRequest {
     }
 }
 
+/// Refuses timing (entry + return probes) of functions in Go programs: Go moves goroutine stacks,
+/// and a uretprobe's return address on a moved stack crashes the program. Counting (entry probe
+/// only) is fine. Each object is inspected once.
+pub fn refuse_timed_go(functions: &[ResolvedFunction]) -> Result<(), EbpfError> {
+    let mut go_objects: std::collections::HashMap<&Path, bool> = std::collections::HashMap::new();
+    for f in functions.iter().filter(|f| f.timed) {
+        if *go_objects.entry(&f.object).or_insert_with(|| crate::objects::is_go(&f.object)) {
+            let how = if f.category.starts_with("uprobe:") {
+                "uprobe: globs always time their functions; count them through a catalog category instead"
+            } else {
+                "drop `:time` to count calls instead"
+            };
+            return Err(EbpfError::BadProbe(format!(
+                "{} ({}) cannot be timed: {} is a Go program, and timing needs a return probe (uretprobe), which \
+                 crashes Go programs when the runtime moves a goroutine's stack; Go functions are only counted ({how})",
+                f.category,
+                f.name,
+                f.object.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Splits on commas that are outside `{...}` (globs may hold alternations like `{seal,open}`).
 fn split_items(text: &str) -> Vec<&str> {
     let (mut depth, mut start, mut items) = (0i32, 0, Vec::new());

@@ -44,6 +44,16 @@ pub fn is_dynamic(path: &Path) -> bool {
     segments.iter().any(|s| s.p_type(endian) == object::elf::PT_INTERP)
 }
 
+/// Whether `path` is a Go program (the Go linker's `.go.buildinfo` section). Go grows goroutine
+/// stacks by copying them, so a uretprobe's rewritten return address on a moved stack crashes the
+/// program: function probes there may only count (entry probe), never time. Unreadable: false.
+pub fn is_go(path: &Path) -> bool {
+    use object::Object;
+    let Ok(data) = std::fs::read(path) else { return false };
+    let Ok(file) = object::File::parse(&*data) else { return false };
+    file.section_by_name(".go.buildinfo").is_some()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

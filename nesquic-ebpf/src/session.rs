@@ -80,6 +80,7 @@ impl ProbeSession {
     /// prepares the function probes (attached per process by [`ProbeSession::track`]).
     pub fn open(io: bool, functions: Vec<ResolvedFunction>) -> Result<Self, EbpfError> {
         preflight::check()?;
+        crate::catalog::refuse_timed_go(&functions)?;
         if functions.len() > MAX_FUNCS as usize {
             return Err(EbpfError::TooManyFunctions { found: functions.len(), max: MAX_FUNCS as usize });
         }

@@ -89,6 +89,8 @@ impl ProbePlan {
             }
             return Err(EngineError::msg(msg));
         }
+        // Before anything starts: timing Go functions would crash the LUT (return probes).
+        nesquic_ebpf::catalog::refuse_timed_go(&self.resolution.functions)?;
         Ok(())
     }
 
