@@ -1,6 +1,7 @@
 //! The one run model. Owns the typed run record (`run::RunRecord`, summary.json, with
 //! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
-//! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader)
+//! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader;
+//! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
 //! and the statistics every command shares (`stats`: the median in one place, Mann-Whitney).
 //!
 //! Must not know processes, probes or the command line: it receives what was measured and
@@ -11,6 +12,7 @@ mod error;
 pub mod figures;
 pub mod io;
 pub mod qlog;
+pub mod recorder;
 pub mod run;
 pub mod stats;
 pub mod workload;

@@ -4,7 +4,7 @@ mod custom_build;
 mod figures;
 mod overhead;
 pub(crate) use nesquic_engine::process;
-mod record;
+pub(crate) use nesquic_record::recorder as record;
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;

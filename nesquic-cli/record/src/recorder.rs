@@ -1,14 +1,21 @@
 //! The run's qlog traces: `run_started`, periodic `metrics_updated` snapshots while a repetition
-//! runs, and `run_summary` at the end (field by field in docs/qlog.md).
+//! runs, and `run_summary` at the end (field by field in docs/qlog.md); the run's output
+//! directory; merging a library's own qlog into them.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
-use anyhow::{Context, Result};
+use nesquic_protocol::role::{Role, LUT_ROLES};
 use serde_json::{json, Value};
 
-use super::process::{Role, LUT_ROLES};
-use nesquic_record::qlog::writer::QlogWriter;
+use crate::qlog::writer::QlogWriter;
+use crate::RecordError;
+
+type Result<T> = std::result::Result<T, RecordError>;
+
+fn io_error(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io { path: path.to_path_buf(), source }
+}
 
 /// The two traces of a run (one per role), on one clock.
 pub struct Recorder {
@@ -48,7 +55,7 @@ impl Recorder {
     /// Writes one event to both traces, built per role.
     pub fn both(&mut self, name: &str, data: impl Fn(Role) -> Value) -> Result<()> {
         self.server.event(name, &data(Role::Server))?;
-        Ok(self.client.event(name, &data(Role::Client))?)
+        self.client.event(name, &data(Role::Client))
     }
 
     /// Writes per-message kernel events as `quic:udp_datagrams_sent` / `_received`.
@@ -143,9 +150,9 @@ pub fn host() -> Value {
 /// exists. Created here, atomically (`create_dir` fails if another run took the name in the same
 /// second), so concurrent runs never share a directory.
 pub fn default_out_dir(lut: &str) -> Result<PathBuf> {
-    let stamp = nesquic_record::qlog::time_stamp(SystemTime::now());
+    let stamp = crate::qlog::time_stamp(SystemTime::now());
     let parent = PathBuf::from("nesquic-runs");
-    std::fs::create_dir_all(&parent).with_context(|| format!("create {}", parent.display()))?;
+    std::fs::create_dir_all(&parent).map_err(io_error(&parent))?;
     let base = parent.join(format!("{stamp}-{lut}"));
     let mut candidate = base.clone();
     let mut n = 2;
@@ -156,7 +163,7 @@ pub fn default_out_dir(lut: &str) -> Result<PathBuf> {
                 candidate = PathBuf::from(format!("{}-{n}", base.display()));
                 n += 1;
             }
-            Err(e) => return Err(e).with_context(|| format!("create {}", candidate.display())),
+            Err(e) => return Err(io_error(&candidate)(e)),
         }
     }
 }
@@ -164,14 +171,15 @@ pub fn default_out_dir(lut: &str) -> Result<PathBuf> {
 /// Creates the output directory; refuses one that already holds files (runs are never overwritten).
 pub fn prepare_out_dir(dir: &Path) -> Result<()> {
     if dir.exists() {
-        let mut entries = std::fs::read_dir(dir).with_context(|| format!("read {}", dir.display()))?;
-        anyhow::ensure!(
-            entries.next().is_none(),
-            "{} already holds files: choose another --out (nesquic never overwrites a run)",
-            dir.display()
-        );
+        let mut entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
+        if entries.next().is_some() {
+            return Err(RecordError::Report(format!(
+                "{} already holds files: choose another --out (nesquic never overwrites a run)",
+                dir.display()
+            )));
+        }
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))
+    std::fs::create_dir_all(dir).map_err(io_error(dir))
 }
 
 /// Merges a library's own qlog files into one of our traces: their events are moved onto our
@@ -179,16 +187,18 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
 /// the original name is kept in `original_name`), and the whole trace is rewritten sorted by
 /// time. Returns how many library events were merged.
 pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, lut_files: &[(PathBuf, u64)]) -> Result<usize> {
-    let ours = nesquic_record::qlog::reader::read_unordered(trace)?;
+    let ours = crate::qlog::reader::read_unordered(trace)?;
     let epoch_ns = epoch.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as f64).unwrap_or(0.0);
     let mut events = ours.events;
     let mut merged = 0;
     for (path, start_unix_ns) in lut_files {
         let shift_ms = (*start_unix_ns as f64 - epoch_ns) / 1e6;
-        let bytes = std::fs::read(path).with_context(|| format!("read the LUT's qlog {}", path.display()))?;
+        let bytes = std::fs::read(path).map_err(io_error(path))?;
         for (n, record) in bytes.split(|b| *b == 0x1e).filter(|r| !r.iter().all(u8::is_ascii_whitespace)).enumerate() {
-            let mut event: Value = serde_json::from_slice(record)
-                .with_context(|| format!("{} record {}: not valid JSON", path.display(), n + 1))?;
+            let mut event: Value = serde_json::from_slice(record).map_err(|source| RecordError::Json {
+                what: format!("the LUT's qlog {} record {}", path.display(), n + 1),
+                source,
+            })?;
             // The first record is the library's header; events carry a time and a name.
             let (Some(time), Some(name)) = (event["time"].as_f64(), event["name"].as_str().map(String::from)) else {
                 continue;
@@ -204,15 +214,18 @@ pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, lut_files: &[(PathBuf, u6
     let tmp = trace.with_extension("sqlog.tmp");
     let mut out = String::new();
     out.push('\x1e');
-    out.push_str(&serde_json::to_string(&ours.header)?);
+    let json = |v: &Value| {
+        serde_json::to_string(v).map_err(|source| RecordError::Json { what: format!("{}", trace.display()), source })
+    };
+    out.push_str(&json(&ours.header)?);
     out.push('\n');
     for e in &events {
         out.push('\x1e');
-        out.push_str(&serde_json::to_string(e)?);
+        out.push_str(&json(e)?);
         out.push('\n');
     }
-    std::fs::write(&tmp, out).with_context(|| format!("write {}", tmp.display()))?;
-    std::fs::rename(&tmp, trace).with_context(|| format!("replace {}", trace.display()))?;
+    std::fs::write(&tmp, out).map_err(io_error(&tmp))?;
+    std::fs::rename(&tmp, trace).map_err(io_error(trace))?;
     Ok(merged)
 }
 
@@ -240,9 +253,9 @@ mod tests {
                     \x1e{\"time\":5.0,\"name\":\"nesquic:b\",\"data\":{}}\n\
                     \x1e{\"time\":2.0,\"name\":\"quic:udp_datagrams_sent\",\"data\":{}}\n";
         std::fs::write(&path, text).expect("write");
-        assert!(nesquic_record::qlog::reader::read(&path).is_err(), "unsorted input is not a valid trace");
+        assert!(crate::qlog::reader::read(&path).is_err(), "unsorted input is not a valid trace");
         assert_eq!(merge_lut_qlog(&path, SystemTime::now(), &[]).expect("sorted"), 0);
-        let trace = nesquic_record::qlog::reader::read(&path).expect("valid after sorting");
+        let trace = crate::qlog::reader::read(&path).expect("valid after sorting");
         let names: Vec<&str> = trace.events.iter().filter_map(|e| e["name"].as_str()).collect();
         assert_eq!(names, ["quic:udp_datagrams_sent", "nesquic:b"]);
     }
