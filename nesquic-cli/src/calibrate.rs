@@ -1,39 +1,9 @@
-//! Probe-overhead calibration: what a uprobe + uretprobe pair adds to the durations it measures,
-//! on this machine, per kind of probe site, so timed figures can be compensated.
-//!
-//! The shipped workload (`nesquic-workload --calibrate`) runs the same busy loop behind three
-//! prologues (`push`, 5-byte NOP, `mov`: emulated, emulated, single-stepped), with timing probes
-//! on all three, alternating batches with a never-probed twin of the loop timed by the workload's
-//! own clock: the true cost, measured in the same run under the same conditions (this VM's speed
-//! drifts by tens of percent between runs). The probes' mean is the true cost plus the overhead
-//! that falls between their two timestamps; the difference, over several rounds, is the overhead
-//! and its spread.
+//! Printing the timing probes' calibration; measuring it is the engine's
+//! (`nesquic_engine::calibrate`).
 
-use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use anyhow::Result;
 
-use anyhow::{bail, Context, Result};
-use nesquic_ebpf::sites::SiteKind;
-use nesquic_ebpf::Metrics;
-
-use crate::probes::ProbePlan;
-use crate::run::process::{LutProcess, ProcessEvent, Role};
-
-/// Busy-loop iterations per call: ~1-2 us, the order of a crypto call on a packet.
-const ITERATIONS: u64 = 2_000;
-const CALLS: u64 = 2_000;
-const ROUNDS: usize = 5;
-/// Agent calibration: rounds with and without the agent (alternating), calls per round.
-const AGENT_ROUNDS: usize = 5;
-const AGENT_CALLS: u64 = 1_000_000;
-const FUNCTIONS: [(&str, SiteKind); 3] = [
-    ("nesquic_cal_push", SiteKind::Push),
-    ("nesquic_cal_nop", SiteKind::Nop),
-    ("nesquic_cal_step", SiteKind::SingleStep),
-];
-
-pub use nesquic_record::calibration::{Calibration, KindCalibration};
+pub use nesquic_engine::calibrate::Calibration;
 
 /// Terminal lines of a calibration.
 trait Describe {
@@ -67,22 +37,10 @@ impl Describe for Calibration {
     }
 }
 
-/// The calibration opened probes need: `None` unless they time some function (kernel uprobe
-/// sites and/or the agent's hooks). Printed on stderr unless `quiet`.
+/// The calibration opened probes need (see `nesquic_engine::calibrate::for_probes`), printed on
+/// stderr unless `quiet`.
 pub fn for_probes(probes: &crate::backend::Probes, quiet: bool) -> Result<Option<Calibration>> {
-    let kernel_times = probes.kernel.as_ref().is_some_and(|k| k.functions().iter().any(|f| f.timed));
-    let user_times = probes.user.as_ref().is_some_and(|u| u.times_functions());
-    if !kernel_times && !user_times {
-        return Ok(None);
-    }
-    let mut c = if kernel_times {
-        run().context("calibrate the timing probes")?
-    } else {
-        Calibration { kinds: Vec::new(), rounds: 0, agent: None }
-    };
-    if user_times {
-        c.agent = Some(agent_cost().context("calibrate the user-space agent")?);
-    }
+    let Some(c) = nesquic_engine::calibrate::for_probes(probes)? else { return Ok(None) };
     if !quiet {
         eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds_used());
         for line in c.describe() {
@@ -90,163 +48,4 @@ pub fn for_probes(probes: &crate::backend::Probes, quiet: bool) -> Result<Option
         }
     }
     Ok(Some(c))
-}
-
-/// The workload binary next to `nesquic`.
-pub fn workload_binary() -> Result<PathBuf> {
-    let dir = crate::run::lut_dir(None)?;
-    let path = dir.join("nesquic-workload");
-    if !path.is_file() {
-        bail!("{} is missing (it ships with nesquic: `just build`)", path.display());
-    }
-    Ok(path)
-}
-
-/// The agent's cost per call on this machine: measured on first use (~1 s), then reused.
-fn agent_cost() -> Result<nesquic_ebpf::user::calibrate::AgentCost> {
-    static CACHE: std::sync::Mutex<Option<nesquic_ebpf::user::calibrate::AgentCost>> = std::sync::Mutex::new(None);
-    let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = *cached {
-        return Ok(c);
-    }
-    let workload = workload_binary()?;
-    let scratch = tempfile::tempdir().context("agent calibration scratch directory")?;
-    let c = nesquic_ebpf::user::calibrate::measure_cost(&workload, scratch.path(), AGENT_ROUNDS, AGENT_CALLS)?;
-    *cached = Some(c);
-    Ok(c)
-}
-
-/// The calibration for this process: measured on first use (~1 s), then reused (a matrix runs
-/// many transfers; the machine does not change between them).
-fn run() -> Result<Calibration> {
-    static CACHE: std::sync::Mutex<Option<Calibration>> = std::sync::Mutex::new(None);
-    let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(c) = cached.as_ref() {
-        return Ok(c.clone());
-    }
-    let c = measure()?;
-    *cached = Some(c.clone());
-    Ok(c)
-}
-
-fn measure() -> Result<Calibration> {
-    let workload = workload_binary()?;
-    let plan = ProbePlan::new("uprobe:nesquic_cal_*", &workload)?;
-    let scratch = tempfile::tempdir().context("calibration scratch directory")?;
-    let mut per_kind: Vec<(Vec<f64>, Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new(), Vec::new()); FUNCTIONS.len()];
-    let mut session = plan.open_session()?;
-    for round in 0..ROUNDS {
-        let out = scratch.path().join(format!("round-{round}.json"));
-        let metrics = probed_run(&mut session, &workload, &out)?;
-        let results = read_results(&out)?;
-        for (i, (name, _)) in FUNCTIONS.iter().enumerate() {
-            let r = results.get(*name).with_context(|| format!("{name} missing from the workload's report"))?;
-            let measured = probe_mean(&metrics, name).with_context(|| format!("probes saw no call of {name}"))?;
-            per_kind[i].0.push(r.twin_ns);
-            per_kind[i].1.push(measured);
-            per_kind[i].2.push(r.self_ns);
-        }
-        session.reset()?;
-    }
-    drop(session);
-    let kinds = FUNCTIONS
-        .iter()
-        .zip(per_kind)
-        .map(|((_, kind), (truth, measured, self_probed))| {
-            let diffs: Vec<f64> = measured.iter().zip(&truth).map(|(m, t)| m - t).collect();
-            let costs: Vec<f64> = self_probed.iter().zip(&truth).map(|(p, t)| p - t).collect();
-            KindCalibration {
-                kind: *kind,
-                true_ns: median(&truth),
-                measured_ns: median(&measured),
-                overhead_ns: median(&diffs),
-                uncertainty_ns: stddev(&diffs),
-                pair_cost_ns: median(&costs),
-            }
-        })
-        .collect();
-    Ok(Calibration { kinds, rounds: ROUNDS, agent: None })
-}
-
-/// One workload run with the timing probes on; returns what they measured.
-fn probed_run(session: &mut nesquic_ebpf::ProbeSession, workload: &Path, out: &Path) -> Result<Metrics> {
-    let (tx, rx) = channel();
-    let args: Vec<std::ffi::OsString> =
-        vec!["--calibrate".into(), ITERATIONS.to_string().into(), CALLS.to_string().into(), out.into()];
-    let mut process = LutProcess::spawn_inheriting_output(Role::Process, workload, &args, &[], tx)?;
-    let pid = u32::try_from(process.pid).context("negative pid")?;
-    session.track(pid, Role::Process.index())?;
-    process.release()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let exit = loop {
-        if Instant::now() >= deadline {
-            process.kill();
-            bail!("the calibration workload did not finish within a minute");
-        }
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(ProcessEvent::Exited(_, exit)) => {
-                process.mark_reaped();
-                break exit;
-            }
-            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => bail!("lost contact with the calibration workload"),
-        }
-    };
-    let metrics = session.snapshot(&[Role::Process.slot()])?;
-    session.untrack_all()?;
-    if !exit.success() {
-        bail!("calibration workload ended with {}", exit.describe());
-    }
-    Ok(metrics)
-}
-
-/// One calibration function's figures from the workload's own clock.
-struct SelfTimed {
-    /// Per probed call, everything included.
-    self_ns: f64,
-    /// Per call of the never-probed twin: the true cost.
-    twin_ns: f64,
-}
-
-fn read_results(path: &Path) -> Result<std::collections::HashMap<String, SelfTimed>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let mut out = std::collections::HashMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("{}: {line}", path.display()))?;
-        let name = v["function"].as_str().context("function name")?.to_string();
-        let self_ns = v["ns_per_call"].as_f64().context("ns_per_call")?;
-        let twin_ns = v["twin_ns_per_call"].as_f64().context("twin_ns_per_call")?;
-        out.insert(name, SelfTimed { self_ns, twin_ns });
-    }
-    Ok(out)
-}
-
-fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
-    let role = metrics.roles.iter().find(|r| r.role == Role::Process.name())?;
-    let f = role.functions.iter().find(|f| f.name == name && f.timing.calls > 0)?;
-    Some(f.timing.mean_ns())
-}
-
-fn median(v: &[f64]) -> f64 {
-    nesquic_record::stats::median(v).unwrap_or(0.0)
-}
-
-fn stddev(v: &[f64]) -> f64 {
-    if v.len() < 2 {
-        return 0.0;
-    }
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stddev_and_median() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert!((stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) - 2.138).abs() < 1e-3);
-        assert_eq!(stddev(&[1.0]), 0.0);
-    }
 }

@@ -29,6 +29,9 @@ pub enum EngineError {
     /// The eBPF side failed (its error says how).
     #[error(transparent)]
     Ebpf(#[from] nesquic_ebpf::EbpfError),
+    /// The user-space probe agent failed (its error says how).
+    #[error(transparent)]
+    Agent(#[from] nesquic_ebpf::user::UserError),
     /// A LUT descriptor refused (its error says how).
     #[error(transparent)]
     Lut(#[from] nesquic_lut_adapters::LutError),

@@ -8,6 +8,8 @@
 //! arguments and reports what they said and what they cost.
 
 pub mod backend;
+pub mod calibrate;
+pub mod custom_build;
 pub mod duty;
 mod error;
 pub mod plan;

@@ -1,6 +1,6 @@
 //! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
 
-mod custom_build;
+use nesquic_engine::custom_build;
 mod figures;
 mod overhead;
 pub(crate) use nesquic_engine::process;

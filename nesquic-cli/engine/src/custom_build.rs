@@ -5,12 +5,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
 use nesquic_lut_adapters::{IoMode, Lut, LutError};
+
+use crate::error::StepExt;
+use crate::EngineError;
+
+type Result<T, E = EngineError> = std::result::Result<T, E>;
 
 /// Where the Rust LUT executables' package (`nesquic-lut-bins`) lives (this binary must run from a
 /// Nesquic source tree for `--lut-path`).
-const BINS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../lut-adapters/quic-bins");
+const BINS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../lut-adapters/quic-bins");
 
 /// A LUT whose executable was built against a local checkout.
 pub struct CustomBuild {
@@ -29,19 +33,23 @@ const QUINN_CRATES: &[&str] = &["quinn", "quinn-proto", "quinn-udp"];
 /// Builds `lut`'s adapter against the library at `path`.
 pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
     if lut.name() != "quinn" {
-        bail!("--lut-path builds Rust LUTs from source; {} is not one (use --lut exec for other stacks)", lut.name());
+        return Err(EngineError::msg(format!(
+            "--lut-path builds Rust LUTs from source; {} is not one (use --lut exec for other stacks)",
+            lut.name()
+        )));
     }
-    let source = path.canonicalize().with_context(|| format!("--lut-path {}: no such directory", path.display()))?;
+    let source = path.canonicalize().with_step(|| format!("--lut-path {}: no such directory", path.display()))?;
     let patches = find_crates(&source)?;
     let version = crate_version(&patches[0].1.join("Cargo.toml"))?;
     let revision = git_revision(&source);
-    let bins = Path::new(BINS_DIR).canonicalize().context(
+    let bins = Path::new(BINS_DIR).canonicalize().step(
         "--lut-path needs the Nesquic source tree this nesquic was built from (lut-adapters/quic-bins/ is gone)",
     )?;
-    let repo = bins.ancestors().nth(2).context("lut-adapters/quic-bins sits two levels down")?.to_path_buf();
+    // Invariant: BINS_DIR is lut-adapters/quic-bins under the repository, two levels down.
+    let repo = bins.ancestors().nth(2).unwrap_or(&bins).to_path_buf();
     let key = format!("{:016x}", fnv1a(source.to_string_lossy().as_bytes()));
     let dir = repo.join("target").join("lut-builds").join(format!("quinn-{key}"));
-    std::fs::create_dir_all(dir.join("src")).with_context(|| format!("create {}", dir.display()))?;
+    std::fs::create_dir_all(dir.join("src")).with_step(|| format!("create {}", dir.display()))?;
 
     let mut manifest = format!(
         "[package]\nname = \"nesquic-lut-quinn-custom\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
@@ -55,11 +63,11 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
         manifest.push_str(&format!("{name} = {{ path = {:?} }}\n", dir));
     }
     write_if_changed(&dir.join("Cargo.toml"), &manifest)?;
-    let main = std::fs::read_to_string(bins.join("src/bin/quinn.rs")).context("read the quinn adapter source")?;
+    let main = std::fs::read_to_string(bins.join("src/bin/quinn.rs")).step("read the quinn adapter source")?;
     write_if_changed(&dir.join("src/main.rs"), &main)?;
     if !dir.join("Cargo.lock").exists() {
         // Start from Nesquic's lock so only the patched crates move (and it works offline).
-        std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).context("copy Cargo.lock")?;
+        std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).step("copy Cargo.lock")?;
     }
     eprintln!("nesquic: building the quinn adapter against {} ({version}, {revision}) ...", source.display());
     let target = repo.join("target").join("lut-builds").join("target");
@@ -68,12 +76,15 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
         .arg(dir.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target)
         .status()
-        .context("run cargo (is Rust installed?)")?;
+        .step("run cargo (is Rust installed?)")?;
     if !status.success() {
-        bail!("building the quinn adapter against {} failed (cargo output above)", source.display());
+        return Err(EngineError::msg(format!(
+            "building the quinn adapter against {} failed (cargo output above)",
+            source.display()
+        )));
     }
     let binary = dir.join("nesquic-lut-quinn");
-    std::fs::copy(target.join("release/nesquic-lut-quinn"), &binary).context("copy the built adapter")?;
+    std::fs::copy(target.join("release/nesquic-lut-quinn"), &binary).step("copy the built adapter")?;
     Ok(CustomBuild { inner: lut, binary, version, source, revision })
 }
 
@@ -95,22 +106,26 @@ fn find_crates(source: &Path) -> Result<Vec<(String, PathBuf)>> {
     // The quinn crate first: its version is the one reported.
     found.sort_by_key(|(n, _)| n != "quinn");
     if found.first().map(|(n, _)| n.as_str()) != Some("quinn") {
-        bail!(
+        return Err(EngineError::msg(format!(
             "{} holds no quinn crate (expected a Cargo.toml of package quinn, or a quinn/ directory)",
             source.display()
-        );
+        )));
     }
     Ok(found)
 }
 
 fn manifest_package(path: &Path) -> Result<toml::Value> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let v: toml::Value = toml::from_str(&text).with_context(|| format!("{} is not valid TOML", path.display()))?;
-    v.get("package").cloned().with_context(|| format!("{} has no [package]", path.display()))
+    let text = std::fs::read_to_string(path).with_step(|| format!("read {}", path.display()))?;
+    let v: toml::Value = toml::from_str(&text).with_step(|| format!("{} is not valid TOML", path.display()))?;
+    v.get("package").cloned().ok_or_else(|| EngineError::msg(format!("{} has no [package]", path.display())))
 }
 
 fn crate_name(path: &Path) -> Result<String> {
-    manifest_package(path)?.get("name").and_then(|n| n.as_str()).map(String::from).context("package without name")
+    manifest_package(path)?
+        .get("name")
+        .and_then(|n| n.as_str())
+        .map(String::from)
+        .ok_or_else(|| EngineError::msg(format!("{}: package without name", path.display())))
 }
 
 fn crate_version(path: &Path) -> Result<String> {
@@ -132,7 +147,7 @@ fn git_revision(dir: &Path) -> String {
 
 fn write_if_changed(path: &Path, text: &str) -> Result<()> {
     if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
-        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+        std::fs::write(path, text).with_step(|| format!("write {}", path.display()))?;
     }
     Ok(())
 }
