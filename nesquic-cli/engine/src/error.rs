@@ -32,6 +32,9 @@ pub enum EngineError {
     /// The user-space probe agent failed (its error says how).
     #[error(transparent)]
     Agent(#[from] nesquic_ebpf::user::UserError),
+    /// Writing the run's record or traces failed (its error says how).
+    #[error(transparent)]
+    Record(#[from] nesquic_record::RecordError),
     /// A LUT descriptor refused (its error says how).
     #[error(transparent)]
     Lut(#[from] nesquic_lut_adapters::LutError),

@@ -12,6 +12,8 @@ pub mod calibrate;
 pub mod custom_build;
 pub mod duty;
 mod error;
+pub mod figures;
+pub mod measure;
 pub mod plan;
 pub mod process;
 pub mod repetition;

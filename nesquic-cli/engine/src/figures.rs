@@ -2,11 +2,11 @@
 
 use nesquic_record::figures::{ProcessFigures, RepetitionFigures};
 
-use super::process::Exit;
-use super::repetition::RepetitionOutcome;
+use crate::process::Exit;
+use crate::repetition::RepetitionOutcome;
 
 /// A process's CPU accounting from its exit (`wait4` rusage).
-pub(crate) fn process_figures(e: Exit) -> ProcessFigures {
+pub fn process_figures(e: Exit) -> ProcessFigures {
     {
         let user = e.user.as_secs_f64();
         let system = e.system.as_secs_f64();
@@ -24,7 +24,7 @@ pub(crate) fn process_figures(e: Exit) -> ProcessFigures {
 
 /// The figures of one repetition from what the engine observed (probes, profile and the
 /// per-side extras are filled in by the caller).
-pub(crate) fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
+pub fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
     {
         let transfer_s = o.client_result.transfer_ns as f64 / 1e9;
         RepetitionFigures {
