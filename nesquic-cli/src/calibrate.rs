@@ -1,8 +1,6 @@
 //! Printing the timing probes' calibration; measuring it is the engine's
 //! (`nesquic_engine::calibrate`).
 
-use anyhow::Result;
-
 pub use nesquic_engine::calibrate::Calibration;
 
 /// Terminal lines of a calibration.
@@ -37,15 +35,10 @@ impl Describe for Calibration {
     }
 }
 
-/// The calibration opened probes need (see `nesquic_engine::calibrate::for_probes`), printed on
-/// stderr unless `quiet`.
-pub fn for_probes(probes: &crate::backend::Probes, quiet: bool) -> Result<Option<Calibration>> {
-    let Some(c) = nesquic_engine::calibrate::for_probes(probes)? else { return Ok(None) };
-    if !quiet {
-        eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds_used());
-        for line in c.describe() {
-            eprintln!("  {line}");
-        }
+/// Prints a calibration on stderr.
+pub fn print(c: &Calibration) {
+    eprintln!("nesquic: probe calibration ({} rounds, busy-loop workload):", c.rounds_used());
+    for line in c.describe() {
+        eprintln!("  {line}");
     }
-    Ok(Some(c))
 }

@@ -13,7 +13,9 @@ use nesquic_record::io::{IoSource, IoTotals};
 use serde::Serialize;
 
 use crate::run::{self, RepetitionFigures, RunArgs, Spread, Summary};
+use crate::testcase::TestcaseArgs;
 use crate::units;
+use nesquic_engine::run::RunPlan;
 
 /// `nesquic matrix` arguments.
 #[derive(Debug, clap::Args)]
@@ -57,9 +59,9 @@ pub struct MatrixArgs {
     /// Who measures the probes, as in `nesquic run` (auto: the user-space agent where it can hook).
     #[arg(long, value_enum, default_value_t = crate::backend::BackendChoice::Auto)]
     pub probe_backend: crate::backend::BackendChoice,
-    /// Time limit per transfer.
-    #[arg(long, default_value = "5m")]
-    pub timeout: String,
+    /// Time limit per transfer: 30s, 2m, 500ms.
+    #[arg(long, default_value = "5m", value_parser = units::parse_duration)]
+    pub timeout: std::time::Duration,
     /// Parent directory for the runs (default: ./nesquic-runs/).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -122,12 +124,31 @@ struct Row {
     run_dirs: Vec<PathBuf>,
 }
 
-/// Wrapper so a combination's `nesquic run` arguments go through the same parser as the
-/// command line (same defaults, same validation).
+/// `nesquic run`'s flags at their defaults, the base every combination's run starts from.
 #[derive(Debug, Parser)]
 struct RunCommand {
     #[command(flatten)]
     run: RunArgs,
+}
+
+/// The run of one combination, resolved and checked like `nesquic run`'s.
+fn plan(args: &MatrixArgs, c: &Combination, defaults: &RunArgs) -> Result<RunPlan> {
+    let run = RunArgs {
+        lut: c.lut.clone(),
+        io: Some(c.io),
+        scenario: TestcaseArgs { testcase: Some(c.testcase.clone()), size: args.size, ..TestcaseArgs::default() },
+        timeout: args.timeout,
+        lut_opts: c.options.clone(),
+        rcvbuf: c.rcvbuf.clone(),
+        link: args.link,
+        rate: args.rate.clone(),
+        loss: args.loss,
+        probe: args.probe.clone(),
+        probe_backend: args.probe_backend,
+        quiet: true,
+        ..defaults.clone()
+    };
+    run.plan().with_context(|| c.label())
 }
 
 /// Runs the matrix.
@@ -136,6 +157,10 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
     if combinations.is_empty() {
         bail!("no combination can run: {}", skipped.join("; "));
     }
+    // Every combination is resolved before the first transfer: a bad one fails at once.
+    let defaults = RunCommand::try_parse_from(["run"]).context("nesquic run's defaults")?.run;
+    let mut plans: Vec<RunPlan> = combinations.iter().map(|c| plan(args, c, &defaults)).collect::<Result<_>>()?;
+    let interrupted = run::install_signal_flag()?;
     let base = args.out.clone().unwrap_or_else(|| PathBuf::from("nesquic-runs"));
     let stamp = nesquic_record::qlog::time_stamp(std::time::SystemTime::now());
     let mut reports: Vec<Vec<run::RunReport>> = combinations.iter().map(|_| Vec::new()).collect();
@@ -147,45 +172,10 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
             let c = &combinations[i];
             let dir = base.join(format!("{stamp}-matrix")).join(format!("{}-{}-{}-r{}", i + 1, c.lut, c.io, round + 1));
             eprintln!("nesquic matrix: round {}/{}: {}", round + 1, args.repeat, c.label());
-            let mut argv: Vec<String> = vec![
-                "run".into(),
-                "--lut".into(),
-                c.lut.clone(),
-                "--io".into(),
-                c.io.to_string(),
-                "--testcase".into(),
-                c.testcase.clone(),
-                "--timeout".into(),
-                args.timeout.clone(),
-                "--out".into(),
-                dir.display().to_string(),
-            ];
-            if let Some(size) = args.size {
-                argv.extend(["--size".into(), size.to_string()]);
-            }
-            for o in &c.options {
-                argv.extend(["--lut-opt".into(), o.clone()]);
-            }
-            if let Some(r) = &c.rcvbuf {
-                argv.extend(["--rcvbuf".into(), r.clone()]);
-            }
-            argv.extend(["--link".into(), format!("{:?}", args.link).to_lowercase()]);
-            if let Some(r) = &args.rate {
-                argv.extend(["--rate".into(), r.clone()]);
-            }
-            if let Some(l) = args.loss {
-                argv.extend(["--loss".into(), l.to_string()]);
-            }
-            if let Some(p) = &args.probe {
-                argv.extend(["--probe".into(), p.clone()]);
-                let backend = clap::ValueEnum::to_possible_value(&args.probe_backend).context("backend name")?;
-                argv.extend(["--probe-backend".into(), backend.get_name().to_string()]);
-            }
-            let mut parsed = RunCommand::try_parse_from(&argv).context("build the run's arguments")?;
-            parsed.run.quiet = true;
-            let report = run::execute(&parsed.run)
-                .with_context(|| format!("{} (round {})", c.label(), round + 1))?
-                .context("a matrix run produced no report")?;
+            let plan = &mut plans[i];
+            plan.out = Some(dir.clone());
+            let report = nesquic_engine::run::execute(plan, &interrupted, &mut run::Terminal { quiet: true })
+                .with_context(|| format!("{} (round {})", c.label(), round + 1))?;
             reports[i].push(report);
             dirs[i].push(dir);
         }

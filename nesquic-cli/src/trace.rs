@@ -69,7 +69,10 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     for line in probes.describe() {
         eprintln!("nesquic: probes: {line}");
     }
-    let calibration = crate::calibrate::for_probes(&probes, false)?;
+    let calibration = nesquic_engine::calibrate::for_probes(&probes)?;
+    if let Some(c) = &calibration {
+        crate::calibrate::print(c);
+    }
     let (mut session, mut user) = (probes.kernel, probes.user);
     let env = match user.as_mut() {
         Some(u) => u.environment(Role::Process)?,

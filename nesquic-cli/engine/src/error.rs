@@ -35,6 +35,12 @@ pub enum EngineError {
     /// Writing the run's record or traces failed (its error says how).
     #[error(transparent)]
     Record(#[from] nesquic_record::RecordError),
+    /// The emulated link failed (its error says how).
+    #[error(transparent)]
+    Link(#[from] nesquic_link::LinkError),
+    /// The run's certificate could not be made (its error says how).
+    #[error(transparent)]
+    Tls(#[from] nesquic_lut_adapters::tls::TlsError),
     /// A LUT descriptor refused (its error says how).
     #[error(transparent)]
     Lut(#[from] nesquic_lut_adapters::LutError),

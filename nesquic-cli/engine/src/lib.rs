@@ -14,8 +14,10 @@ pub mod duty;
 mod error;
 pub mod figures;
 pub mod measure;
+pub mod overhead;
 pub mod plan;
 pub mod process;
 pub mod repetition;
+pub mod run;
 
 pub use error::{Cause, EngineError};

@@ -1,22 +1,16 @@
 //! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
 
-use nesquic_engine::custom_build;
-mod overhead;
-pub(crate) use nesquic_engine::process;
-pub(crate) use nesquic_record::recorder as record;
-
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use nesquic_lut_adapters::{find_lut, tls, IoMode};
-use serde_json::json;
-
-use nesquic_engine::measure::measure;
-pub(crate) use nesquic_engine::repetition;
-use nesquic_engine::repetition::RepetitionSpec;
+use nesquic_engine::custom_build;
+pub(crate) use nesquic_engine::process;
+use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
+use nesquic_lut_adapters::{find_lut, IoMode};
+pub(crate) use nesquic_record::calibration::Calibration;
 pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary, WorkloadSummary};
 use process::{Role, LUT_ROLES};
 
@@ -157,219 +151,165 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-pub use nesquic_record::run::{LinkRecord, LutInfo, LutSource, ObservedLoss, RunRecord as RunReport};
+pub use nesquic_record::run::{LutSource, RunRecord as RunReport};
 
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
-    let mut lut = choose_lut(args)?;
-    let mut lut_source = None;
-    if let Some(path) = &args.lut_path {
-        let built = custom_build::build(lut, path)?;
-        lut_source = Some(LutSource { path: built.source.clone(), revision: built.revision.clone() });
-        lut = Box::new(built);
-    }
-    let io = args.io.unwrap_or(lut.io_modes()[0]);
-    lut.check_io(io)?;
-    let testcase = args.scenario.resolve()?;
-    let workload = testcase.workload;
-    lut.check_workload(io, &workload).with_context(|| format!("testcase {}", testcase.name))?;
-    if args.cipher.is_some() && !lut.options().iter().any(|o| o.key == "cipher") {
-        anyhow::bail!(
-            "--cipher: LUT '{}' cannot choose its TLS 1.3 cipher suite ({} exposes no such setting); quinn and msquic can",
-            lut.name(),
-            lut.crypto_backend()
-        );
-    }
-    let mut lut_opts = args.lut_opts.clone();
-    for (key, value) in
-        [("gso", &args.gso), ("gro", &args.gro), ("mmsg", &args.mmsg), ("cc", &args.cc), ("cipher", &args.cipher)]
-    {
-        if let Some(v) = value {
-            lut_opts.push(format!("{key}={v}"));
-        }
-    }
-    if let Some(v) = &args.rcvbuf {
-        lut_opts.push(format!("rcvbuf={}", socket_buffer(v, "rmem_default").context("--rcvbuf")?));
-    }
-    if let Some(v) = &args.sndbuf {
-        lut_opts.push(format!("sndbuf={}", socket_buffer(v, "wmem_default").context("--sndbuf")?));
-    }
-    if let Some(profile) = &args.msquic_profile {
-        anyhow::ensure!(lut.name() == "msquic", "--msquic-profile only applies to --lut msquic (not {})", lut.name());
-        lut_opts.push(format!("profile={profile}"));
-    }
-    lut.check_options(io, &lut_opts)?;
-    let args = &RunArgs { lut_opts, ..args.clone() };
-    let binary = lut.binary_path(&lut_dir(args.lut_dir.as_deref())?)?;
+    let plan = args.plan()?;
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
-    let plan = match &args.probe {
-        // With --overhead each probe set gets its own session, opened only for its repetitions.
-        Some(list) if !args.overhead => Some(crate::probes::ProbePlan::new(list, &binary)?),
-        _ => None,
-    };
-    // The run directory does not exist yet: a verifier log goes next to it.
-    let runs = args.out.as_deref().and_then(std::path::Path::parent).unwrap_or(std::path::Path::new("nesquic-runs"));
-    nesquic_ebpf::verifier::set_log_dir(runs);
-    let workdir = tempfile::Builder::new().prefix("nesquic-run-").tempdir().context("create a temporary directory")?;
-    let launcher = lut.launcher(&binary);
-    let needs = crate::backend::KernelNeeds {
-        duty: args.duty.is_some(),
-        datagram_events: args.qlog_datagrams,
-        launched_by_shell: launcher != binary,
-    };
-    let probes = match &plan {
-        Some(p) => Some(crate::backend::Probes::open(p, args.probe_backend, &binary, workdir.path(), needs)?),
-        None => None,
-    };
-    if let (Some(p), false) = (&probes, args.quiet) {
-        for line in p.describe() {
-            eprintln!("nesquic: probes: {line}");
-        }
-    }
-    // Timed probes: measure what they add on this machine first, to subtract it (docs/probes.md).
-    let calibration = match &probes {
-        Some(p) => crate::calibrate::for_probes(p, args.quiet)?,
-        None => None,
-    };
-    let (mut session, mut user) = match probes {
-        Some(p) => (p.kernel, p.user),
-        None => (None, None),
-    };
-    if args.qlog_datagrams {
-        let catalog = nesquic_ebpf::Catalog::builtin()?;
-        let has_io = match &args.probe {
-            Some(list) => nesquic_ebpf::ProbeRequest::parse(list, &catalog)?.io,
-            None => false,
-        };
-        anyhow::ensure!(has_io, "--qlog-datagrams records what the io probes see: add --probe io");
-        if let Some(s) = session.as_mut() {
-            s.set_datagram_events(true)?;
-        }
-    }
-    let conditions = nesquic_link::Conditions {
-        rate: args.rate.clone(),
-        loss_pct: args.loss,
-        delay_ms: args.delay,
-        jitter_ms: args.jitter,
-        reorder_pct: args.reorder,
-    };
-    let topology = match args.link {
-        nesquic_link::LinkKind::Veth => Some(nesquic_link::Topology::create(&conditions)?),
-        nesquic_link::LinkKind::Loopback if conditions.any() => {
-            anyhow::bail!("--rate/--loss/--delay/--jitter/--reorder apply to a link: add --link veth")
-        }
-        nesquic_link::LinkKind::Loopback => None,
-    };
-    if let (Some(t), false) = (&topology, args.quiet) {
-        eprintln!("nesquic: link: {}", t.applied.mechanisms.join("; "));
-    }
-    let certs = tls::generate(workdir.path())?;
-    let base = RepetitionSpec {
-        lut: lut.as_ref(),
-        binary: &launcher,
-        io,
-        workload,
-        certs: &certs,
-        timeout: args.timeout,
-        interrupted: &interrupted,
-        progress_after: Duration::from_secs(2),
-        label: String::new(),
-        lut_qlog: None,
-        options: &args.lut_opts,
-        duty: args.duty,
-        topology: topology.as_ref(),
-    };
+    let mut reporter = Terminal { quiet: args.quiet };
     if args.overhead {
-        let list = args.probe.as_deref().context("--overhead compares probe sets: give them with --probe")?;
-        overhead::execute(&base, list, args.probe_backend, needs, args.repeat, args.json.as_deref())?;
+        let report = nesquic_engine::overhead::execute(&plan, &interrupted, &mut reporter)?;
+        print_overhead(&report);
+        if let Some(path) = &args.json {
+            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+                .with_context(|| format!("write {}", path.display()))?;
+            eprintln!("nesquic: JSON written to {}", path.display());
+        }
         return Ok(None);
     }
+    Ok(Some(nesquic_engine::run::execute(&plan, &interrupted, &mut reporter)?))
+}
 
-    if !args.quiet {
-        eprintln!(
-            "nesquic: {} {} ({}), io {io}, testcase {}: {} x {} repetition(s)",
-            lut.name(),
-            lut.version(),
-            lut.crypto_backend(),
-            testcase.name,
-            workload.describe(),
-            args.repeat
-        );
-    }
-    let out_dir = match &args.out {
-        Some(dir) => dir.clone(),
-        None => record::default_out_dir(lut.name())?,
-    };
-    record::prepare_out_dir(&out_dir)?;
-    let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), testcase.name, workload.describe());
-    let mut recorder = record::Recorder::create(&out_dir, &title, args.interval)?;
-    let mut started = run_started(args, &testcase, lut.as_ref(), &binary, io, session.as_ref(), user.as_ref());
-    started["lut"]["source"] = json!(lut_source);
-    if let Some(t) = &topology {
-        let data = json!({"link": "veth", "server": t.server, "client": t.client, "mechanisms": t.applied.mechanisms});
-        recorder.both("nesquic:link_configured", |_| data.clone())?;
-    }
-    recorder.both("nesquic:run_started", |role| {
-        let mut data = started.clone();
-        data["role"] = json!(role.to_string());
-        data
-    })?;
-
-    let mut reps = Vec::new();
-    for i in 1..=args.repeat {
-        let label = format!("rep {i}/{}", args.repeat);
-        let spec =
-            RepetitionSpec { label: label.clone(), lut_qlog: args.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
-        let mut figures = measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i)
-            .with_context(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
-        if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
-            c.compensate(m);
+impl RunArgs {
+    /// Resolves the flags into a checked plan: the LUT (built from `--lut-path` if given), its
+    /// I/O path, testcase and options, the executable, the link conditions.
+    pub fn plan(&self) -> Result<RunPlan> {
+        let mut lut = choose_lut(self)?;
+        let mut lut_source = None;
+        if let Some(path) = &self.lut_path {
+            let built = custom_build::build(lut, path)?;
+            lut_source = Some(LutSource { path: built.source.clone(), revision: built.revision.clone() });
+            lut = Box::new(built);
         }
-        if args.quiet {
-            eprintln!("  {}", repetition_line(&label, &figures));
-        } else {
-            println!("{}", repetition_line(&label, &figures));
+        let io = self.io.unwrap_or(lut.io_modes()[0]);
+        lut.check_io(io)?;
+        let testcase = self.scenario.resolve()?;
+        lut.check_workload(io, &testcase.workload).with_context(|| format!("testcase {}", testcase.name))?;
+        if self.cipher.is_some() && !lut.options().iter().any(|o| o.key == "cipher") {
+            anyhow::bail!(
+                "--cipher: LUT '{}' cannot choose its TLS 1.3 cipher suite ({} exposes no such setting); quinn and msquic can",
+                lut.name(),
+                lut.crypto_backend()
+            );
         }
-        reps.push(figures);
-    }
-    // Invariant: repeat >= 1 (clap range), so there is at least one repetition here.
-    let summary = Summary::of(&reps).context("no repetitions")?;
-    let link = topology.as_ref().map(|t| LinkRecord {
-        kind: "veth".into(),
-        mechanisms: t.applied.mechanisms.clone(),
-        conditions: conditions.clone(),
-        observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss::new(dropped, seen)),
-        qdisc_drops: t.qdisc_drops(),
-        relay: t.relay_stats(),
-    });
-    let report = RunReport {
-        schema_version: nesquic_record::SCHEMA_VERSION,
-        nesquic_version: env!("CARGO_PKG_VERSION").into(),
-        lut: LutInfo {
-            name: lut.name().into(),
-            version: lut.version(),
-            crypto_backend: lut.crypto_backend().into(),
-            io,
+        let mut lut_options = self.lut_opts.clone();
+        for (key, value) in
+            [("gso", &self.gso), ("gro", &self.gro), ("mmsg", &self.mmsg), ("cc", &self.cc), ("cipher", &self.cipher)]
+        {
+            if let Some(v) = value {
+                lut_options.push(format!("{key}={v}"));
+            }
+        }
+        if let Some(v) = &self.rcvbuf {
+            lut_options.push(format!("rcvbuf={}", socket_buffer(v, "rmem_default").context("--rcvbuf")?));
+        }
+        if let Some(v) = &self.sndbuf {
+            lut_options.push(format!("sndbuf={}", socket_buffer(v, "wmem_default").context("--sndbuf")?));
+        }
+        if let Some(profile) = &self.msquic_profile {
+            anyhow::ensure!(
+                lut.name() == "msquic",
+                "--msquic-profile only applies to --lut msquic (not {})",
+                lut.name()
+            );
+            lut_options.push(format!("profile={profile}"));
+        }
+        lut.check_options(io, &lut_options)?;
+        let binary = lut.binary_path(&lut_dir(self.lut_dir.as_deref())?)?;
+        Ok(RunPlan {
+            lut,
+            lut_source,
             binary,
-            source: lut_source,
-        },
-        testcase: crate::testcase::TestcaseInfo::from(&testcase),
-        lut_options: args.lut_opts.clone(),
-        size_bytes: workload.total_bytes(),
-        repetitions: reps,
-        summary,
-        calibration: calibration.clone(),
-        link,
-    };
-    let merged = if args.quiet {
-        let all: Vec<nesquic_ebpf::Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
-        nesquic_ebpf::Metrics::merge(&all)
-    } else {
-        print_summary(&report);
-        let merged = print_probe_summary(&report);
-        if let (Some(c), Some(m)) = (&calibration, merged.as_ref()) {
-            crate::probes::print_compensated(m, c);
+            io,
+            testcase,
+            lut_options,
+            probe: self.probe.clone(),
+            probe_backend: self.probe_backend,
+            duty: self.duty,
+            qlog_datagrams: self.qlog_datagrams,
+            lut_qlog: self.lut_qlog,
+            link: self.link,
+            conditions: nesquic_link::Conditions {
+                rate: self.rate.clone(),
+                loss_pct: self.loss,
+                delay_ms: self.delay,
+                jitter_ms: self.jitter,
+                reorder_pct: self.reorder,
+            },
+            repeat: self.repeat,
+            timeout: self.timeout,
+            interval: self.interval,
+            out: self.out.clone(),
+            json: if self.overhead { None } else { self.json.clone() },
+            tool: ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") },
+        })
+    }
+}
+
+/// What `nesquic run` shows while the engine works: progress on stderr, figures on stdout
+/// (repetition lines on stderr and no tables when `quiet`, as `matrix` wants).
+pub(crate) struct Terminal {
+    /// Matrix mode: repetition lines on stderr, no tables.
+    pub quiet: bool,
+}
+
+impl RunReporter for Terminal {
+    fn probes_opened(&mut self, probes: &crate::backend::Probes) {
+        if !self.quiet {
+            for line in probes.describe() {
+                eprintln!("nesquic: probes: {line}");
+            }
+        }
+    }
+
+    fn calibrated(&mut self, calibration: &Calibration) {
+        if !self.quiet {
+            crate::calibrate::print(calibration);
+        }
+    }
+
+    fn link_ready(&mut self, topology: &nesquic_link::Topology) {
+        if !self.quiet {
+            eprintln!("nesquic: link: {}", topology.applied.mechanisms.join("; "));
+        }
+    }
+
+    fn starting(&mut self, plan: &RunPlan) {
+        if !self.quiet {
+            let (lut, t) = (plan.lut.as_ref(), &plan.testcase);
+            eprintln!(
+                "nesquic: {} {} ({}), io {}, testcase {}: {} x {} repetition(s)",
+                lut.name(),
+                lut.version(),
+                lut.crypto_backend(),
+                plan.io,
+                t.name,
+                t.workload.describe(),
+                plan.repeat
+            );
+        }
+    }
+
+    fn repetition(&mut self, label: &str, figures: &RepetitionFigures) {
+        if self.quiet {
+            eprintln!("  {}", repetition_line(label, figures));
+        } else {
+            println!("{}", repetition_line(label, figures));
+        }
+    }
+
+    fn finished(&mut self, report: &RunReport, merged: Option<&nesquic_ebpf::Metrics>) {
+        if self.quiet {
+            return;
+        }
+        print_summary(report);
+        if let Some(m) = merged {
+            print_probe_summary(report, m);
+            if let Some(c) = &report.calibration {
+                crate::probes::print_compensated(m, c);
+            }
         }
         for (i, rep) in report.repetitions.iter().enumerate() {
             if let Some(p) = &rep.profile {
@@ -380,38 +320,37 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
                 );
             }
         }
-        merged
-    };
-    // Probes detach here, before anything is written.
-    drop(session);
-    recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
-    let epoch = recorder.epoch();
-    let unsorted = recorder.unsorted;
-    let traces = recorder.finish()?;
-    let lut_files: Vec<_> = report.repetitions.iter().flat_map(|r| r.lut_qlogs.iter().cloned()).collect();
-    anyhow::ensure!(!args.lut_qlog || !lut_files.is_empty(), "--lut-qlog: {} wrote no qlog", lut.name());
-    // Merging the library's events and sorting per-message events are one rewrite of each trace.
-    if unsorted || args.lut_qlog {
-        for (trace, role) in traces.iter().zip(LUT_ROLES) {
-            let mine: Vec<_> =
-                lut_files.iter().filter(|(r, _, _)| *r == role).map(|(_, p, t)| (p.clone(), *t)).collect();
-            let merged = record::merge_lut_qlog(trace, epoch, &mine)?;
-            if args.lut_qlog {
-                eprintln!("nesquic: merged {merged} {} qlog events into {}", lut.name(), trace.display());
-            }
+    }
+
+    fn lut_qlog_merged(&mut self, events: usize, trace: &std::path::Path) {
+        eprintln!("nesquic: merged {events} LUT qlog events into {}", trace.display());
+    }
+
+    fn written(&mut self, out_dir: &std::path::Path, json: Option<&std::path::Path>) {
+        if let Some(path) = json {
+            eprintln!("nesquic: JSON written to {}", path.display());
+        }
+        if !self.quiet {
+            eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
         }
     }
-    let text = serde_json::to_string_pretty(&report)?;
-    let summary_path = out_dir.join("summary.json");
-    std::fs::write(&summary_path, &text).with_context(|| format!("write {}", summary_path.display()))?;
-    if let Some(path) = &args.json {
-        std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
-        eprintln!("nesquic: JSON written to {}", path.display());
+}
+
+/// The `--overhead` table.
+fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
+    println!();
+    println!(
+        "probe overhead, {} round(s) of {} bytes, medians; ratios against no probes:",
+        report.rounds, report.size_bytes
+    );
+    println!("{:<40} {:>14} {:>8} {:>12} {:>8}", "probes", "goodput Mbit/s", "ratio", "CPU s/GB", "ratio");
+    for r in &report.sets {
+        let name = if r.probes.is_empty() { "(none)" } else { r.probes.as_str() };
+        println!(
+            "{name:<40} {:>14.1} {:>8.3} {:>12.2} {:>8.3}",
+            r.goodput_mbps.median, r.goodput_ratio, r.cpu_s_per_gb.median, r.cpu_ratio
+        );
     }
-    if !args.quiet {
-        eprintln!("nesquic: run written to {} (server.sqlog, client.sqlog, summary.json)", out_dir.display());
-    }
-    Ok(Some(report))
 }
 
 /// Bytes for `--rcvbuf/--sndbuf`: a size (`4MB`) or a multiple of the kernel's default
@@ -445,108 +384,15 @@ fn choose_lut(args: &RunArgs) -> Result<Box<dyn nesquic_lut_adapters::Lut>> {
     Ok(find_lut(&args.lut)?)
 }
 
-/// The `nesquic:run_started` data (the role is added per trace).
-fn run_started(
-    args: &RunArgs,
-    testcase: &nesquic_testcases::Testcase,
-    lut: &dyn nesquic_lut_adapters::Lut,
-    binary: &std::path::Path,
-    io: IoMode,
-    session: Option<&nesquic_ebpf::ProbeSession>,
-    user: Option<&crate::backend::UserProbes>,
-) -> serde_json::Value {
-    use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_UPROBE};
-    let describe = |f: &nesquic_ebpf::ResolvedFunction, by: &str| json!({"category": f.category, "name": f.name, "object": f.object, "address": f.address, "mechanism": by});
-    let functions: Vec<serde_json::Value> = user
-        .into_iter()
-        .flat_map(|u| u.planned().map(|f| describe(f, MECHANISM_INLINE_HOOK)))
-        .chain(session.into_iter().flat_map(|s| s.functions().iter().map(|f| describe(f, MECHANISM_UPROBE))))
-        .collect();
-    let io_mechanism =
-        user.and_then(|u| u.io_mechanism()).map(String::from).or_else(|| session.and_then(|s| s.io_mechanism()));
-    json!({
-        "lut": {"name": lut.name(), "version": lut.version(), "crypto_backend": lut.crypto_backend(), "binary": binary},
-        "lut_options": args.lut_opts,
-        "testcase": {
-            "name": testcase.name,
-            "origin": testcase.origin,
-            "workload": testcase.workload,
-            "size_bytes": testcase.workload.total_bytes(),
-            "repetitions": args.repeat,
-            "timeout_s": args.timeout.as_secs_f64(),
-        },
-        "io": {"mode": io, "stack": io_stack(io)},
-        "probes": {
-            "requested": args.probe,
-            "backend": args.probe_backend,
-            "io_mechanism": io_mechanism,
-            "function_mechanism": session.and_then(|s| s.function_mechanism()),
-            "functions": functions,
-            "kprobes_available": nesquic_ebpf::preflight::kprobes_available(),
-        },
-        "nesquic": {"version": env!("CARGO_PKG_VERSION"), "git_revision": env!("NESQUIC_GIT_REVISION")},
-        "host": record::host(),
-        "snapshot_interval_ms": args.interval.as_secs_f64() * 1e3,
-    })
-}
-
-fn io_stack(io: IoMode) -> &'static str {
-    match io {
-        IoMode::Native => "the LUT's own UDP I/O (quinn: quinn-udp with GSO/GRO)",
-        IoMode::Nesquic => "nesquic-io (GSO/GRO + sendmmsg/recvmmsg) via the translation layer",
-        IoMode::Plain => "nesquic-io plain loop (one sendto/recvfrom per datagram) via the translation layer",
-    }
-}
-
-/// The `nesquic:run_summary` data for one role: what the terminal printed.
-fn run_summary_event(report: &RunReport, role: Role, merged: Option<&nesquic_ebpf::Metrics>) -> serde_json::Value {
-    let s = &report.summary;
-    let (cpu_s, cpu_pct) = match role {
-        Role::Server => (&s.server_cpu_s, &s.server_cpu_pct),
-        _ => (&s.client_cpu_s, &s.client_cpu_pct),
-    };
-    let probes = merged.map(|m| {
-        let mut m = m.clone();
-        m.roles.retain(|r| r.role == role.to_string());
-        m
-    });
-    json!({
-        "role": role.to_string(),
-        "repetitions": s.repetitions,
-        "size_bytes": report.size_bytes,
-        "payload_verified": report.repetitions.iter().all(|r| r.payload_verified),
-        "goodput_mbps": s.goodput_mbps,
-        "transfer_s": s.transfer_s,
-        "handshake_ms": s.handshake_ms,
-        "testcase": report.testcase,
-        "workload": s.workload,
-        "cpu_s": cpu_s,
-        "cpu_pct": cpu_pct,
-        "per_repetition": report.repetitions.iter().map(|r| json!({
-            "goodput_mbps": r.goodput_mbps,
-            "transfer_s": r.transfer_s,
-            "handshake_ms": r.handshake_ms,
-            "workload": r.workload,
-            "cpu_s": if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s },
-        })).collect::<Vec<_>>(),
-        "probes": probes,
-        "profile": report.repetitions.iter().filter_map(|r| r.profile.as_ref()).map(|p| {
-            p.roles.iter().find(|x| x.role == role.to_string()).cloned()
-        }).collect::<Vec<_>>(),
-    })
-}
-
-/// Prints the probe tables (totals over repetitions) and returns the merged metrics.
-fn print_probe_summary(report: &RunReport) -> Option<nesquic_ebpf::Metrics> {
-    let all: Vec<nesquic_ebpf::Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
-    let merged = nesquic_ebpf::Metrics::merge(&all)?;
+/// Prints the probe tables (totals over repetitions).
+fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
     let mut cpu = std::collections::BTreeMap::new();
     cpu.insert("server".to_string(), report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
     cpu.insert("client".to_string(), report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
-    let window = format!("totals over {} repetition(s); %CPU = time inside / the process's CPU time", all.len());
-    crate::probes::print_summary(&merged, &cpu, &window);
-    crate::probes::print_duty(&merged);
-    Some(merged)
+    let n = report.repetitions.iter().filter(|r| r.probes.is_some()).count();
+    let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
+    crate::probes::print_summary(merged, &cpu, &window);
+    crate::probes::print_duty(merged);
 }
 
 /// Where the LUT executables are: `--lut-dir`, else the directory of the running `nesquic`.

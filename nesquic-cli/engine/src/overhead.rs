@@ -1,0 +1,117 @@
+//! `nesquic run --probe LIST --overhead`: what the probes cost. Each round runs the transfer
+//! without probes, with each probe item alone, and with the whole list, in an order that rotates
+//! every round (so drift on a noisy machine hits every set alike). Ratios are of medians over
+//! rounds, against the unprobed runs of the same invocation.
+
+use std::sync::atomic::AtomicBool;
+
+use nesquic_record::figures::{RepetitionFigures, Spread};
+use serde::Serialize;
+
+use crate::backend::Probes;
+use crate::error::StepExt;
+use crate::measure::measure;
+use crate::plan::ProbePlan;
+use crate::repetition::RepetitionSpec;
+use crate::run::{RunPlan, RunReporter, Stage};
+use crate::EngineError;
+
+type Result<T> = std::result::Result<T, EngineError>;
+
+/// One probe set's figures.
+#[derive(Debug, Serialize)]
+pub struct SetResult {
+    /// The `--probe` list of this set; empty for the unprobed baseline.
+    pub probes: String,
+    /// Goodput over rounds, Mbit/s.
+    pub goodput_mbps: Spread,
+    /// Client + server CPU seconds per payload gigabyte (10^9 bytes).
+    pub cpu_s_per_gb: Spread,
+    /// Median goodput relative to the baseline's median (1.0 = no loss).
+    pub goodput_ratio: f64,
+    /// Median CPU per GB relative to the baseline's median (1.0 = no extra CPU).
+    pub cpu_ratio: f64,
+    /// Every round of this set.
+    pub repetitions: Vec<RepetitionFigures>,
+}
+
+/// What `--overhead` measured.
+#[derive(Debug, Serialize)]
+pub struct OverheadReport {
+    /// Rounds (each ran every set once).
+    pub rounds: u32,
+    /// Payload per repetition.
+    pub size_bytes: u64,
+    /// The baseline first, then each item, then all items together.
+    pub sets: Vec<SetResult>,
+}
+
+/// Runs the comparison: `plan.probe` split into its items; `plan.repeat` rounds.
+pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunReporter) -> Result<OverheadReport> {
+    let list = plan
+        .probe
+        .as_deref()
+        .ok_or_else(|| EngineError::msg("--overhead compares probe sets: give them with --probe"))?;
+    let rounds = plan.repeat;
+    let mut sets: Vec<String> = vec![String::new()];
+    let items: Vec<String> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
+    sets.extend(items.iter().cloned());
+    if items.len() > 1 {
+        sets.push(items.join(","));
+    }
+    // Resolve every set up front so a bad pattern fails before any transfer.
+    let plans: Vec<Option<ProbePlan>> = sets
+        .iter()
+        .map(|s| if s.is_empty() { Ok(None) } else { ProbePlan::new(s, &plan.binary).map(Some) })
+        .collect::<Result<_>>()?;
+    let stage = Stage::new(plan, reporter)?;
+    let base: RepetitionSpec<'_> = stage.spec(plan, interrupted);
+    let mut results: Vec<Vec<RepetitionFigures>> = vec![Vec::new(); sets.len()];
+    for round in 0..rounds {
+        for k in 0..sets.len() {
+            let i = (k + round as usize) % sets.len();
+            let name = if sets[i].is_empty() { "no probes" } else { &sets[i] };
+            let spec = RepetitionSpec { label: format!("round {}/{rounds} {name}", round + 1), ..base };
+            let (_scratch, dir) = crate::backend::scratch_dir()?;
+            let (mut session, mut user) = match &plans[i] {
+                Some(probe_plan) => {
+                    let p = Probes::open(probe_plan, plan.probe_backend, &plan.binary, &dir, stage.needs)?;
+                    if round == 0 {
+                        reporter.probes_opened(&p);
+                    }
+                    (p.kernel, p.user)
+                }
+                None => (None, None),
+            };
+            let figures = measure(&spec, session.as_mut(), user.as_mut(), None, round + 1)
+                .with_step(|| format!("{} failed", spec.label))?;
+            drop((session, user));
+            reporter.repetition(&spec.label, &figures);
+            results[i].push(figures);
+        }
+    }
+    let size = plan.testcase.workload.total_bytes();
+    let per_gb = |r: &RepetitionFigures| cpu_s(r) / (size as f64 / 1e9);
+    let no_runs = || EngineError::msg("no baseline runs");
+    let baseline_goodput = Spread::of(results[0].iter().map(|r| r.goodput_mbps)).ok_or_else(no_runs)?.median;
+    let baseline_cpu = Spread::of(results[0].iter().map(per_gb)).ok_or_else(no_runs)?.median;
+    let mut report = OverheadReport { rounds, size_bytes: size, sets: Vec::new() };
+    for (set, reps) in sets.iter().zip(results) {
+        let goodput = Spread::of(reps.iter().map(|r| r.goodput_mbps)).ok_or_else(no_runs)?;
+        let cpu = Spread::of(reps.iter().map(per_gb)).ok_or_else(no_runs)?;
+        report.sets.push(SetResult {
+            probes: set.clone(),
+            goodput_ratio: goodput.median / baseline_goodput,
+            cpu_ratio: cpu.median / baseline_cpu,
+            goodput_mbps: goodput,
+            cpu_s_per_gb: cpu,
+            repetitions: reps,
+        });
+    }
+    Ok(report)
+}
+
+/// Client + server CPU seconds of one repetition.
+pub fn cpu_s(r: &RepetitionFigures) -> f64 {
+    r.server.cpu_total_s + r.client.cpu_total_s
+}

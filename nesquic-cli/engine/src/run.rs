@@ -1,0 +1,390 @@
+//! One `nesquic run`, from a resolved plan to its record: probes opened (and calibrated when
+//! they time anything), the link built, certificates made, every repetition measured and
+//! recorded in the traces, the record assembled, traces finished (the library's own qlog merged)
+//! and summary.json written. What to print is the caller's, through [`RunReporter`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use nesquic_ebpf::Metrics;
+use nesquic_link::{Conditions, LinkKind, Topology};
+use nesquic_lut_adapters::{tls, IoMode, Lut};
+use nesquic_protocol::role::{Role, LUT_ROLES};
+use nesquic_record::calibration::Calibration;
+use nesquic_record::figures::{RepetitionFigures, Summary};
+use nesquic_record::recorder::{self as record, Recorder};
+use nesquic_record::run::{LinkRecord, LutInfo, LutSource, ObservedLoss, RunRecord};
+use nesquic_record::workload::TestcaseInfo;
+use nesquic_testcases::Testcase;
+use serde_json::json;
+
+use crate::backend::{BackendChoice, KernelNeeds, Probes};
+use crate::duty::DutySpec;
+use crate::error::StepExt;
+use crate::measure::measure;
+use crate::plan::ProbePlan;
+use crate::repetition::RepetitionSpec;
+use crate::EngineError;
+
+type Result<T> = std::result::Result<T, EngineError>;
+
+/// The measuring tool itself, as recorded in the traces.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolInfo {
+    /// Its version.
+    pub version: &'static str,
+    /// The git revision it was built from.
+    pub git_revision: &'static str,
+}
+
+/// Everything one run needs, resolved and checked: no flags, no text to parse.
+pub struct RunPlan {
+    /// The library under test.
+    pub lut: Box<dyn Lut>,
+    /// With a build from a local checkout: where from.
+    pub lut_source: Option<LutSource>,
+    /// The executable probes attach to.
+    pub binary: PathBuf,
+    /// The I/O path.
+    pub io: IoMode,
+    /// The scenario, overrides applied.
+    pub testcase: Testcase,
+    /// The LUT's settings (`key=value`, checked against the LUT's options).
+    pub lut_options: Vec<String>,
+    /// The probe list, if any.
+    pub probe: Option<String>,
+    /// Who measures the probes.
+    pub probe_backend: BackendChoice,
+    /// Duty-cycled function probes.
+    pub duty: Option<DutySpec>,
+    /// Per-message datagram events in the traces.
+    pub qlog_datagrams: bool,
+    /// Merge the library's own qlog.
+    pub lut_qlog: bool,
+    /// The network.
+    pub link: LinkKind,
+    /// Its conditions.
+    pub conditions: Conditions,
+    /// Repetitions (at least one).
+    pub repeat: u32,
+    /// Per repetition.
+    pub timeout: Duration,
+    /// Period of the traces' snapshots.
+    pub interval: Duration,
+    /// The run directory (default: a new one under ./nesquic-runs).
+    pub out: Option<PathBuf>,
+    /// Also write the record here.
+    pub json: Option<PathBuf>,
+    /// The tool.
+    pub tool: ToolInfo,
+}
+
+/// What the caller shows while a run goes on. Every method has a silent default.
+pub trait RunReporter {
+    /// The probes are open (before calibration).
+    fn probes_opened(&mut self, _probes: &Probes) {}
+    /// Timed probes were calibrated.
+    fn calibrated(&mut self, _calibration: &Calibration) {}
+    /// The link is up.
+    fn link_ready(&mut self, _topology: &Topology) {}
+    /// Repetitions start.
+    fn starting(&mut self, _plan: &RunPlan) {}
+    /// One repetition finished.
+    fn repetition(&mut self, _label: &str, _figures: &RepetitionFigures) {}
+    /// Every repetition finished; `merged` are the probes' totals over all of them.
+    fn finished(&mut self, _record: &RunRecord, _merged: Option<&Metrics>) {}
+    /// The library's own qlog events were merged into a trace.
+    fn lut_qlog_merged(&mut self, _events: usize, _trace: &Path) {}
+    /// The run was written.
+    fn written(&mut self, _out_dir: &Path, _json: Option<&Path>) {}
+}
+
+/// What every repetition of a run shares: scratch space, the certificates, the link.
+pub(crate) struct Stage {
+    /// Scratch space (certificates, the agent's plan), removed on drop.
+    pub workdir: tempfile::TempDir,
+    /// What starts each LUT process (the executable, or `exec`'s launcher).
+    pub launcher: PathBuf,
+    /// What the kernel must measure in spite of the backend choice.
+    pub needs: KernelNeeds,
+    /// `--link veth`: the namespaces and their link, removed on drop.
+    pub topology: Option<Topology>,
+    /// The run's certificate and key.
+    pub certs: tls::CertFiles,
+}
+
+impl Stage {
+    /// Builds the link (reported) and the certificates.
+    pub(crate) fn new(plan: &RunPlan, reporter: &mut dyn RunReporter) -> Result<Self> {
+        // The run directory does not exist yet: a verifier log goes next to it.
+        let runs = plan.out.as_deref().and_then(Path::parent).unwrap_or(Path::new("nesquic-runs"));
+        nesquic_ebpf::verifier::set_log_dir(runs);
+        let workdir = tempfile::Builder::new()
+            .prefix("nesquic-run-")
+            .tempdir()
+            .map_err(EngineError::os("create a temporary directory"))?;
+        let launcher = plan.lut.launcher(&plan.binary);
+        let needs = KernelNeeds {
+            duty: plan.duty.is_some(),
+            datagram_events: plan.qlog_datagrams,
+            launched_by_shell: launcher != plan.binary,
+        };
+        let topology = match plan.link {
+            LinkKind::Veth => Some(Topology::create(&plan.conditions)?),
+            LinkKind::Loopback if plan.conditions.any() => {
+                return Err(EngineError::msg(
+                    "--rate/--loss/--delay/--jitter/--reorder apply to a link: add --link veth",
+                ))
+            }
+            LinkKind::Loopback => None,
+        };
+        if let Some(t) = &topology {
+            reporter.link_ready(t);
+        }
+        let certs = tls::generate(workdir.path())?;
+        Ok(Self { workdir, launcher, needs, topology, certs })
+    }
+
+    /// The repetition every one of the run's starts from.
+    pub(crate) fn spec<'a>(&'a self, plan: &'a RunPlan, interrupted: &'a AtomicBool) -> RepetitionSpec<'a> {
+        RepetitionSpec {
+            lut: plan.lut.as_ref(),
+            binary: &self.launcher,
+            io: plan.io,
+            workload: plan.testcase.workload,
+            certs: &self.certs,
+            timeout: plan.timeout,
+            interrupted,
+            progress_after: Duration::from_secs(2),
+            label: String::new(),
+            lut_qlog: None,
+            options: &plan.lut_options,
+            duty: plan.duty,
+            topology: self.topology.as_ref(),
+        }
+    }
+}
+
+/// Runs `plan`; stops early (killing the LUT processes) once `interrupted` is set.
+pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunReporter) -> Result<RunRecord> {
+    let lut = plan.lut.as_ref();
+    let workload = plan.testcase.workload;
+    let probe_plan = match &plan.probe {
+        Some(list) => Some(ProbePlan::new(list, &plan.binary)?),
+        None => None,
+    };
+    let stage = Stage::new(plan, reporter)?;
+    let probes = match &probe_plan {
+        Some(p) => Some(Probes::open(p, plan.probe_backend, &plan.binary, stage.workdir.path(), stage.needs)?),
+        None => None,
+    };
+    if let Some(p) = &probes {
+        reporter.probes_opened(p);
+    }
+    // Timed probes: measure what they add on this machine first, to subtract it (docs/probes.md).
+    let calibration = match &probes {
+        Some(p) => crate::calibrate::for_probes(p)?,
+        None => None,
+    };
+    if let Some(c) = &calibration {
+        reporter.calibrated(c);
+    }
+    let (mut session, mut user) = match probes {
+        Some(p) => (p.kernel, p.user),
+        None => (None, None),
+    };
+    if plan.qlog_datagrams {
+        if !probe_plan.as_ref().is_some_and(|p| p.request.io) {
+            return Err(EngineError::msg("--qlog-datagrams records what the io probes see: add --probe io"));
+        }
+        if let Some(s) = session.as_mut() {
+            s.set_datagram_events(true)?;
+        }
+    }
+    let base = stage.spec(plan, interrupted);
+    let topology = stage.topology.as_ref();
+
+    reporter.starting(plan);
+    let out_dir = match &plan.out {
+        Some(dir) => dir.clone(),
+        None => record::default_out_dir(lut.name())?,
+    };
+    record::prepare_out_dir(&out_dir)?;
+    let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), plan.testcase.name, workload.describe());
+    let mut recorder = Recorder::create(&out_dir, &title, plan.interval)?;
+    let mut started = run_started(plan, session.as_ref(), user.as_ref());
+    started["lut"]["source"] = json!(plan.lut_source);
+    if let Some(t) = topology {
+        let data = json!({"link": "veth", "server": t.server, "client": t.client, "mechanisms": t.applied.mechanisms});
+        recorder.both("nesquic:link_configured", |_| data.clone())?;
+    }
+    recorder.both("nesquic:run_started", |role| {
+        let mut data = started.clone();
+        data["role"] = json!(role.to_string());
+        data
+    })?;
+
+    let mut reps = Vec::new();
+    for i in 1..=plan.repeat {
+        let label = format!("rep {i}/{}", plan.repeat);
+        let spec =
+            RepetitionSpec { label: label.clone(), lut_qlog: plan.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
+        let mut figures = measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i)
+            .with_step(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
+        if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
+            c.compensate(m);
+        }
+        reporter.repetition(&label, &figures);
+        reps.push(figures);
+    }
+    let summary = Summary::of(&reps).ok_or_else(|| EngineError::msg("a run needs at least one repetition"))?;
+    let link = topology.map(|t| LinkRecord {
+        kind: "veth".into(),
+        mechanisms: t.applied.mechanisms.clone(),
+        conditions: plan.conditions.clone(),
+        observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss::new(dropped, seen)),
+        qdisc_drops: t.qdisc_drops(),
+        relay: t.relay_stats(),
+    });
+    let report = RunRecord {
+        schema_version: nesquic_record::SCHEMA_VERSION,
+        nesquic_version: plan.tool.version.into(),
+        lut: LutInfo {
+            name: lut.name().into(),
+            version: lut.version(),
+            crypto_backend: lut.crypto_backend().into(),
+            io: plan.io,
+            binary: plan.binary.clone(),
+            source: plan.lut_source.clone(),
+        },
+        testcase: TestcaseInfo::from(&plan.testcase),
+        lut_options: plan.lut_options.clone(),
+        size_bytes: workload.total_bytes(),
+        repetitions: reps,
+        summary,
+        calibration,
+        link,
+    };
+    let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
+    let merged = Metrics::merge(&all);
+    reporter.finished(&report, merged.as_ref());
+    // Probes detach here, before anything is written.
+    drop(session);
+    recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
+    let epoch = recorder.epoch();
+    let unsorted = recorder.unsorted;
+    let traces = recorder.finish()?;
+    let lut_files: Vec<_> = report.repetitions.iter().flat_map(|r| r.lut_qlogs.iter().cloned()).collect();
+    if plan.lut_qlog && lut_files.is_empty() {
+        return Err(EngineError::msg(format!("--lut-qlog: {} wrote no qlog", lut.name())));
+    }
+    // Merging the library's events and sorting per-message events are one rewrite of each trace.
+    if unsorted || plan.lut_qlog {
+        for (trace, role) in traces.iter().zip(LUT_ROLES) {
+            let mine: Vec<_> =
+                lut_files.iter().filter(|(r, _, _)| *r == role).map(|(_, p, t)| (p.clone(), *t)).collect();
+            let merged = record::merge_lut_qlog(trace, epoch, &mine)?;
+            if plan.lut_qlog {
+                reporter.lut_qlog_merged(merged, trace);
+            }
+        }
+    }
+    let text = serde_json::to_string_pretty(&report)
+        .map_err(|e| EngineError::msg(format!("serialise the run record: {e}")))?;
+    let summary_path = out_dir.join("summary.json");
+    std::fs::write(&summary_path, &text).map_err(EngineError::os(format!("write {}", summary_path.display())))?;
+    if let Some(path) = &plan.json {
+        std::fs::write(path, text).map_err(EngineError::os(format!("write {}", path.display())))?;
+    }
+    reporter.written(&out_dir, plan.json.as_deref());
+    Ok(report)
+}
+
+/// The `nesquic:run_started` data (the role is added per trace).
+fn run_started(
+    plan: &RunPlan,
+    session: Option<&nesquic_ebpf::ProbeSession>,
+    user: Option<&crate::backend::UserProbes>,
+) -> serde_json::Value {
+    let (lut, testcase, io, binary) = (plan.lut.as_ref(), &plan.testcase, plan.io, &plan.binary);
+    use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_UPROBE};
+    let describe = |f: &nesquic_ebpf::ResolvedFunction, by: &str| json!({"category": f.category, "name": f.name, "object": f.object, "address": f.address, "mechanism": by});
+    let functions: Vec<serde_json::Value> = user
+        .into_iter()
+        .flat_map(|u| u.planned().map(|f| describe(f, MECHANISM_INLINE_HOOK)))
+        .chain(session.into_iter().flat_map(|s| s.functions().iter().map(|f| describe(f, MECHANISM_UPROBE))))
+        .collect();
+    let io_mechanism =
+        user.and_then(|u| u.io_mechanism()).map(String::from).or_else(|| session.and_then(|s| s.io_mechanism()));
+    json!({
+        "lut": {"name": lut.name(), "version": lut.version(), "crypto_backend": lut.crypto_backend(), "binary": binary},
+        "lut_options": plan.lut_options,
+        "testcase": {
+            "name": testcase.name,
+            "origin": testcase.origin,
+            "workload": testcase.workload,
+            "size_bytes": testcase.workload.total_bytes(),
+            "repetitions": plan.repeat,
+            "timeout_s": plan.timeout.as_secs_f64(),
+        },
+        "io": {"mode": io, "stack": io_stack(io)},
+        "probes": {
+            "requested": plan.probe,
+            "backend": plan.probe_backend,
+            "io_mechanism": io_mechanism,
+            "function_mechanism": session.and_then(|s| s.function_mechanism()),
+            "functions": functions,
+            "kprobes_available": nesquic_ebpf::preflight::kprobes_available(),
+        },
+        "nesquic": {"version": plan.tool.version, "git_revision": plan.tool.git_revision},
+        "host": nesquic_record::recorder::host(),
+        "snapshot_interval_ms": plan.interval.as_secs_f64() * 1e3,
+    })
+}
+
+fn io_stack(io: IoMode) -> &'static str {
+    match io {
+        IoMode::Native => "the LUT's own UDP I/O (quinn: quinn-udp with GSO/GRO)",
+        IoMode::Nesquic => "nesquic-io (GSO/GRO + sendmmsg/recvmmsg) via the translation layer",
+        IoMode::Plain => "nesquic-io plain loop (one sendto/recvfrom per datagram) via the translation layer",
+    }
+}
+
+/// The `nesquic:run_summary` data for one role: what the terminal printed.
+fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebpf::Metrics>) -> serde_json::Value {
+    let s = &report.summary;
+    let (cpu_s, cpu_pct) = match role {
+        Role::Server => (&s.server_cpu_s, &s.server_cpu_pct),
+        _ => (&s.client_cpu_s, &s.client_cpu_pct),
+    };
+    let probes = merged.map(|m| {
+        let mut m = m.clone();
+        m.roles.retain(|r| r.role == role.to_string());
+        m
+    });
+    json!({
+        "role": role.to_string(),
+        "repetitions": s.repetitions,
+        "size_bytes": report.size_bytes,
+        "payload_verified": report.repetitions.iter().all(|r| r.payload_verified),
+        "goodput_mbps": s.goodput_mbps,
+        "transfer_s": s.transfer_s,
+        "handshake_ms": s.handshake_ms,
+        "testcase": report.testcase,
+        "workload": s.workload,
+        "cpu_s": cpu_s,
+        "cpu_pct": cpu_pct,
+        "per_repetition": report.repetitions.iter().map(|r| json!({
+            "goodput_mbps": r.goodput_mbps,
+            "transfer_s": r.transfer_s,
+            "handshake_ms": r.handshake_ms,
+            "workload": r.workload,
+            "cpu_s": if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s },
+        })).collect::<Vec<_>>(),
+        "probes": probes,
+        "profile": report.repetitions.iter().filter_map(|r| r.profile.as_ref()).map(|p| {
+            p.roles.iter().find(|x| x.role == role.to_string()).cloned()
+        }).collect::<Vec<_>>(),
+    })
+}
