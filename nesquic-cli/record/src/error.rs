@@ -29,6 +29,9 @@ pub enum RecordError {
         /// The first problem, with its record number and byte offset.
         problem: String,
     },
+    /// Input that cannot be used (a rule, a threshold file, a trace missing what is needed).
+    #[error("{0}")]
+    Invalid(String),
     /// A report that contradicts what was asked for.
     #[error("{0}")]
     Report(String),

@@ -2,12 +2,14 @@
 //! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
 //! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
-//! and the statistics every command shares (`stats`: the median in one place, Mann-Whitney).
+//! the statistics every command shares (`stats`: the median in one place, Mann-Whitney), and
+//! comparing two runs (`compare`: samples per metric, rules, verdicts).
 //!
 //! Must not know processes, probes or the command line: it receives what was measured and
 //! describes it; it never measures.
 
 pub mod calibration;
+pub mod compare;
 mod error;
 pub mod figures;
 pub mod io;

@@ -4,15 +4,12 @@
 //! (goodput, time, CPU) need repetitions and a Mann-Whitney U test plus a minimum effect, and
 //! are "inconclusive" with too few samples. Exit codes: 0 pass, 1 regression, 2 bad input.
 
-mod input;
-pub(crate) use nesquic_record::stats;
-
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::Serialize;
 
-use input::{Kind, RunSamples};
+use nesquic_record::compare::{compare, load, rules_from_file, Row, Rule, Thresholds, Verdict};
 
 /// `nesquic compare` arguments.
 #[derive(Debug, clap::Args)]
@@ -66,92 +63,6 @@ pub enum Outcome {
     Regression,
 }
 
-/// A failure rule: fail if the relative change passes `limit_pct` in its direction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Rule {
-    /// Metric name, with or without `role.`.
-    pub metric: String,
-    /// Signed percent: +2 fails on growth above 2%, -5 on shrinkage beyond 5%.
-    pub limit_pct: f64,
-}
-
-impl Rule {
-    /// Parses `METRIC>+N%` / `METRIC<-N%`.
-    pub fn parse(text: &str) -> Result<Self> {
-        let (metric, op, rest) = if let Some((m, r)) = text.split_once('>') {
-            (m, '>', r)
-        } else if let Some((m, r)) = text.split_once('<') {
-            (m, '<', r)
-        } else {
-            bail!("rule {text:?}: expected METRIC>+N% or METRIC<-N%");
-        };
-        let number = rest.trim().trim_end_matches('%').trim_start_matches('+');
-        let value: f64 = number.parse().with_context(|| format!("rule {text:?}: {rest:?} is not a percentage"))?;
-        let limit_pct = if op == '>' { value.abs() } else { -value.abs() };
-        Self::new(metric.trim(), limit_pct)
-    }
-
-    fn new(metric: &str, limit_pct: f64) -> Result<Self> {
-        let bare = metric.rsplit('.').next().unwrap_or(metric);
-        if input::def(bare).is_none() {
-            let known: Vec<String> = input::METRICS.iter().map(|m| format!("{} ({})", m.name, m.meaning)).collect();
-            bail!("unknown metric {metric:?}; known: {}", known.join(", "));
-        }
-        Ok(Self { metric: metric.to_string(), limit_pct })
-    }
-
-    fn applies_to(&self, key: &str) -> bool {
-        key == self.metric || key.rsplit('.').next() == Some(self.metric.as_str())
-    }
-
-    fn triggered(&self, rel_pct: f64) -> bool {
-        if self.limit_pct >= 0.0 {
-            rel_pct > self.limit_pct
-        } else {
-            rel_pct < self.limit_pct
-        }
-    }
-}
-
-/// Verdict for one metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Verdict {
-    /// Worse beyond the rule or tolerance (and significant, for noisy figures).
-    Regression,
-    /// Better beyond the tolerance.
-    Improvement,
-    /// Within tolerance, or not significant.
-    Unchanged,
-    /// Too few samples to tell.
-    Inconclusive,
-}
-
-/// One row of the comparison.
-#[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    /// `goodput_mbps`, `server.syscalls_per_mb`, ...
-    pub metric: String,
-    /// Counter or noisy.
-    pub kind: Kind,
-    /// Median of the base samples.
-    pub base: f64,
-    /// Median of the head samples.
-    pub head: f64,
-    /// head - base.
-    pub change: f64,
-    /// Relative change, percent.
-    pub change_pct: f64,
-    /// Samples per side.
-    pub samples: (usize, usize),
-    /// Mann-Whitney p-value (noisy figures).
-    pub p_value: Option<f64>,
-    /// The verdict.
-    pub verdict: Verdict,
-    /// Why.
-    pub reason: String,
-}
-
 #[derive(Serialize)]
 struct Report<'a> {
     base: String,
@@ -166,8 +77,8 @@ struct Report<'a> {
 
 /// Runs `nesquic compare`; bad input is an `Err` (exit 2 in main).
 pub fn execute(args: &CompareArgs) -> Result<Outcome> {
-    let base = input::load(&args.base)?;
-    let head = input::load(&args.head)?;
+    let base = load(&args.base)?;
+    let head = load(&args.head)?;
     if base.testcase != head.testcase {
         bail!(
             "refusing to compare different test cases:\n  base {}: {}\n  head {}: {}",
@@ -184,7 +95,13 @@ pub fn execute(args: &CompareArgs) -> Result<Outcome> {
     if let Some(path) = &args.thresholds {
         rules.extend(rules_from_file(path)?);
     }
-    let rows = compare(&base, &head, &rules, args);
+    let thresholds = Thresholds {
+        tolerance: args.tolerance,
+        min_effect: args.min_effect,
+        alpha: args.alpha,
+        min_samples: args.min_samples,
+    };
+    let rows = compare(&base, &head, &rules, &thresholds);
     if rows.is_empty() {
         bail!("the two runs share no metric to compare");
     }
@@ -205,97 +122,6 @@ pub fn execute(args: &CompareArgs) -> Result<Outcome> {
         Format::Markdown => print_markdown(&report),
     }
     Ok(if regressions > 0 { Outcome::Regression } else { Outcome::Pass })
-}
-
-fn rules_from_file(path: &std::path::Path) -> Result<Vec<Rule>> {
-    #[derive(serde::Deserialize)]
-    struct File {
-        fail_on: std::collections::BTreeMap<String, String>,
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
-    let file: File =
-        toml::from_str(&text).with_context(|| format!("{}: expected [fail_on] METRIC = \"+N%\"", path.display()))?;
-    file.fail_on
-        .iter()
-        .map(|(metric, limit)| {
-            let v: f64 = limit
-                .trim()
-                .trim_end_matches('%')
-                .trim_start_matches('+')
-                .parse()
-                .with_context(|| format!("{}: {metric} = {limit:?} is not a signed percentage", path.display()))?;
-            Rule::new(metric, v)
-        })
-        .collect()
-}
-
-fn compare(base: &RunSamples, head: &RunSamples, rules: &[Rule], args: &CompareArgs) -> Vec<Row> {
-    let mut rows = Vec::new();
-    for def in input::METRICS {
-        for (key, b) in base.metrics.iter().filter(|(k, _)| k.rsplit('.').next() == Some(def.name)) {
-            let Some(h) = head.metrics.get(key) else { continue };
-            let (Some(bm), Some(hm)) = (stats::median(b), stats::median(h)) else { continue };
-            let change_pct = if bm != 0.0 { 100.0 * (hm - bm) / bm.abs() } else { 0.0 };
-            let worse_pct = if def.higher_is_better { -change_pct } else { change_pct };
-            let rule = rules.iter().find(|r| r.applies_to(key));
-            let (regressed, limit_text) = match rule {
-                Some(r) => (r.triggered(change_pct), format!("rule {}{:+}%", r.metric, r.limit_pct)),
-                None => {
-                    let limit = if def.kind == Kind::Counter { args.tolerance } else { args.min_effect };
-                    (worse_pct > limit, format!("tolerance {limit}%"))
-                }
-            };
-            let improved = -worse_pct > if def.kind == Kind::Counter { args.tolerance } else { args.min_effect };
-            let (verdict, p_value, reason) = match def.kind {
-                // Counters are compared by tolerance. With enough repetitions on both sides they
-                // must also differ significantly: a LUT's syscall counts wobble run to run (ACK
-                // timing), and that wobble is not a regression.
-                Kind::Counter => {
-                    let tested = b.len() >= args.min_samples && h.len() >= args.min_samples;
-                    let p = tested.then(|| stats::mann_whitney_p(b, h));
-                    let significant = p.is_none_or(|p| p < args.alpha);
-                    let v = match (significant, regressed, improved) {
-                        (true, true, _) => Verdict::Regression,
-                        (true, false, true) => Verdict::Improvement,
-                        _ => Verdict::Unchanged,
-                    };
-                    let why = match p {
-                        Some(p) => format!("{limit_text}, Mann-Whitney p={p:.3}"),
-                        None => format!("{limit_text} ({} vs {} samples: no test)", b.len(), h.len()),
-                    };
-                    (v, p, why)
-                }
-                Kind::Noisy if b.len() < args.min_samples || h.len() < args.min_samples => (
-                    Verdict::Inconclusive,
-                    None,
-                    format!("{} vs {} samples, need {} each (--repeat)", b.len(), h.len(), args.min_samples),
-                ),
-                Kind::Noisy => {
-                    let p = stats::mann_whitney_p(b, h);
-                    let significant = p < args.alpha;
-                    let v = match (significant, regressed, improved) {
-                        (true, true, _) => Verdict::Regression,
-                        (true, false, true) => Verdict::Improvement,
-                        _ => Verdict::Unchanged,
-                    };
-                    (v, Some(p), format!("{limit_text}, Mann-Whitney p={p:.3} (alpha {})", args.alpha))
-                }
-            };
-            rows.push(Row {
-                metric: key.clone(),
-                kind: def.kind,
-                base: bm,
-                head: hm,
-                change: hm - bm,
-                change_pct,
-                samples: (b.len(), h.len()),
-                p_value,
-                verdict,
-                reason,
-            });
-        }
-    }
-    rows
 }
 
 fn verdict_text(v: Verdict) -> &'static str {
@@ -361,22 +187,5 @@ fn headline(r: &Report<'_>) -> String {
         format!("no regression{tail}")
     } else {
         format!("{} regression(s): {}{tail}", names.len(), names.join(", "))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rules_parse() {
-        assert_eq!(Rule::parse("syscalls_per_mb>+2%").expect("rule").limit_pct, 2.0);
-        assert_eq!(Rule::parse("server.goodput_mbps<-5%").expect("rule").limit_pct, -5.0);
-        assert!(Rule::parse("nonsense>+2%").is_err());
-        assert!(Rule::parse("goodput_mbps=5").is_err());
-        let r = Rule::parse("syscalls_per_mb>+2%").expect("rule");
-        assert!(r.applies_to("server.syscalls_per_mb") && r.triggered(2.5) && !r.triggered(1.5));
-        let g = Rule::parse("goodput_mbps<-5%").expect("rule");
-        assert!(g.triggered(-6.0) && !g.triggered(-4.0) && !g.triggered(10.0));
     }
 }

@@ -4,11 +4,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
 use nesquic_ebpf::{Metrics, RoleMetrics};
-use nesquic_record::io::IoTotals;
-use nesquic_record::workload::{TestcaseInfo, WorkloadFigures};
-use nesquic_record::RunRecord;
+
+use crate::io::IoTotals;
+use crate::workload::{TestcaseInfo, WorkloadFigures};
+use crate::{RecordError, RunRecord};
+
+type Result<T> = std::result::Result<T, RecordError>;
 
 /// Whether a metric is a (nearly) deterministic count or a noisy measurement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -146,18 +148,22 @@ pub struct RunSamples {
 pub fn load(path: &Path) -> Result<RunSamples> {
     let file = if path.is_dir() { path.join("summary.json") } else { path.to_path_buf() };
     if !file.exists() {
-        bail!("{} not found (give a run directory, its summary.json, or a .sqlog)", file.display());
+        return Err(RecordError::Invalid(format!(
+            "{} not found (give a run directory, its summary.json, or a .sqlog)",
+            file.display()
+        )));
     }
     if file.extension().is_some_and(|e| e == "sqlog") {
         return from_sqlog(&file);
     }
-    let record = RunRecord::load(&file).with_context(|| format!("{} is not a nesquic run summary", file.display()))?;
-    from_record(&record).with_context(|| format!("{} is not a nesquic run summary", file.display()))
+    let record = RunRecord::load(&file)?;
+    from_record(&record)
+        .map_err(|e| RecordError::Invalid(format!("{} is not a nesquic run summary: {e}", file.display())))
 }
 
 fn from_record(r: &RunRecord) -> Result<RunSamples> {
     if r.repetitions.is_empty() {
-        bail!("no repetitions");
+        return Err(RecordError::Invalid("no repetitions".into()));
     }
     let mut metrics: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for rep in &r.repetitions {
@@ -181,27 +187,29 @@ fn from_record(r: &RunRecord) -> Result<RunSamples> {
 /// One role's .sqlog: per-repetition figures from run_summary; probe totals divided by the
 /// repetitions (the trace keeps totals only).
 fn from_sqlog(file: &Path) -> Result<RunSamples> {
-    let trace = nesquic_record::qlog::reader::read(file)?;
+    let bad = |what: &str| RecordError::Invalid(format!("{}: {what}", file.display()));
+    let trace = crate::qlog::reader::read(file)?;
     let summary = trace
         .named("nesquic:run_summary")
         .next()
-        .with_context(|| format!("{} has no nesquic:run_summary: the run did not finish", file.display()))?;
+        .ok_or_else(|| bad("has no nesquic:run_summary: the run did not finish"))?;
     let started = trace.named("nesquic:run_started").next();
     let d = &summary["data"];
-    let role = d["role"].as_str().context("run_summary without role")?.to_string();
-    let size = d["size_bytes"].as_u64().context("run_summary without size_bytes")?;
+    let role = d["role"].as_str().ok_or_else(|| bad("run_summary without role"))?.to_string();
+    let size = d["size_bytes"].as_u64().ok_or_else(|| bad("run_summary without size_bytes"))?;
     let reps = d["repetitions"].as_f64().unwrap_or(1.0).max(1.0);
     let mut metrics: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut push = |k: String, x: f64| metrics.entry(k).or_default().push(x);
-    for rep in d["per_repetition"].as_array().context("run_summary without per_repetition")? {
-        push("goodput_mbps".into(), rep["goodput_mbps"].as_f64().context("goodput_mbps")?);
-        push("transfer_s".into(), rep["transfer_s"].as_f64().context("transfer_s")?);
-        push(format!("{role}.cpu_s"), rep["cpu_s"].as_f64().context("cpu_s")?);
+    for rep in d["per_repetition"].as_array().ok_or_else(|| bad("run_summary without per_repetition"))? {
+        push("goodput_mbps".into(), rep["goodput_mbps"].as_f64().ok_or_else(|| bad("no goodput_mbps"))?);
+        push("transfer_s".into(), rep["transfer_s"].as_f64().ok_or_else(|| bad("no transfer_s"))?);
+        push(format!("{role}.cpu_s"), rep["cpu_s"].as_f64().ok_or_else(|| bad("no cpu_s"))?);
         let workload = serde_json::from_value::<WorkloadFigures>(rep["workload"].clone()).ok();
         workload_metrics(workload.as_ref(), &mut push);
     }
     if !d["probes"].is_null() {
-        let probes: Metrics = serde_json::from_value(d["probes"].clone()).context("run_summary probes")?;
+        let probes: Metrics = serde_json::from_value(d["probes"].clone())
+            .map_err(|source| RecordError::Json { what: format!("{} run_summary probes", file.display()), source })?;
         for r in &probes.roles {
             probe_metrics(r, size, reps, &mut push);
         }
