@@ -5,7 +5,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::units;
 
-pub use nesquic_engine::duty::{DutyCycle, DutySpec};
+pub use nesquic_engine::duty::DutySpec;
 
 /// Parses `50ms/500ms`.
 pub fn parse(text: &str) -> Result<DutySpec> {

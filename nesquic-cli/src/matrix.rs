@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_adapters::IoMode;
-use nesquic_record::io::{IoSource, IoTotals};
+use nesquic_record::io::IoFigures;
 use serde::Serialize;
 
-use crate::run::{self, RepetitionFigures, RunArgs, Spread, Summary};
+use crate::run::{self, RepetitionFigures, RunArgs, Summary};
 use crate::testcase::TestcaseArgs;
 use crate::units;
 use nesquic_engine::run::RunPlan;
@@ -107,20 +107,9 @@ struct Row {
     testcase: crate::testcase::TestcaseInfo,
     rounds: usize,
     summary: Summary,
-    /// Send+recv syscalls per MB of payload, per side (median over rounds).
-    server_syscalls_per_mb: Option<f64>,
-    client_syscalls_per_mb: Option<f64>,
-    /// Payload bytes per send syscall on the server (median): GSO and mmsg batching at work.
-    server_bytes_per_send: Option<f64>,
-    /// Datagrams per send syscall on the server, per receive syscall on the client (median).
-    server_datagrams_per_send: Option<f64>,
-    client_datagrams_per_recv: Option<f64>,
-    /// Mean ns per server `crypto.seal` call and per client `crypto.open` call (median over
-    /// rounds), with `--probe crypto:time`, calibrated probe overhead subtracted (docs/probes.md).
-    server_seal_ns: Option<f64>,
-    client_open_ns: Option<f64>,
-    /// Where the syscall figures came from: "probes" or "io-layer".
-    syscall_source: Option<&'static str>,
+    /// Packet I/O and crypto figures (medians over rounds).
+    #[serde(flatten)]
+    figures: IoFigures,
     run_dirs: Vec<PathBuf>,
 }
 
@@ -270,11 +259,6 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
     let size = testcase.workload.total_bytes();
     let reps: Vec<RepetitionFigures> = reports.into_iter().flat_map(|r| r.repetitions).collect();
     let summary = Summary::of(&reps).context("no repetitions")?;
-    let mb = size as f64 / 1e6;
-    let per_rep: Vec<RepIo> = reps.iter().filter_map(IoTotals::of_repetition).collect();
-    let median = |f: &dyn Fn(&RepIo) -> Option<f64>| -> Option<f64> {
-        Spread::of(per_rep.iter().filter_map(f)).map(|s| s.median)
-    };
     Ok(Row {
         lut: c.lut.clone(),
         version,
@@ -284,35 +268,10 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
         testcase,
         rounds: reps.len(),
         summary,
-        server_syscalls_per_mb: median(&|(s, _, _)| Some(s.calls() as f64 / mb)),
-        client_syscalls_per_mb: median(&|(_, c, _)| Some(c.calls() as f64 / mb)),
-        server_bytes_per_send: median(&|(s, _, _)| ratio(s.send.bytes, s.send.calls)),
-        server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send.datagrams, s.send.calls)),
-        client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv.datagrams, c.recv.calls)),
-        server_seal_ns: Spread::of(reps.iter().filter_map(|r| timed_ns(r, "server", "crypto.seal"))).map(|s| s.median),
-        client_open_ns: Spread::of(reps.iter().filter_map(|r| timed_ns(r, "client", "crypto.open"))).map(|s| s.median),
-        syscall_source: per_rep.first().map(|p| p.2.label()),
+        figures: IoFigures::of(&reps, size),
         run_dirs,
     })
 }
-
-/// Mean duration of a timed probe category in one repetition.
-fn timed_ns(rep: &RepetitionFigures, role: &str, category: &str) -> Option<f64> {
-    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role)?;
-    // Calibrated (probe overhead subtracted) where a calibration ran, else raw.
-    let (calls, ns) = m.functions.iter().filter(|f| f.category == category && f.timed).fold((0u64, 0.0f64), |a, f| {
-        let mean = f.compensated_mean_ns.unwrap_or_else(|| f.timing.mean_ns());
-        (a.0 + f.timing.calls, a.1 + mean * f.timing.calls as f64)
-    });
-    (calls > 0).then(|| ns / calls as f64)
-}
-
-fn ratio(a: u64, b: u64) -> Option<f64> {
-    (b > 0).then(|| a as f64 / b as f64)
-}
-
-/// Server, client, and where the figures came from.
-type RepIo = (IoTotals, IoTotals, IoSource);
 
 fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
@@ -366,13 +325,13 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
                 ),
                 format!("{:.3}", r.summary.server_cpu_s.median),
                 format!("{:.3}", r.summary.client_cpu_s.median),
-                opt(r.server_syscalls_per_mb, 1),
-                opt(r.client_syscalls_per_mb, 1),
-                opt(r.server_bytes_per_send.map(|b| b / 1e3), 1),
-                opt(r.server_datagrams_per_send, 1),
-                opt(r.client_datagrams_per_recv, 1),
-                opt(r.server_seal_ns, 0),
-                opt(r.client_open_ns, 0),
+                opt(r.figures.server_syscalls_per_mb, 1),
+                opt(r.figures.client_syscalls_per_mb, 1),
+                opt(r.figures.server_bytes_per_send.map(|b| b / 1e3), 1),
+                opt(r.figures.server_datagrams_per_send, 1),
+                opt(r.figures.client_datagrams_per_recv, 1),
+                opt(r.figures.server_seal_ns, 0),
+                opt(r.figures.client_open_ns, 0),
             ]
         })
         .collect();
@@ -397,7 +356,7 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
             println!("{}", fmt(l));
         }
     }
-    let sources: Vec<&str> = rows.iter().filter_map(|r| r.syscall_source).collect();
+    let sources: Vec<&str> = rows.iter().filter_map(|r| r.figures.syscall_source).collect();
     if sources.is_empty() {
         println!("syscall columns need --probe io (or a LUT on Nesquic I/O, which counts its own)");
     } else if sources.contains(&"io-layer") {

@@ -7,7 +7,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use nesquic_ebpf::metrics::Timing;
 use nesquic_ebpf::{Metrics, RoleMetrics};
-pub use nesquic_engine::plan::{build_profile, classifier, ProbePlan};
+pub use nesquic_engine::plan::{classifier, ProbePlan};
 
 /// Prints a sampling profile (components with 95% intervals, then the hottest functions); `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
 /// proportion.

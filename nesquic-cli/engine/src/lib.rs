@@ -19,5 +19,6 @@ pub mod plan;
 pub mod process;
 pub mod repetition;
 pub mod run;
+pub mod trace;
 
 pub use error::{Cause, EngineError};

@@ -4,6 +4,7 @@
 
 use nesquic_ebpf::RoleMetrics;
 use nesquic_protocol::Role;
+use serde::Serialize;
 
 use crate::figures::RepetitionFigures;
 
@@ -76,7 +77,7 @@ impl IoTotals {
 
     /// Server and client totals of one repetition: from the probes when they saw packet I/O,
     /// else from the I/O layer's counters; `None` when it has neither.
-    pub fn of_repetition(rep: &RepetitionFigures) -> Option<(Self, Self, IoSource)> {
+    pub fn of_repetition(rep: &RepetitionFigures) -> Option<SidesIo> {
         if let Some(m) = &rep.probes {
             let side = |role: Role| m.roles.iter().find(|r| r.role == role.to_string()).map(Self::of);
             if let (Some(s), Some(c)) = (side(Role::Server), side(Role::Client)) {
@@ -89,4 +90,90 @@ impl IoTotals {
             |role: Role| rep.io_layer_counters.iter().find(|(r, _)| *r == role).map(|(_, c)| Self::of_counters(c));
         Some((layer(Role::Server)?, layer(Role::Client)?, IoSource::IoLayer))
     }
+}
+
+/// Server totals, client totals, and where they came from.
+pub type SidesIo = (IoTotals, IoTotals, IoSource);
+
+/// Per-side packet I/O and crypto figures of one configuration over its repetitions (medians):
+/// what a row of `nesquic matrix` shows beside goodput and CPU.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IoFigures {
+    /// Send+recv syscalls per MB of payload, server side.
+    pub server_syscalls_per_mb: Option<f64>,
+    /// The same, client side.
+    pub client_syscalls_per_mb: Option<f64>,
+    /// Payload bytes per send syscall on the server: GSO and mmsg batching at work.
+    pub server_bytes_per_send: Option<f64>,
+    /// Datagrams per send syscall on the server.
+    pub server_datagrams_per_send: Option<f64>,
+    /// Datagrams per receive syscall on the client.
+    pub client_datagrams_per_recv: Option<f64>,
+    /// Mean ns per server `crypto.seal` call (timed probes; calibrated overhead subtracted).
+    pub server_seal_ns: Option<f64>,
+    /// Mean ns per client `crypto.open` call, likewise.
+    pub client_open_ns: Option<f64>,
+    /// Where the syscall figures came from: "probes" or "io-layer".
+    pub syscall_source: Option<&'static str>,
+}
+
+impl IoFigures {
+    /// Over `reps`, each carrying `payload_bytes`.
+    pub fn of(reps: &[RepetitionFigures], payload_bytes: u64) -> Self {
+        let mb = payload_bytes as f64 / 1e6;
+        let per_rep: Vec<SidesIo> = reps.iter().filter_map(IoTotals::of_repetition).collect();
+        let median = |f: &dyn Fn(&SidesIo) -> Option<f64>| -> Option<f64> {
+            crate::stats::median(&per_rep.iter().filter_map(f).collect::<Vec<_>>())
+        };
+        let timed = |role: Role, category: &str| {
+            crate::stats::median(&reps.iter().filter_map(|r| timed_ns(r, role, category)).collect::<Vec<_>>())
+        };
+        Self {
+            server_syscalls_per_mb: median(&|(s, _, _)| Some(s.calls() as f64 / mb)),
+            client_syscalls_per_mb: median(&|(_, c, _)| Some(c.calls() as f64 / mb)),
+            server_bytes_per_send: median(&|(s, _, _)| ratio(s.send.bytes, s.send.calls)),
+            server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send.datagrams, s.send.calls)),
+            client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv.datagrams, c.recv.calls)),
+            server_seal_ns: timed(Role::Server, "crypto.seal"),
+            client_open_ns: timed(Role::Client, "crypto.open"),
+            syscall_source: per_rep.first().map(|p| p.2.label()),
+        }
+    }
+}
+
+/// Mean duration of a timed probe category in one repetition: calibrated (probe overhead
+/// subtracted) where a calibration ran, else raw.
+fn timed_ns(rep: &RepetitionFigures, role: Role, category: &str) -> Option<f64> {
+    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role.to_string())?;
+    let (calls, ns) = m.functions.iter().filter(|f| f.category == category && f.timed).fold((0u64, 0.0f64), |a, f| {
+        let mean = f.compensated_mean_ns.unwrap_or_else(|| f.timing.mean_ns());
+        (a.0 + f.timing.calls, a.1 + mean * f.timing.calls as f64)
+    });
+    (calls > 0).then(|| ns / calls as f64)
+}
+
+fn ratio(a: u64, b: u64) -> Option<f64> {
+    (b > 0).then(|| a as f64 / b as f64)
+}
+
+/// Where the probes' per-direction totals for `role` differ from the I/O layer's own counters
+/// (empty: they agree exactly).
+pub fn disagreements(role: Role, layer: &nesquic_io::Counters, probes: &nesquic_ebpf::Metrics) -> Vec<String> {
+    let Some(m) = probes.roles.iter().find(|r| r.role == role.name()) else {
+        return vec!["no probe figures for this role".into()];
+    };
+    let seen = IoTotals::of(m);
+    let mut out = Vec::new();
+    for (direction, own, probed) in [("send", &layer.send, seen.send), ("recv", &layer.recv, seen.recv)] {
+        for (what, layer_value, probe_value) in [
+            ("syscalls", own.syscalls, probed.calls),
+            ("datagrams", own.datagrams, probed.datagrams),
+            ("bytes", own.bytes, probed.bytes),
+        ] {
+            if layer_value != probe_value {
+                out.push(format!("{direction} {what}: I/O layer {layer_value}, probes {probe_value}"));
+            }
+        }
+    }
+    out
 }

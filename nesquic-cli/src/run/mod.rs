@@ -12,7 +12,7 @@ use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
 use nesquic_lut_adapters::{find_lut, IoMode};
 pub(crate) use nesquic_record::calibration::Calibration;
 pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary, WorkloadSummary};
-use process::{Role, LUT_ROLES};
+use process::LUT_ROLES;
 
 use crate::units;
 
@@ -533,7 +533,9 @@ fn print_io_layer_counters(report: &RunReport) {
         let checked: Vec<Vec<String>> = per_rep
             .iter()
             // Only where I/O was probed: a profile-only session has no I/O figures to compare.
-            .filter_map(|(c, m)| m.filter(|m| m.io_mechanism.is_some()).map(|m| probe_disagreements(role, c, m)))
+            .filter_map(|(c, m)| {
+                m.filter(|m| m.io_mechanism.is_some()).map(|m| nesquic_record::io::disagreements(role, c, m))
+            })
             .collect();
         if checked.is_empty() {
             continue;
@@ -544,29 +546,4 @@ fn print_io_layer_counters(report: &RunReport) {
             Some(d) => println!("  I/O probes ({by}) DISAGREE: {}", d.join("; ")),
         }
     }
-}
-
-/// Where the probes' per-direction totals differ from the I/O layer's counters.
-pub(crate) fn probe_disagreements(
-    role: Role,
-    layer: &nesquic_io::Counters,
-    probes: &nesquic_ebpf::Metrics,
-) -> Vec<String> {
-    let Some(m) = probes.roles.iter().find(|r| r.role == role.name()) else {
-        return vec!["no probe figures for this role".into()];
-    };
-    let mut out = Vec::new();
-    for (direction, own) in [("send", &layer.send), ("recv", &layer.recv)] {
-        let calls: u64 = m.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.calls).sum();
-        let datagrams: u64 = m.io.iter().filter(|s| s.direction == direction).map(|s| s.datagrams).sum();
-        let bytes: u64 = m.io.iter().filter(|s| s.direction == direction).map(|s| s.bytes).sum();
-        for (what, layer_value, probe_value) in
-            [("syscalls", own.syscalls, calls), ("datagrams", own.datagrams, datagrams), ("bytes", own.bytes, bytes)]
-        {
-            if layer_value != probe_value {
-                out.push(format!("{direction} {what}: I/O layer {layer_value}, probes {probe_value}"));
-            }
-        }
-    }
-    out
 }
