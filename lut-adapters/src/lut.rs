@@ -463,7 +463,7 @@ impl Lut for MsquicLut {
 
 /// Every LUT this build knows.
 pub fn all_luts() -> Vec<Box<dyn Lut>> {
-    vec![Box::new(QuinnLut), Box::new(QuicheLut), Box::new(MsquicLut)]
+    vec![Box::new(QuinnLut), Box::new(QuicheLut), Box::new(MsquicLut), Box::new(crate::tcp_tls::TcpTlsLut)]
 }
 
 /// Finds a LUT by name, or lists the known ones.

@@ -19,6 +19,7 @@ pub use nesquic_protocol::pem;
 #[cfg(feature = "quiche")]
 pub mod quiche_shim;
 pub mod quinn_shim;
+pub mod rustls_config;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
