@@ -37,16 +37,8 @@ fn every_testcase_runs_on_loopback_and_veth() {
             ("handshakes", 1_000, 200, 1),
             ("multi-stream", 1_000_000, 1, 8),
         ] {
-            let report = run_json(&[
-                "--lut",
-                "tcp-tls",
-                "--testcase",
-                testcase,
-                "--size",
-                &size.to_string(),
-                "--link",
-                link,
-            ]);
+            let report =
+                run_json(&["--lut", "tcp-tls", "--testcase", testcase, "--size", &size.to_string(), "--link", link]);
             let rep = &report["repetitions"][0];
             let total = size * connections * streams;
             assert_eq!(rep["bytes"].as_u64(), Some(total), "{link} {testcase}");
@@ -231,8 +223,9 @@ fn probes_count_tcp_syscalls_and_tls_records_alike_on_both_backends() {
 #[test]
 fn congestion_control_and_buffers_are_applied_and_reported() {
     let _g = serial();
-    let report =
-        run_json(&["--lut", "tcp-tls", "--size", "1MB", "--cc", "newreno", "--rcvbuf", "1000000", "--sndbuf", "600000"]);
+    let report = run_json(&[
+        "--lut", "tcp-tls", "--size", "1MB", "--cc", "newreno", "--rcvbuf", "1000000", "--sndbuf", "600000",
+    ]);
     let settings = report["repetitions"][0]["io_settings"].as_array().expect("io settings");
     assert_eq!(settings.len(), 2, "{settings:?}");
     for pair in settings {
@@ -264,7 +257,11 @@ fn ktls_and_unknown_options_are_refused_with_the_reason() {
         assert!(err.contains("kernel has no tls ULP") && err.contains("ENOENT"), "{err}");
     }
     let out = nesquic().args(["run", "--lut", "tcp-tls", "--size", "1KB", "--gso", "off"]).output().expect("run");
-    assert!(!out.status.success() && stderr(&out).contains("does not understand --lut-opt gso=off"), "{}", stderr(&out));
+    assert!(
+        !out.status.success() && stderr(&out).contains("does not understand --lut-opt gso=off"),
+        "{}",
+        stderr(&out)
+    );
     let out = nesquic().args(["run", "--lut", "tcp-tls", "--io", "nesquic"]).output().expect("run");
     assert!(!out.status.success() && stderr(&out).contains("does not support --io nesquic"), "{}", stderr(&out));
 }

@@ -35,8 +35,7 @@ struct Shared {
 }
 
 pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload) -> Result<()> {
-    let config =
-        Arc::new(rustls_config::client(ca, options.cipher.as_deref()).context("client TLS (trust anchor)")?);
+    let config = Arc::new(rustls_config::client(ca, options.cipher.as_deref()).context("client TLS (trust anchor)")?);
     let shared = Arc::new(Shared {
         connect,
         config,
@@ -121,7 +120,9 @@ fn one_connection(shared: &Shared) -> Result<ConnectionResult> {
             let handles: Vec<_> = (0..streams)
                 .map(|i| {
                     let (barrier, aborted) = (&barrier, &aborted);
-                    scope.spawn(move || one_stream(shared, Some((barrier, aborted))).with_context(|| format!("stream {i}")))
+                    scope.spawn(move || {
+                        one_stream(shared, Some((barrier, aborted))).with_context(|| format!("stream {i}"))
+                    })
                 })
                 .collect();
             handles
@@ -139,7 +140,10 @@ fn one_connection(shared: &Shared) -> Result<ConnectionResult> {
         transfer_ns: last_byte.duration_since(handshakes_done).as_nanos() as u64,
         streams: times
             .iter()
-            .map(|t| StreamResult { bytes: t.bytes, transfer_ns: t.verified.duration_since(t.request_sent).as_nanos() as u64 })
+            .map(|t| StreamResult {
+                bytes: t.bytes,
+                transfer_ns: t.verified.duration_since(t.request_sent).as_nanos() as u64,
+            })
             .collect(),
     })
 }

@@ -73,8 +73,9 @@ fn ktls_unavailable() -> String {
                     .into()
             }
             Err(e) => format!("setsockopt(TCP_ULP, \"tls\") -> {e}"),
-            Ok(()) => "the kernel accepted the tls ULP on an unconnected socket (unexpected); kTLS is not implemented"
-                .into(),
+            Ok(()) => {
+                "the kernel accepted the tls ULP on an unconnected socket (unexpected); kTLS is not implemented".into()
+            }
         },
     }
 }
