@@ -218,6 +218,17 @@ fn probes_count_tcp_syscalls_and_tls_records_alike_on_both_backends() {
         seen.push((sealed, calls(server, "crypto.open"), server_sends));
     }
     assert_eq!(seen[0], seen[1], "user and kernel backends: (seal, open, sends)");
+    // Both at once: the agent's interposition and the tracepoints see the same TCP syscalls.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = nesquic()
+        .args(["run", "--lut", "tcp-tls", "--size", "4MB", "--probe", "io", "--probe-backend", "both"])
+        .arg("--out")
+        .arg(dir.path().join("run"))
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(stdout.matches("tracepoints agree exactly").count(), 2, "{stdout}");
 }
 
 #[test]
