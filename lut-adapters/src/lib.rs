@@ -4,8 +4,9 @@
 //! building its server and client command lines, and generating the run's certificate ([`tls`]).
 //!
 //! Every LUT runs as its own executable (`nesquic-lut-<name>`, built by `nesquic-lut-bins`, the
-//! msquic workspace and `quic-go/build.sh`) with `server` and `client` subcommands, so probes can
-//! attach to its binary and tell server and client apart by pid. The protocol those executables speak is
+//! msquic workspace and `quic-go/build.sh`; `tcp-tls` is the TCP+TLS baseline) with `server` and
+//! `client` subcommands, so probes can attach to its binary and tell server and client apart by
+//! pid. The protocol those executables speak is
 //! `nesquic-protocol`'s, re-exported here under its old paths ([`protocol`], [`report`]). This
 //! crate links no QUIC library (the `nesquic` binary depends on it), and must not know about
 //! probes, eBPF or how results are summarised.
@@ -14,6 +15,7 @@
 pub mod exec;
 pub mod lut;
 pub mod quic_go;
+pub mod tcp_tls;
 /// The benchmark protocol's payload (`nesquic-protocol`'s [`payload`](nesquic_protocol::payload)).
 pub use nesquic_protocol::payload as protocol;
 /// The report lines (`nesquic-protocol`'s `report`).
@@ -23,3 +25,4 @@ pub mod tls;
 pub use exec::ExecLut;
 pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, MsquicLut, QuicheLut, QuinnLut};
 pub use quic_go::QuicGoLut;
+pub use tcp_tls::TcpTlsLut;

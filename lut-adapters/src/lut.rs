@@ -470,7 +470,13 @@ impl Lut for MsquicLut {
 
 /// Every LUT this build knows.
 pub fn all_luts() -> Vec<Box<dyn Lut>> {
-    vec![Box::new(QuinnLut), Box::new(QuicheLut), Box::new(MsquicLut), Box::new(crate::quic_go::QuicGoLut)]
+    vec![
+        Box::new(QuinnLut),
+        Box::new(QuicheLut),
+        Box::new(MsquicLut),
+        Box::new(crate::quic_go::QuicGoLut),
+        Box::new(crate::tcp_tls::TcpTlsLut),
+    ]
 }
 
 /// Finds a LUT by name, or lists the known ones.

@@ -380,7 +380,7 @@ pub fn list(text: &str, binary: &Path, choice: crate::backend::BackendChoice) ->
     if plan.request.io {
         let kprobes = if nesquic_ebpf::preflight::kprobes_available() { "available" } else { "not available" };
         if user {
-            println!("io: user (libc interposition) of sendmsg, sendmmsg, sendto, recvmsg, recvmmsg, recvfrom (and send/recv/write/read on UDP sockets) in the LUT; no root");
+            println!("io: user (libc interposition) of sendmsg, sendmmsg, sendto, send, recvmsg, recvmmsg, recvfrom, recv (and write/read on UDP sockets) in the LUT; no root");
         }
         if !user || choice == BackendChoice::Both {
             println!(

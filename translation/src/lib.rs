@@ -4,7 +4,8 @@
 //!
 //! It owns the event loop ([`driver`]: timers, receive batches split back into datagrams,
 //! outgoing datagrams batched into GSO sends in [`batch`], pacing), each library's connection
-//! table and stream calls ([`quiche_shim`], [`quinn_shim`]). The benchmark protocol it serves
+//! table and stream calls ([`quiche_shim`], [`quinn_shim`]), and the benchmark's rustls
+//! configuration ([`rustls_config`], also used by the TCP+TLS baseline). The benchmark protocol it serves
 //! ([`protocol`], [`app`], [`pem`]) is `nesquic-protocol`'s, re-exported under its old paths. It
 //! knows each library's public API, never its internals, and it never
 //! opens sockets or makes syscalls for packets itself: all packet I/O goes through `nesquic-io`.
@@ -19,6 +20,7 @@ pub use nesquic_protocol::pem;
 #[cfg(feature = "quiche")]
 pub mod quiche_shim;
 pub mod quinn_shim;
+pub mod rustls_config;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -18,12 +18,11 @@ use quinn_proto::{
     ClientConfig, Connection, ConnectionHandle, DatagramEvent, Dir, Endpoint as ProtoEndpoint, EndpointConfig, Event,
     ReadError, ServerConfig, StreamEvent, StreamId, TransportConfig, WriteError,
 };
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
 use crate::app::{ClientOutcome, ClientStream, PayloadChunk, ServerStream};
 use crate::batch::TxBatch;
 use crate::driver::Endpoint;
-use crate::protocol::{ALPN, SERVER_NAME};
+use crate::protocol::SERVER_NAME;
 use crate::{max_datagrams, ClientEndpoint, Stack, StackOptions, TranslationError};
 
 /// quinn-proto's default upper bound for MTU discovery; GSO batches are sized for it.
@@ -53,26 +52,7 @@ fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<Transpo
     Ok(Arc::new(t))
 }
 
-/// The TLS 1.3 cipher suites `--cipher` chooses from, by their command-line names.
-pub const CIPHERS: &[(&str, rustls::CipherSuite)] = &[
-    ("aes128gcm", rustls::CipherSuite::TLS13_AES_128_GCM_SHA256),
-    ("aes256gcm", rustls::CipherSuite::TLS13_AES_256_GCM_SHA384),
-    ("chacha20", rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256),
-];
-
-/// rustls on ring, its cipher suites limited to `cipher` (a name from [`CIPHERS`]; `None`: all,
-/// rustls' preference order).
-fn rustls_provider(cipher: Option<&str>) -> Result<Arc<rustls::crypto::CryptoProvider>, TranslationError> {
-    let mut provider = rustls::crypto::ring::default_provider();
-    if let Some(name) = cipher {
-        let (_, suite) = CIPHERS
-            .iter()
-            .find(|(n, _)| *n == name)
-            .ok_or(TranslationError::Config("cipher: aes128gcm, aes256gcm or chacha20"))?;
-        provider.cipher_suites.retain(|s| s.suite() == *suite);
-    }
-    Ok(Arc::new(provider))
-}
+pub use crate::rustls_config::CIPHERS;
 
 /// QUIC protects Initial packets with AES-128-GCM whatever the handshake negotiates (RFC 9001
 /// 5.2), so a provider limited to another suite still needs this one for them.
@@ -83,36 +63,18 @@ fn initial_suite() -> Result<rustls::quic::Suite, TranslationError> {
         .ok_or(TranslationError::Config("ring has no QUIC AES-128-GCM suite"))
 }
 
-/// The benchmark's server TLS for quinn and quinn-proto alike: TLS 1.3 only, ALPN `nesquic`, the
-/// DER certificate and PKCS#8 key at `cert` and `key`, suites limited to `cipher` if given.
+/// The benchmark's server TLS for quinn and quinn-proto alike ([`crate::rustls_config::server`]).
 pub fn server_tls(cert: &Path, key: &Path, cipher: Option<&str>) -> Result<QuicServerConfig, TranslationError> {
-    let cert = CertificateDer::from(read(cert)?);
-    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(read(key)?));
-    let mut tls = rustls::ServerConfig::builder_with_provider(rustls_provider(cipher)?)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_no_client_auth()
-        .with_single_cert(vec![cert], key)?;
-    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let tls = crate::rustls_config::server(cert, key, cipher)?;
     QuicServerConfig::with_initial(Arc::new(tls), initial_suite()?)
         .map_err(|_| TranslationError::Config("QUIC server TLS"))
 }
 
-/// The benchmark's client TLS: TLS 1.3 only, ALPN `nesquic`, trusting exactly the DER certificate
-/// at `ca`, suites limited to `cipher` if given.
+/// The benchmark's client TLS ([`crate::rustls_config::client`]): trusts exactly `ca`.
 pub fn client_tls(ca: &Path, cipher: Option<&str>) -> Result<QuicClientConfig, TranslationError> {
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(CertificateDer::from(read(ca)?))?;
-    let mut tls = rustls::ClientConfig::builder_with_provider(rustls_provider(cipher)?)
-        .with_protocol_versions(&[&rustls::version::TLS13])?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    tls.alpn_protocols = vec![ALPN.to_vec()];
+    let tls = crate::rustls_config::client(ca, cipher)?;
     QuicClientConfig::with_initial(Arc::new(tls), initial_suite()?)
         .map_err(|_| TranslationError::Config("QUIC client TLS"))
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, TranslationError> {
-    std::fs::read(path).map_err(|source| TranslationError::File { path: path.into(), source })
 }
 
 /// quinn-proto, for [`crate::serve`] and [`crate::download`]: GSO batches as large as the

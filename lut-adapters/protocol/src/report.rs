@@ -18,7 +18,7 @@ pub enum LutEvent {
     },
     /// The client verified the whole payload.
     Done(ClientResult),
-    /// How the LUT's UDP socket ended up configured (what the kernel granted).
+    /// How the LUT's socket ended up configured (what the kernel granted).
     Io(IoSettings),
     /// The library writes its own qlog to `path`; its event times are milliseconds since
     /// `start_unix_ns` (wall clock), so nesquic can put them on its own clock.
@@ -36,7 +36,7 @@ pub enum LutEvent {
 /// A LUT socket's effective I/O settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoSettings {
-    /// Which code does the UDP I/O ("quinn-udp 0.5", "nesquic-io").
+    /// Which code does the socket I/O ("quinn-udp 0.5", "nesquic-io", kernel TCP).
     pub stack: String,
     /// Most datagrams per GSO send (1 = no GSO).
     pub gso_max_segments: u64,
@@ -50,6 +50,10 @@ pub struct IoSettings {
     pub recv_buffer: u64,
     /// SO_SNDBUF as granted.
     pub send_buffer: u64,
+    /// The kernel's congestion control on the socket (TCP_CONGESTION as read back), for LUTs on
+    /// kernel TCP; QUIC stacks run their own and leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub congestion_control: Option<String>,
 }
 
 /// The client's measurements. With one connection and one stream only the first three fields

@@ -1,10 +1,11 @@
 //! `nesquic-lut-bins`: the Rust LUT executables, `nesquic-lut-quinn` (quinn on quinn-udp, or
-//! quinn-proto over Nesquic's I/O layer) and `nesquic-lut-quiche` (quiche over Nesquic's I/O
-//! layer), and the code they share: running a sans-IO stack from the LUT command line
+//! quinn-proto over Nesquic's I/O layer), `nesquic-lut-quiche` (quiche over Nesquic's I/O
+//! layer) and the TCP+TLS baseline `nesquic-lut-tcp-tls` (kernel TCP + rustls), and the code they
+//! share: running a sans-IO stack from the LUT command line
 //! ([`translated`]) and the re-exports an adapter needs, so one built outside this workspace by
 //! `nesquic run --lut-path` has a single dependency.
 //!
-//! This is the only package of the main workspace that links QUIC libraries (with
+//! This is the only package of the main workspace that links QUIC libraries and rustls (with
 //! `nesquic-translation`); the `nesquic` binary does not depend on it. It must not know about
 //! probes, the orchestrator's run model or how results are summarised: it speaks
 //! `nesquic-protocol` and nothing else to the outside.

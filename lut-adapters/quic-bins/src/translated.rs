@@ -67,6 +67,7 @@ fn report_io(io: &UdpIo) {
         recv_mmsg: caps.mmsg,
         recv_buffer: buffers.recv as u64,
         send_buffer: buffers.send as u64,
+        congestion_control: None,
     })
     .emit();
 }

@@ -4,8 +4,10 @@
 //! call), datagrams (a `UDP_SEGMENT` send or `UDP_GRO` receive is split by its segment size),
 //! messages, segmented messages, EAGAIN, errors and a log2 latency histogram.
 //!
-//! `send`/`write`/`recv`/`read` are counted only on UDP sockets (a per-fd answer is cached and
-//! forgotten on `close`/`dup2`/`dup3`). The hot path allocates nothing, takes no lock and keeps
+//! `send`/`recv` are counted on any fd, like the `sendto`/`recvfrom` system calls they are and
+//! the tracepoints count (so TCP sockets' I/O is counted too); `write`/`read` only on UDP
+//! sockets (a per-fd answer is cached and forgotten on `close`/`dup2`/`dup3`): the tracepoints
+//! do not see them, and on other fds they are files and pipes. The hot path allocates nothing, takes no lock and keeps
 //! `errno` as the real call left it.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -367,17 +369,17 @@ pub unsafe extern "C" fn recvfrom(
     ret
 }
 
-/// `send`/`recv`/`write`/`read`: one datagram per call, counted on UDP sockets only.
+/// `send`/`recv`/`write`/`read`: one message per call, counted where `$counted(fd)` says.
 macro_rules! plain_io {
-    ($name:ident, $slot:expr, ($($arg:ident: $ty:ty),*)) => {
-        #[doc = concat!("Interposed `", stringify!($name), "` (counted on UDP sockets).")]
+    ($name:ident, $slot:expr, $counted:expr, ($($arg:ident: $ty:ty),*)) => {
+        #[doc = concat!("Interposed `", stringify!($name), "` (counted where `", stringify!($counted), "`).")]
         ///
         /// # Safety
         /// Same contract as libc's.
         #[no_mangle]
         pub unsafe extern "C" fn $name(fd: c_int, $($arg: $ty),*) -> ssize_t {
             let real = real!($slot, unsafe extern "C" fn(c_int, $($ty),*) -> ssize_t);
-            if !on() || !is_udp(fd) {
+            if !on() || !$counted(fd) {
                 // SAFETY: forwarding unchanged.
                 return unsafe { real(fd, $($arg),*) };
             }
@@ -390,10 +392,15 @@ macro_rules! plain_io {
     };
 }
 
-plain_io!(send, SEND, (buf: *const c_void, len: size_t, flags: c_int));
-plain_io!(recv, RECV, (buf: *mut c_void, len: size_t, flags: c_int));
-plain_io!(write, WRITE, (buf: *const c_void, len: size_t));
-plain_io!(read, READ, (buf: *mut c_void, len: size_t));
+/// `send`/`recv` are the `sendto`/`recvfrom` system calls, which the tracepoints count on every fd.
+fn any_fd(_fd: c_int) -> bool {
+    true
+}
+
+plain_io!(send, SEND, any_fd, (buf: *const c_void, len: size_t, flags: c_int));
+plain_io!(recv, RECV, any_fd, (buf: *mut c_void, len: size_t, flags: c_int));
+plain_io!(write, WRITE, is_udp, (buf: *const c_void, len: size_t));
+plain_io!(read, READ, is_udp, (buf: *mut c_void, len: size_t));
 
 /// Interposed `close`: forgets the fd's cached socket kind.
 ///

@@ -296,11 +296,27 @@ fn timing(s: &Stats) -> Timing {
     Timing::from_parts(s.calls, s.total_ns, &s.hist)
 }
 
+/// The agent's I/O slots as the system calls the tracepoints see: libc's `send` and `recv` are
+/// the `sendto` and `recvfrom` system calls (x86-64 has no others), so their counts join those rows.
+fn syscall_rows(slots: &[Stats]) -> Vec<Stats> {
+    let mut rows = slots.to_vec();
+    let slot = |name: &str| abi::IO_CALLS.iter().position(|c| *c == name);
+    for (libc_fn, syscall) in [("send", "sendto"), ("recv", "recvfrom")] {
+        if let (Some(from), Some(to)) = (slot(libc_fn), slot(syscall)) {
+            if from < rows.len() && to < rows.len() {
+                let moved = std::mem::replace(&mut rows[from], Stats::ZERO);
+                rows[to].add(&moved);
+            }
+        }
+    }
+    rows
+}
+
 /// Counters -> one role's metrics (the kernel path's semantics; rows without calls left out).
 /// A function's figures are the sum of its slot over every per-thread shard.
 fn metrics_of(role: &str, c: &Counters, planned: &[PlannedFunction], io: bool) -> RoleMetrics {
     let valid = c.is_valid();
-    let io_rows = if io && valid { &c.io[..] } else { &[] };
+    let io_rows = if io && valid { syscall_rows(&c.io) } else { Vec::new() };
     let io = io_rows
         .iter()
         .enumerate()
@@ -338,4 +354,23 @@ fn metrics_of(role: &str, c: &Counters, planned: &[PlannedFunction], io: bool) -
         })
         .collect();
     RoleMetrics { role: role.to_string(), io, functions, io_crosscheck: Vec::new() }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_and_recv_are_reported_as_the_system_calls_they_are() {
+        let mut slots = [Stats::ZERO; abi::IO_KINDS];
+        let at = |name: &str| abi::IO_CALLS.iter().position(|c| *c == name).expect("slot");
+        slots[at("send")].calls = 3;
+        slots[at("sendto")].calls = 2;
+        slots[at("recv")].bytes = 100;
+        slots[at("write")].calls = 7;
+        let rows = syscall_rows(&slots);
+        assert_eq!((rows[at("sendto")].calls, rows[at("send")].calls), (5, 0));
+        assert_eq!((rows[at("recvfrom")].bytes, rows[at("recv")].bytes), (100, 0));
+        assert_eq!(rows[at("write")].calls, 7, "write/read are not system calls the tracepoints see");
+    }
 }

@@ -133,6 +133,7 @@ fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSock
         recv_mmsg: true,
         recv_buffer: granted.recv as u64,
         send_buffer: granted.send as u64,
+        congestion_control: None,
     })
     .emit();
     Ok(socket)
