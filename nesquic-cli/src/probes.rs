@@ -57,19 +57,21 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
             println!("  no per-datagram cost: no datagram count (add --probe io)");
         }
         println!("  {:<26} {:>6}  {:>13}  {:>8}  {:>8}", "component", "share", "95% interval", "ns/dgram", "ns/byte");
-        let line = |name: &str, s: &nesquic_ebpf::profile::Share, c: Option<&nesquic_ebpf::packet_cost::ComponentCost>| {
-            let (per_dgram, per_byte) =
-                c.map_or((String::new(), String::new()), |c| (format!("{:.0}", c.ns_per_datagram), format!("{:.3}", c.ns_per_byte)));
-            println!(
-                "  {:<26} {:>5.1}%  [{:>5.1}-{:>5.1}]  {:>8}  {:>8}",
-                name,
-                100.0 * s.share,
-                100.0 * s.ci95_low,
-                100.0 * s.ci95_high,
-                per_dgram,
-                per_byte
-            );
-        };
+        let line =
+            |name: &str, s: &nesquic_ebpf::profile::Share, c: Option<&nesquic_ebpf::packet_cost::ComponentCost>| {
+                let (per_dgram, per_byte) = c.map_or((String::new(), String::new()), |c| {
+                    (format!("{:.0}", c.ns_per_datagram), format!("{:.3}", c.ns_per_byte))
+                });
+                println!(
+                    "  {:<26} {:>5.1}%  [{:>5.1}-{:>5.1}]  {:>8}  {:>8}",
+                    name,
+                    100.0 * s.share,
+                    100.0 * s.ci95_low,
+                    100.0 * s.ci95_high,
+                    per_dgram,
+                    per_byte
+                );
+            };
         for g in &role.components {
             line(&g.name, g, cost.and_then(|c| c.components.iter().find(|x| x.name == g.name)));
             let prefix = format!("{}.", g.name);

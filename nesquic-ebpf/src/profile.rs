@@ -313,7 +313,10 @@ pub fn build(
                     "[unknown: empty stack]".to_string()
                 }
             };
-            if matches!(component.as_str(), crate::stack_rules::OTHER | crate::stack_rules::KERNEL_OTHER | crate::stack_rules::UNKNOWN) {
+            if matches!(
+                component.as_str(),
+                crate::stack_rules::OTHER | crate::stack_rules::KERNEL_OTHER | crate::stack_rules::UNKNOWN
+            ) {
                 *unclassified.entry(leaf.clone()).or_default() += s.count;
             }
             *functions.entry(leaf).or_default() += s.count;
@@ -363,7 +366,10 @@ mod tests {
         let copy_in = |caller: &str| names(&["__memmove_avx_unaligned_erms", caller, "main"]);
         assert_eq!(c.classify(&copy_in("ring::aead::algorithm::aes_gcm_seal"), &[]), "crypto.aead");
         assert_eq!(c.classify(&copy_in("quinn_udp::imp::send"), &[]), "packet_io.user");
-        assert_eq!(c.classify(&copy_in("quinn_proto::connection::streams::send::Send::write"), &[]), "connection.streams");
+        assert_eq!(
+            c.classify(&copy_in("quinn_proto::connection::streams::send::Send::write"), &[]),
+            "connection.streams"
+        );
         assert_eq!(c.classify(&copy_in("some_unnamed_fn"), &[]), "memory.copy");
         // A sample in the kernel under a UDP send: the kernel's part decides.
         let send = names(&["sendmsg", "quinn_udp::imp::send"]);
@@ -376,8 +382,14 @@ mod tests {
             c.classify(&send, &names(&["skb_segment", "__udp_gso_segment", "udp_sendmsg"])),
             "packet_io.gso_gro"
         );
-        assert_eq!(c.classify(&names(&["quinn_proto::connection::Connection::handle_event"]), &[]), "connection.frames");
-        assert_eq!(c.classify(&names(&["QuicLossDetectionProcessAckBlocks", "QuicConnRecvFrames"]), &[]), "connection.recovery");
+        assert_eq!(
+            c.classify(&names(&["quinn_proto::connection::Connection::handle_event"]), &[]),
+            "connection.frames"
+        );
+        assert_eq!(
+            c.classify(&names(&["QuicLossDetectionProcessAckBlocks", "QuicConnRecvFrames"]), &[]),
+            "connection.recovery"
+        );
         assert_eq!(c.classify(&names(&["CubicCongestionControlOnDataAcknowledged"]), &[]), "connection.congestion");
         assert_eq!(c.classify(&names(&["main"]), &[]), "other");
         assert_eq!(c.classify(&names(&["epoll_wait"]), &names(&["ep_poll", "do_epoll_wait"])), "runtime.poll");

@@ -233,7 +233,10 @@ mod tests {
     #[test]
     fn a_primitive_is_refined_by_the_dotted_rule_of_its_family_above_it() {
         let c = toy();
-        assert_eq!(c.classify_frames(&[], &s(&["aes_hw_encrypt", "hp_mask", "conn::poll_transmit"])), "crypto.header_protection");
+        assert_eq!(
+            c.classify_frames(&[], &s(&["aes_hw_encrypt", "hp_mask", "conn::poll_transmit"])),
+            "crypto.header_protection"
+        );
         assert_eq!(c.classify_frames(&[], &s(&["aes_hw_ctr32", "seal"])), "crypto.aead");
         // Another family above ends the walk: the primitive stays top-level crypto.
         assert_eq!(c.classify_frames(&[], &s(&["aes_hw_ctr32", "conn::poll_transmit", "seal"])), "crypto");
