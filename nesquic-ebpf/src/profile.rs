@@ -111,6 +111,12 @@ impl Symbolizer {
             .or_insert_with(|| {
                 // Sorted by address once, so each lookup is a binary search.
                 ObjectSymbols::load(path).ok().map(|mut o| {
+                    // A distribution's stripped library (libc: no .symtab, so its memcpy variants
+                    // have no name) has its symbols in a separate debug file found by build-id.
+                    if let Some(debug) = debug_file(path) {
+                        let known: std::collections::HashSet<u64> = o.functions.iter().map(|f| f.address).collect();
+                        o.functions.extend(debug_functions(&debug).into_iter().filter(|f| !known.contains(&f.address)));
+                    }
                     o.functions.sort_by_key(|f| f.address);
                     o
                 })
@@ -132,6 +138,42 @@ impl Symbolizer {
             .ok_or(Unresolved::NoSymbol)?;
         Ok(best.demangled.clone())
     }
+}
+
+/// The separate debug file of `path` by its build-id (`/usr/lib/debug/.build-id/ab/cdef….debug`,
+/// as Debian's `-dbg` packages install them), if there is one.
+fn debug_file(path: &Path) -> Option<PathBuf> {
+    use object::Object;
+    let data = std::fs::read(path).ok()?;
+    let id = object::File::parse(&*data).ok()?.build_id().ok()??;
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let (dir, rest) = hex.split_at(2.min(hex.len()));
+    let candidate = PathBuf::from(format!("/usr/lib/debug/.build-id/{dir}/{rest}.debug"));
+    candidate.exists().then_some(candidate)
+}
+
+/// The function symbols of a separate debug file: its code sections hold no bytes (NOBITS), so
+/// only names, addresses and sizes, for symbolising.
+fn debug_functions(path: &Path) -> Vec<crate::symbols::FunctionSymbol> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let Ok(data) = std::fs::read(path) else { return Vec::new() };
+    let Ok(file) = object::File::parse(&*data) else { return Vec::new() };
+    file.symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+        .filter_map(|s| {
+            let raw = s.name().ok()?.to_string();
+            let demangled = crate::symbols::demangle(&raw);
+            Some(crate::symbols::FunctionSymbol {
+                normalized: crate::symbols::strip_version_prefix(&demangled).to_string(),
+                demangled,
+                raw,
+                address: s.address(),
+                size: s.size(),
+                file_offset: 0,
+                prologue: [0; 8],
+            })
+        })
+        .collect()
 }
 
 /// Why a sampled address has no function name.
