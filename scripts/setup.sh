@@ -27,6 +27,9 @@ command -v c++ >/dev/null 2>&1 || need_apt+=(g++)
 ls /usr/lib/llvm-19/lib/libclang*.so* >/dev/null 2>&1 || need_apt+=(libclang1-19)
 # The msquic LUT links MsQuic statically, which pulls in libnuma whole.
 compgen -G '/usr/lib/*/libnuma.a' >/dev/null || [ -e /usr/lib/libnuma.a ] || need_apt+=(libnuma-dev)
+# libc's own symbols (its memcpy variants) for the sampling profile: Debian ships libc stripped and
+# puts them in a build-id debug file (nesquic-ebpf/src/profile.rs, debug_file).
+dpkg -s libc6-dbg >/dev/null 2>&1 || need_apt+=(libc6-dbg)
 
 if [ "$kernels" -eq 1 ]; then
     command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)

@@ -156,48 +156,20 @@ fn print(checks: &[Check], mechanisms: &[(&str, String)]) {
     }
 }
 
-/// The lockdown mode; mounts securityfs to read it if needed. "ok" = none (fentry and kprobes
-/// on kernel memory allowed).
+/// The lockdown mode: "ok" = none (fentry and kprobes on kernel memory allowed).
 fn lockdown() -> Check {
-    let file = "/sys/kernel/security/lockdown";
-    if !Path::new(file).exists() {
-        let _ = std::process::Command::new("mount")
-            .args(["-t", "securityfs", "securityfs", "/sys/kernel/security"])
-            .output();
-    }
-    let fix = "boot with lockdown=none (lockdown blocks fentry and, in confidentiality mode, kprobe reads)";
-    match std::fs::read_to_string(file) {
-        Ok(text) => {
-            // The active mode is the bracketed one: "none [integrity] confidentiality".
-            let mode = text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap_or("?");
-            let result = if mode == "none" { Ok("none".to_string()) } else { Err(mode.to_string()) };
-            check("no_lockdown", result, fix)
-        }
-        Err(_) => check("no_lockdown", Ok("no LSM lockdown support in this kernel".into()), fix),
-    }
+    check(
+        "no_lockdown",
+        nesquic_ebpf::preflight::lockdown(),
+        "boot with lockdown=none (lockdown blocks fentry and, in confidentiality mode, kprobe reads)",
+    )
 }
 
 /// RLIMIT_MEMLOCK: only binding before 5.11 (BPF memory is charged to the cgroup since).
 fn memlock() -> Check {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: writes into a live rlimit.
-    let r = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
-    let release = nesquic_ebpf::verifier::kernel_release();
-    let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
-    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
-    let cgroup_charged = version >= (5, 11);
-    let value = if r != 0 {
-        "unknown".to_string()
-    } else if limit.rlim_cur == libc::RLIM_INFINITY {
-        "unlimited".to_string()
-    } else {
-        format!("{} KiB", limit.rlim_cur / 1024)
-    };
-    let fine = cgroup_charged || limit.rlim_cur == libc::RLIM_INFINITY || limit.rlim_cur >= 64 << 20;
-    let detail = format!("RLIMIT_MEMLOCK {value}{}", if cgroup_charged { " (not used: kernel >= 5.11)" } else { "" });
     check(
         "memlock",
-        if fine { Ok(detail) } else { Err(detail) },
+        nesquic_ebpf::preflight::memlock(),
         "ulimit -l unlimited (kernels before 5.11 charge BPF maps to it)",
     )
 }

@@ -67,7 +67,8 @@ fn classify(text: &str) -> Result<BTreeMap<u32, ProcessShares>> {
                 user.push(nesquic_ebpf::symbols::demangle(&symbol));
             }
         }
-        let component = classifier.classify(&user, &kernel).to_string();
+        // Top-level components, as the eBPF profile's `components` are.
+        let component = nesquic_ebpf::stack_rules::family(classifier.classify(&user, &kernel)).to_string();
         let entry = counts.entry(pid).or_insert_with(|| (comm.to_string(), BTreeMap::new()));
         *entry.1.entry(component).or_default() += 1;
     }

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use nesquic_ebpf::metrics::Timing;
-use nesquic_ebpf::{Metrics, RoleMetrics};
+use nesquic_ebpf::{Catalog, Metrics, ObjectSymbols, RoleMetrics};
 pub use nesquic_engine::plan::{classifier, ProbePlan};
 
 /// Prints a sampling profile (components with 95% intervals, then the hottest functions); `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
@@ -23,22 +23,84 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
             if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 }
         );
     }
+    // NESQUIC_PROFILE_OTHER=N: the N (at most 20) hottest leaf frames no rule named, per role.
+    let other: usize = std::env::var("NESQUIC_PROFILE_OTHER").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     for role in &profile.roles {
-        println!("{}: {} samples", role.role, role.samples);
-        for c in &role.components {
+        let unknown = role.unknown_leaf_samples() as f64 / role.samples.max(1) as f64 * 100.0;
+        println!("{}: {} samples ({unknown:.1}% with an unsymbolised leaf frame)", role.role, role.samples);
+        let cost = role.cost.as_ref();
+        if let Some(c) = cost {
             println!(
-                "  {:<14} {:>6.1}%  [{:>5.1}-{:>5.1}]  {:>7} samples",
-                c.name,
-                100.0 * c.share,
-                100.0 * c.ci95_low,
-                100.0 * c.ci95_high,
-                c.samples
+                "  {:.0} ns CPU per datagram {} ({} datagrams from {}; {:.3} s CPU)",
+                c.ns_per_datagram, c.direction, c.datagrams, c.datagram_source, c.cpu_s
             );
+        } else {
+            println!("  no per-datagram cost: no datagram count (add --probe io)");
+        }
+        println!("  {:<26} {:>6}  {:>13}  {:>8}  {:>8}", "component", "share", "95% interval", "ns/dgram", "ns/byte");
+        let line =
+            |name: &str, s: &nesquic_ebpf::profile::Share, c: Option<&nesquic_ebpf::packet_cost::ComponentCost>| {
+                let (per_dgram, per_byte) = c.map_or((String::new(), String::new()), |c| {
+                    (format!("{:.0}", c.ns_per_datagram), format!("{:.3}", c.ns_per_byte))
+                });
+                println!(
+                    "  {:<26} {:>5.1}%  [{:>5.1}-{:>5.1}]  {:>8}  {:>8}",
+                    name,
+                    100.0 * s.share,
+                    100.0 * s.ci95_low,
+                    100.0 * s.ci95_high,
+                    per_dgram,
+                    per_byte
+                );
+            };
+        for g in &role.components {
+            line(&g.name, g, cost.and_then(|c| c.components.iter().find(|x| x.name == g.name)));
+            let prefix = format!("{}.", g.name);
+            let parts: Vec<_> = role.split.iter().filter(|s| s.name.starts_with(&prefix)).collect();
+            // The split only where there is one: `app` alone needs no `app.harness` line.
+            if parts.len() > 1 || parts.iter().any(|p| p.samples != g.samples) {
+                for p in parts {
+                    line(&format!("  {}", p.name), p, cost.and_then(|c| c.split.iter().find(|x| x.name == p.name)));
+                }
+                // What the family's top-level rule kept (no finer rule named a frame above it).
+                if let Some(rest) = role.split.iter().find(|s| s.name == g.name) {
+                    let c = cost.and_then(|c| c.split.iter().find(|x| x.name == g.name));
+                    line(&format!("  {} (rest)", g.name), rest, c);
+                }
+            }
         }
         for f in role.top_functions.iter().take(5) {
             println!("    {:>5.1}%  {}", 100.0 * f.share, truncate(&f.name, 100));
         }
+        if other > 0 {
+            println!("  hottest leaf frames no rule named (NESQUIC_PROFILE_OTHER):");
+            for f in role.unclassified_leaves.iter().take(other) {
+                println!("    {:>5.1}%  {}", 100.0 * f.share, truncate(&f.name, 100));
+            }
+        }
     }
+}
+
+/// Prints the profile rules that apply to `binary` (`nesquic probes --probe profile`).
+fn list_profile_rules(binary: &Path) -> Result<()> {
+    let catalog = Catalog::builtin()?;
+    let classifier = nesquic_ebpf::profile::Classifier::new(&catalog.components)?;
+    let mut objects = Vec::new();
+    for path in nesquic_ebpf::objects::objects_of(binary)? {
+        objects.push(ObjectSymbols::load(&path)?);
+    }
+    println!("profile: component rules for {}, in the order a frame is tried:", binary.display());
+    for u in classifier.uses(&objects, &catalog.components) {
+        let weak = if u.weak { " (weak)" } else { "" };
+        println!(
+            "  {:<26}{weak} {} functions here, {} kernel patterns{}",
+            u.name,
+            u.user_functions,
+            u.kernel_patterns,
+            if u.examples.is_empty() { String::new() } else { format!("; e.g. {}", u.examples.join(", ")) }
+        );
+    }
+    Ok(())
 }
 
 /// Prints the probe figures. `cpu_s` gives each role's CPU seconds over the same window.
@@ -362,21 +424,11 @@ pub fn duration(ns: f64) -> String {
 pub fn list(text: &str, binary: &Path, choice: crate::backend::BackendChoice) -> Result<()> {
     use crate::backend::BackendChoice;
     let plan = ProbePlan::new(text, binary)?;
-    let dynamic = nesquic_ebpf::objects::is_dynamic(binary);
-    let user = choice != BackendChoice::Kernel && dynamic;
-    // Which entries the agent would refuse, and why (the same check a run makes).
-    let refused: Vec<(String, String)> = if user && !plan.resolution.functions.is_empty() {
-        let scratch = tempfile::tempdir().context("scratch directory for the agent plan")?;
-        let (_, refused) = nesquic_ebpf::user::UserBackend::prepare(scratch.path(), &plan.resolution.functions, false)?;
-        refused.into_iter().map(|(f, why)| (f.name, why)).collect()
-    } else {
-        Vec::new()
-    };
-    let why_kernel = if choice == BackendChoice::Kernel {
-        "--probe-backend kernel".to_string()
-    } else {
-        format!("{} is not dynamically linked: LD_PRELOAD cannot load the agent", binary.display())
-    };
+    if plan.request.profile {
+        list_profile_rules(binary)?;
+    }
+    let crate::backend::WhoMeasures { user, why_kernel, refused } =
+        crate::backend::who_measures(&plan, binary, choice)?;
     if plan.request.io {
         let kprobes = if nesquic_ebpf::preflight::kprobes_available() { "available" } else { "not available" };
         if user {

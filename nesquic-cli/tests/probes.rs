@@ -901,3 +901,70 @@ fn harness_functions_carry_the_names_the_app_component_matches() {
         }
     }
 }
+
+/// Issue 19: for each LUT on a 20 MB transfer, the rule-named components where they must be
+/// (crypto, packet I/O, connection) hold samples on both sides, the components sum to every sample
+/// (top level and split), and the per-datagram figures times the probed datagrams give back the
+/// role's CPU time.
+#[test]
+fn every_lut_profile_names_crypto_packet_io_and_connection_with_cost_per_datagram() {
+    let _g = serial();
+    for lut in ["quinn", "quiche", "msquic"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let json = dir.path().join("run.json");
+        // A higher rate than the default: 20 MB is a fraction of a second of CPU.
+        let out = nesquic()
+            .args(["run", "--lut", lut, "--size", "20MB", "--probe", "io,profile:9999", "--json"])
+            .arg(&json)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{lut}: {}", stderr(&out));
+        let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+        let rep = &report["repetitions"][0];
+        for role in rep["profile"]["roles"].as_array().expect("roles") {
+            let name = role["role"].as_str().expect("role");
+            let total = role["samples"].as_u64().expect("samples");
+            assert!(total > 100, "{lut} {name}: {total} samples");
+            for list in ["components", "split"] {
+                let sum: u64 =
+                    role[list].as_array().expect(list).iter().map(|c| c["samples"].as_u64().expect("n")).sum();
+                assert_eq!(sum, total, "{lut} {name}: {list} hold every sample once");
+            }
+            let samples = |n: &str| {
+                role["components"]
+                    .as_array()
+                    .expect("components")
+                    .iter()
+                    .find(|c| c["name"] == n)
+                    .map_or(0, |c| c["samples"].as_u64().expect("n"))
+            };
+            for family in ["crypto", "packet_io", "connection"] {
+                assert!(samples(family) > 0, "{lut} {name}: no {family} samples: {role}");
+            }
+            let cost = &role["cost"];
+            let datagrams = cost["datagrams"].as_u64().expect("datagrams from the io probes");
+            assert_eq!(cost["datagram_source"], "io probes", "{lut} {name}");
+            let cpu_s = rep[name]["cpu_total_s"].as_f64().expect("cpu");
+            assert_eq!(cost["cpu_s"].as_f64(), Some(cpu_s), "{lut} {name}");
+            let back: f64 = cost["components"]
+                .as_array()
+                .expect("cost components")
+                .iter()
+                .map(|c| c["ns_per_datagram"].as_f64().expect("ns") * datagrams as f64)
+                .sum::<f64>()
+                / 1e9;
+            assert!((back - cpu_s).abs() < 1e-6 * cpu_s.max(1.0), "{lut} {name}: {back} s vs {cpu_s} s");
+            let (_, probed, _) = probe_totals(
+                rep["probes"]["roles"]
+                    .as_array()
+                    .expect("probe roles")
+                    .iter()
+                    .find(|r| r["role"] == name)
+                    .expect("role"),
+                if name == "client" { "recv" } else { "send" },
+            );
+            assert_eq!(datagrams, probed, "{lut} {name}: the datagram count is the probes'");
+        }
+    }
+    assert_nothing_attached();
+}

@@ -50,13 +50,23 @@ pub struct Catalog {
     pub components: Vec<ComponentRule>,
 }
 
-/// A sampling-profile component: a sample belongs to the first component one of whose patterns
-/// matches a frame of its user stack (`user`) or kernel stack (`kernel`).
+/// A sampling-profile component rule. A sample's stack is walked from the leaf (kernel frames,
+/// then user frames) toward the root; the first frame one of whose patterns matches (`user`:
+/// demangled user-space names, `kernel`: kernel names) names the component; among the rules that
+/// match that frame, the first in catalog order wins. `weak` rules (copies, the allocator) only
+/// hold when no other rule names a frame further up: a `memcpy` under a seal is crypto.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentRule {
-    /// `crypto`, `packet_io`, ...
+    /// `crypto.aead`, `packet_io.kernel`, ...: the part before the first dot is the top-level
+    /// component the terminal table sums to.
     pub name: String,
+    /// Which stacks the rule is written for (LUT names); empty: every LUT and the kernel.
+    #[serde(default)]
+    pub luts: Vec<String>,
+    /// Holds only when no non-weak rule names a frame nearer the root.
+    #[serde(default)]
+    pub weak: bool,
     /// Globs on demangled user-space function names.
     #[serde(default)]
     pub user: Vec<String>,

@@ -108,3 +108,52 @@ struct PerfEventAttr {
     bp_type: u32,
     bp_addr: u64,
 }
+
+/// The kernel lockdown mode (mounting securityfs to read it if needed): `Ok` when there is none
+/// (fentry and kprobes on kernel memory allowed), else `Err(mode)`.
+pub fn lockdown() -> Result<String, String> {
+    let file = "/sys/kernel/security/lockdown";
+    if !std::path::Path::new(file).exists() {
+        let _ = std::process::Command::new("mount")
+            .args(["-t", "securityfs", "securityfs", "/sys/kernel/security"])
+            .output();
+    }
+    match std::fs::read_to_string(file) {
+        Ok(text) => {
+            // The active mode is the bracketed one: "none [integrity] confidentiality".
+            let mode = text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap_or("?");
+            if mode == "none" {
+                Ok("none".to_string())
+            } else {
+                Err(mode.to_string())
+            }
+        }
+        Err(_) => Ok("no LSM lockdown support in this kernel".into()),
+    }
+}
+
+/// RLIMIT_MEMLOCK, `Err` only where it binds: before 5.11 (BPF memory is charged to the cgroup
+/// since) and below 64 MiB.
+pub fn memlock() -> Result<String, String> {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: writes into a live rlimit.
+    let r = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut limit) };
+    let release = crate::verifier::kernel_release();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit()).filter_map(|p| p.parse::<u32>().ok());
+    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    let cgroup_charged = version >= (5, 11);
+    let value = if r != 0 {
+        "unknown".to_string()
+    } else if limit.rlim_cur == libc::RLIM_INFINITY {
+        "unlimited".to_string()
+    } else {
+        format!("{} KiB", limit.rlim_cur / 1024)
+    };
+    let fine = cgroup_charged || limit.rlim_cur == libc::RLIM_INFINITY || limit.rlim_cur >= 64 << 20;
+    let detail = format!("RLIMIT_MEMLOCK {value}{}", if cgroup_charged { " (not used: kernel >= 5.11)" } else { "" });
+    if fine {
+        Ok(detail)
+    } else {
+        Err(detail)
+    }
+}

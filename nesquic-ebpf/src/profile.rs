@@ -5,10 +5,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use globset::{Glob, GlobMatcher};
 use serde::{Deserialize, Serialize};
 
-use crate::catalog::ComponentRule;
+pub use crate::stack_rules::Classifier;
 use crate::symbols::ObjectSymbols;
 
 /// One sampled stack pair as read from the kernel, innermost frame first.
@@ -26,6 +25,8 @@ pub struct RawSample {
     pub count: u64,
 }
 
+const VDSO: &str = "[vdso]";
+
 /// A process's memory map, read while it runs (it is gone when samples are read).
 #[derive(Debug, Clone, Default)]
 pub struct ProcessMaps {
@@ -42,7 +43,8 @@ impl ProcessMaps {
             let (Some(range), Some(perms), Some(offset)) = (parts.next(), parts.next(), parts.next()) else { continue };
             let path = parts.nth(2);
             let (Some(path), true) = (path, perms.contains('x')) else { continue };
-            if !path.starts_with('/') {
+            // The vDSO (clock_gettime) has no file: kept so its frames get a name, `[vdso]`.
+            if !path.starts_with('/') && path != VDSO {
                 continue;
             }
             let Some((start, end)) = range.split_once('-') else { continue };
@@ -94,27 +96,109 @@ impl Symbolizer {
 
     /// The user function containing `ip` in a process with `maps`.
     pub fn user_name(&mut self, maps: &ProcessMaps, ip: u64) -> Option<String> {
-        let (path, file_offset) = maps.find(ip)?;
+        self.user_frame(maps, ip).ok()
+    }
+
+    /// The user function containing `ip`, or why there is none.
+    pub fn user_frame(&mut self, maps: &ProcessMaps, ip: u64) -> Result<String, Unresolved> {
+        let (path, file_offset) = maps.find(ip).ok_or(Unresolved::NoMapping)?;
+        if path.as_os_str() == VDSO {
+            return Ok(VDSO.to_string());
+        }
         let object = self
             .objects
             .entry(path.to_path_buf())
             .or_insert_with(|| {
                 // Sorted by address once, so each lookup is a binary search.
                 ObjectSymbols::load(path).ok().map(|mut o| {
+                    // A distribution's stripped library (libc: no .symtab, so its memcpy variants
+                    // have no name) has its symbols in a separate debug file found by build-id.
+                    if let Some(debug) = debug_file(path) {
+                        let known: std::collections::HashSet<u64> = o.functions.iter().map(|f| f.address).collect();
+                        o.functions.extend(debug_functions(&debug).into_iter().filter(|f| !known.contains(&f.address)));
+                    }
                     o.functions.sort_by_key(|f| f.address);
                     o
                 })
             })
-            .as_ref()?;
+            .as_ref()
+            .ok_or(Unresolved::UnreadableObject)?;
         let vaddr = object
             .segments
             .iter()
             .find(|(_, off, size)| file_offset >= *off && file_offset < off + size)
-            .map(|(va, off, _)| file_offset - off + va)?;
+            .map(|(va, off, _)| file_offset - off + va)
+            .ok_or(Unresolved::NoSymbol)?;
         // The function with the highest start at or below vaddr that still contains it.
         let below = object.functions.partition_point(|f| f.address <= vaddr);
-        let best = object.functions[..below].iter().rev().find(|f| f.size == 0 || vaddr < f.address + f.size)?;
-        Some(best.demangled.clone())
+        let best = object.functions[..below]
+            .iter()
+            .rev()
+            .find(|f| f.size == 0 || vaddr < f.address + f.size)
+            .ok_or(Unresolved::NoSymbol)?;
+        Ok(best.demangled.clone())
+    }
+}
+
+/// The separate debug file of `path` by its build-id (`/usr/lib/debug/.build-id/ab/cdef….debug`,
+/// as Debian's `-dbg` packages install them), if there is one.
+fn debug_file(path: &Path) -> Option<PathBuf> {
+    use object::Object;
+    let data = std::fs::read(path).ok()?;
+    let id = object::File::parse(&*data).ok()?.build_id().ok()??;
+    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+    let (dir, rest) = hex.split_at(2.min(hex.len()));
+    let candidate = PathBuf::from(format!("/usr/lib/debug/.build-id/{dir}/{rest}.debug"));
+    candidate.exists().then_some(candidate)
+}
+
+/// The function symbols of a separate debug file: its code sections hold no bytes (NOBITS), so
+/// only names, addresses and sizes, for symbolising.
+fn debug_functions(path: &Path) -> Vec<crate::symbols::FunctionSymbol> {
+    use object::{Object, ObjectSymbol, SymbolKind};
+    let Ok(data) = std::fs::read(path) else { return Vec::new() };
+    let Ok(file) = object::File::parse(&*data) else { return Vec::new() };
+    file.symbols()
+        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
+        .filter_map(|s| {
+            let raw = s.name().ok()?.to_string();
+            let demangled = crate::symbols::demangle(&raw);
+            Some(crate::symbols::FunctionSymbol {
+                normalized: crate::symbols::strip_version_prefix(&demangled).to_string(),
+                demangled,
+                raw,
+                address: s.address(),
+                size: s.size(),
+                file_offset: 0,
+                prologue: [0; 8],
+            })
+        })
+        .collect()
+}
+
+/// Why a sampled address has no function name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Unresolved {
+    /// Outside every file-backed executable mapping the process had when its map was last read
+    /// (anonymous or JIT code, or code mapped after that read).
+    NoMapping,
+    /// In a mapped file, but no function symbol covers it (stripped object, padding).
+    NoSymbol,
+    /// The mapped file could not be read or parsed.
+    UnreadableObject,
+    /// A kernel address below the first kallsyms entry.
+    Kernel,
+}
+
+impl Unresolved {
+    /// For the listing: `[unknown: no mapping]`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Unresolved::NoMapping => "[unknown: no mapping]",
+            Unresolved::NoSymbol => "[unknown: no symbol]",
+            Unresolved::UnreadableObject => "[unknown: object unreadable]",
+            Unresolved::Kernel => "[unknown: kernel]",
+        }
     }
 }
 
@@ -177,10 +261,32 @@ pub struct RoleProfile {
     pub role: String,
     /// Samples in total.
     pub samples: u64,
-    /// Per component, largest first.
+    /// Per top-level component (`packet_io`: the sum of `packet_io.*`), largest first; they sum
+    /// to `samples`.
     pub components: Vec<Share>,
-    /// Innermost function of each sample (user frame, else kernel frame), largest first (top 15).
+    /// Per component as the rules name it (`packet_io.kernel`, `packet_io.copy`), largest first;
+    /// they sum to `samples` as well.
+    #[serde(default)]
+    pub split: Vec<Share>,
+    /// Innermost function of each sample (kernel frame, else user frame), largest first (top 15).
     pub top_functions: Vec<Share>,
+    /// Samples whose innermost frame has no name, per reason (`[unknown: no mapping]`, ...).
+    #[serde(default)]
+    pub unknown_leaves: Vec<Share>,
+    /// The 20 hottest innermost frames of the samples no rule named (`other`, `kernel_other`,
+    /// `unknown`): what a new rule should cover.
+    #[serde(default)]
+    pub unclassified_leaves: Vec<Share>,
+    /// CPU cost per datagram and per payload byte by component, when a datagram count exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::packet_cost::PacketCost>,
+}
+
+impl RoleProfile {
+    /// Samples whose innermost frame has no name.
+    pub fn unknown_leaf_samples(&self) -> u64 {
+        self.unknown_leaves.iter().map(|s| s.samples).sum()
+    }
 }
 
 /// The profile of one window.
@@ -195,31 +301,12 @@ pub struct Profile {
     pub sampler: Option<crate::SamplerCost>,
 }
 
-/// Compiled component rules.
-pub struct Classifier {
-    rules: Vec<(String, Vec<GlobMatcher>, Vec<GlobMatcher>)>,
-}
-
-impl Classifier {
-    /// From the catalog's rules.
-    pub fn new(rules: &[ComponentRule]) -> Self {
-        let compile = |ps: &[String]| {
-            ps.iter().filter_map(|p| Glob::new(p).ok()).map(|g| g.compile_matcher()).collect::<Vec<_>>()
-        };
-        Self { rules: rules.iter().map(|r| (r.name.clone(), compile(&r.user), compile(&r.kernel))).collect() }
-    }
-
-    /// The component of a stack (names innermost first).
-    pub fn classify(&self, user: &[String], kernel: &[String]) -> &str {
-        for (name, u, k) in &self.rules {
-            if user.iter().any(|f| u.iter().any(|m| m.is_match(f)))
-                || kernel.iter().any(|f| k.iter().any(|m| m.is_match(f)))
-            {
-                return name;
-            }
-        }
-        "other"
-    }
+/// Per-name sample counts, ranked into shares of `total`, largest first, at most `limit`.
+fn ranked(m: HashMap<String, u64>, total: u64, limit: usize) -> Vec<Share> {
+    let mut v: Vec<Share> = m.into_iter().map(|(n, c)| Share::new(n, c, total)).collect();
+    v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+    v.truncate(limit);
+    v
 }
 
 /// Symbolises and classifies `samples` per role.
@@ -237,27 +324,59 @@ pub fn build(
         let mut total = 0;
         let mut components: HashMap<String, u64> = HashMap::new();
         let mut functions: HashMap<String, u64> = HashMap::new();
+        let mut unknown: HashMap<String, u64> = HashMap::new();
+        let mut unclassified: HashMap<String, u64> = HashMap::new();
         for s in samples.iter().filter(|s| s.role == role) {
             let pmaps = maps.get(&s.tgid).unwrap_or(&empty);
-            let user: Vec<String> = s.user.iter().filter_map(|ip| symbolizer.user_name(pmaps, *ip)).collect();
-            let kernel: Vec<String> =
-                s.kernel.iter().filter_map(|ip| symbolizer.kernel_name(*ip).map(String::from)).collect();
+            // Every frame but the innermost is a return address, one past the call: look up the
+            // byte before it, or a call that ends a function names the next one.
+            let caller = |i: usize, ip: u64| if i == 0 { ip } else { ip.saturating_sub(1) };
+            let user: Vec<Result<String, Unresolved>> =
+                s.user.iter().enumerate().map(|(i, ip)| symbolizer.user_frame(pmaps, caller(i, *ip))).collect();
+            let kernel: Vec<Result<String, Unresolved>> = s
+                .kernel
+                .iter()
+                .enumerate()
+                .map(|(i, ip)| symbolizer.kernel_name(caller(i, *ip)).map(String::from).ok_or(Unresolved::Kernel))
+                .collect();
+            fn names(v: &[Result<String, Unresolved>]) -> Vec<Option<&str>> {
+                v.iter().map(|f| f.as_deref().ok()).collect()
+            }
+            let component = classifier.classify_frames(&names(&kernel), &names(&user)).to_string();
             total += s.count;
-            *components.entry(classifier.classify(&user, &kernel).to_string()).or_default() += s.count;
-            let leaf = user.first().or(kernel.first()).cloned().unwrap_or_else(|| "[unknown]".into());
+            let leaf = match kernel.first().or(user.first()) {
+                Some(Ok(f)) => f.clone(),
+                Some(Err(why)) => {
+                    *unknown.entry(why.label().to_string()).or_default() += s.count;
+                    why.label().to_string()
+                }
+                None => {
+                    *unknown.entry("[unknown: empty stack]".to_string()).or_default() += s.count;
+                    "[unknown: empty stack]".to_string()
+                }
+            };
+            if matches!(
+                component.as_str(),
+                crate::stack_rules::OTHER | crate::stack_rules::KERNEL_OTHER | crate::stack_rules::UNKNOWN
+            ) {
+                *unclassified.entry(leaf.clone()).or_default() += s.count;
+            }
             *functions.entry(leaf).or_default() += s.count;
+            *components.entry(component).or_default() += s.count;
         }
-        let ranked = |m: HashMap<String, u64>, limit: usize| {
-            let mut v: Vec<Share> = m.into_iter().map(|(n, c)| Share::new(n, c, total)).collect();
-            v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
-            v.truncate(limit);
-            v
-        };
+        let mut groups: HashMap<String, u64> = HashMap::new();
+        for (c, n) in &components {
+            *groups.entry(crate::stack_rules::family(c).to_string()).or_default() += n;
+        }
         out.push(RoleProfile {
             role: name.to_string(),
             samples: total,
-            components: ranked(components, usize::MAX),
-            top_functions: ranked(functions, 15),
+            components: ranked(groups, total, usize::MAX),
+            split: ranked(components, total, usize::MAX),
+            top_functions: ranked(functions, total, 15),
+            unknown_leaves: ranked(unknown, total, usize::MAX),
+            unclassified_leaves: ranked(unclassified, total, 20),
+            cost: None,
         });
     }
     Profile { frequency_hz, roles: out, sampler: None }
@@ -275,22 +394,73 @@ mod tests {
     }
 
     #[test]
-    fn first_matching_component_wins() {
+    fn the_catalog_walks_each_stack_from_the_leaf() {
         let catalog = crate::Catalog::builtin().expect("catalog");
-        let c = Classifier::new(&catalog.components);
+        let c = Classifier::new(&catalog.components).expect("catalog rules compile");
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let crypto =
-            names(&["ring::aead::algorithm::aes_gcm_seal", "quinn_proto::connection::Connection::poll_transmit"]);
-        assert_eq!(c.classify(&crypto, &[]), "crypto");
+        let seal = names(&[
+            "ring_core_0_17_14_aes_hw_ctr32_encrypt_blocks",
+            "ring::aead::algorithm::aes_gcm_seal",
+            "quinn_proto::connection::Connection::poll_transmit",
+        ]);
+        assert_eq!(c.classify(&seal, &[]), "crypto.aead");
+        // A copy under a seal is crypto; under the send path, packet I/O; under framing, framing.
+        let copy_in = |caller: &str| names(&["__memmove_avx_unaligned_erms", caller, "main"]);
+        assert_eq!(c.classify(&copy_in("ring::aead::algorithm::aes_gcm_seal"), &[]), "crypto.aead");
+        assert_eq!(c.classify(&copy_in("quinn_udp::imp::send"), &[]), "packet_io.user");
         assert_eq!(
-            c.classify(&names(&["quinn_udp::imp::send"]), &names(&["udp_sendmsg", "__sys_sendmsg"])),
-            "packet_io"
+            c.classify(&copy_in("quinn_proto::connection::streams::send::Send::write"), &[]),
+            "connection.streams"
         );
-        assert_eq!(c.classify(&names(&["quinn_proto::connection::Connection::handle_event"]), &[]), "connection");
+        assert_eq!(c.classify(&copy_in("some_unnamed_fn"), &[]), "memory.copy");
+        // A sample in the kernel under a UDP send: the kernel's part decides.
+        let send = names(&["sendmsg", "quinn_udp::imp::send"]);
+        assert_eq!(c.classify(&send, &names(&["udp_sendmsg", "__sys_sendmsg"])), "packet_io.kernel");
+        assert_eq!(
+            c.classify(&send, &names(&["rep_movs_alternative", "_copy_from_iter", "udp_sendmsg"])),
+            "packet_io.copy"
+        );
+        assert_eq!(
+            c.classify(&send, &names(&["skb_segment", "__udp_gso_segment", "udp_sendmsg"])),
+            "packet_io.gso_gro"
+        );
+        assert_eq!(
+            c.classify(&names(&["quinn_proto::connection::Connection::handle_event"]), &[]),
+            "connection.frames"
+        );
+        assert_eq!(
+            c.classify(&names(&["QuicLossDetectionProcessAckBlocks", "QuicConnRecvFrames"]), &[]),
+            "connection.recovery"
+        );
+        assert_eq!(c.classify(&names(&["CubicCongestionControlOnDataAcknowledged"]), &[]), "connection.congestion");
         assert_eq!(c.classify(&names(&["main"]), &[]), "other");
+        assert_eq!(c.classify(&names(&["epoll_wait"]), &names(&["ep_poll", "do_epoll_wait"])), "runtime.poll");
         // The benchmark harness is never the stack's, whatever calls it.
         for harness in ["nesquic_protocol::payload::equal_avx512", "nesquic_protocol::payload::Verifier::update"] {
-            assert_eq!(c.classify(&names(&[harness, "quinn_proto::connection::Connection::poll"]), &[]), "app");
+            assert_eq!(c.classify(&names(&[harness, "quinn_proto::connection::Connection::poll"]), &[]), "app.harness");
         }
+        assert_eq!(c.classify(&names(&["memcmp", "nesquic_protocol::payload::Verifier::update"]), &[]), "app.harness");
+    }
+
+    #[test]
+    fn components_sum_to_every_sample_and_unknown_leaves_are_counted() {
+        let catalog = crate::Catalog::builtin().expect("catalog");
+        let c = Classifier::new(&catalog.components).expect("catalog rules compile");
+        // No map for pid 1 here: every user frame is unresolved; kernel addresses below kallsyms too.
+        let samples = vec![
+            RawSample { tgid: 1, role: 0, user: vec![0x1000, 0x2000], kernel: vec![], count: 3 },
+            RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], count: 1 },
+            RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], count: 5 },
+        ];
+        let p = build(&samples, &HashMap::new(), &[(0, "server"), (1, "client")], &c, 99);
+        let server = &p.roles[0];
+        assert_eq!(server.samples, 4);
+        assert_eq!(server.components.iter().map(|s| s.samples).sum::<u64>(), 4);
+        assert_eq!(server.split.iter().map(|s| s.samples).sum::<u64>(), 4);
+        assert_eq!(server.unknown_leaf_samples(), 4);
+        assert_eq!(server.components[0].name, "unknown");
+        let no_map = server.unknown_leaves.iter().find(|s| s.name == Unresolved::NoMapping.label()).expect("no map");
+        assert_eq!(no_map.samples, 3);
+        assert_eq!(p.roles[1].samples, 5);
     }
 }

@@ -344,3 +344,32 @@ pub fn scratch_dir() -> Result<(tempfile::TempDir, PathBuf)> {
     let path = dir.path().to_path_buf();
     Ok((dir, path))
 }
+
+/// Who measures the functions and I/O of a plan, as a run would decide (`nesquic probes`).
+pub struct WhoMeasures {
+    /// The agent measures (the program is dynamically linked and the choice allows it).
+    pub user: bool,
+    /// Why the kernel measures instead, when it does.
+    pub why_kernel: String,
+    /// Functions the agent would refuse (name, why); kernel uprobes measure them.
+    pub refused: Vec<(String, String)>,
+}
+
+/// Decides [`WhoMeasures`] for `plan` on `binary` under `choice`.
+pub fn who_measures(plan: &ProbePlan, binary: &Path, choice: BackendChoice) -> Result<WhoMeasures> {
+    let user = choice != BackendChoice::Kernel && nesquic_ebpf::objects::is_dynamic(binary);
+    // Which entries the agent would refuse, and why (the same check a run makes).
+    let refused = if user && !plan.resolution.functions.is_empty() {
+        let scratch = tempfile::tempdir().map_err(EngineError::os("scratch directory for the agent plan"))?;
+        let (_, refused) = UserBackend::prepare(scratch.path(), &plan.resolution.functions, false)?;
+        refused.into_iter().map(|(f, why)| (f.name, why)).collect()
+    } else {
+        Vec::new()
+    };
+    let why_kernel = if choice == BackendChoice::Kernel {
+        "--probe-backend kernel".to_string()
+    } else {
+        format!("{} is not dynamically linked: LD_PRELOAD cannot load the agent", binary.display())
+    };
+    Ok(WhoMeasures { user, why_kernel, refused })
+}

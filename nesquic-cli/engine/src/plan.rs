@@ -11,7 +11,7 @@ use crate::EngineError;
 
 /// The catalog's component classifier.
 pub fn classifier() -> Result<nesquic_ebpf::profile::Classifier, EngineError> {
-    Ok(nesquic_ebpf::profile::Classifier::new(&Catalog::builtin()?.components))
+    Ok(nesquic_ebpf::profile::Classifier::new(&Catalog::builtin()?.components)?)
 }
 
 /// The sampling profile of what `session` sampled since its last reset, symbolised with `maps`,

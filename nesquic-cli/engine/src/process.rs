@@ -400,3 +400,22 @@ fn push_tail(tail: &Mutex<VecDeque<String>>, line: String) {
         t.push_back(line);
     }
 }
+
+/// Where the LUT executables are: `--lut-dir`, else the directory of the running `nesquic`.
+pub fn lut_dir(explicit: Option<&std::path::Path>) -> Result<std::path::PathBuf> {
+    if let Some(dir) = explicit {
+        return Ok(dir.to_path_buf());
+    }
+    let exe = std::env::current_exe().map_err(EngineError::os("locate the nesquic executable"))?;
+    Ok(exe.parent().map(std::path::PathBuf::from).unwrap_or_default())
+}
+
+/// SIGINT/SIGTERM set a flag; the run loop sees it, kills the LUT processes and unwinds, so
+/// everything attached is dropped (and detached) on the way out.
+pub fn install_signal_flag() -> Result<Arc<std::sync::atomic::AtomicBool>> {
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, flag.clone()).map_err(EngineError::os("install signal handler"))?;
+    }
+    Ok(flag)
+}

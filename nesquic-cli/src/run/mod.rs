@@ -1,13 +1,12 @@
 //! `nesquic run`: run a LUT's server and client as separate processes, repeat, and report.
 
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nesquic_engine::custom_build;
 pub(crate) use nesquic_engine::process;
+pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
 use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
 use nesquic_lut_adapters::{find_lut, IoMode};
 pub(crate) use nesquic_record::calibration::Calibration;
@@ -393,25 +392,6 @@ fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
     let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
     crate::probes::print_summary(merged, &cpu, &window);
     crate::probes::print_duty(merged);
-}
-
-/// Where the LUT executables are: `--lut-dir`, else the directory of the running `nesquic`.
-pub(crate) fn lut_dir(explicit: Option<&std::path::Path>) -> Result<PathBuf> {
-    if let Some(dir) = explicit {
-        return Ok(dir.to_path_buf());
-    }
-    let exe = std::env::current_exe().context("locate the nesquic executable")?;
-    Ok(exe.parent().map(PathBuf::from).unwrap_or_default())
-}
-
-/// SIGINT/SIGTERM set a flag; the run loop sees it, kills the LUT processes and unwinds, so
-/// everything attached is dropped (and detached) on the way out.
-pub(crate) fn install_signal_flag() -> Result<Arc<AtomicBool>> {
-    let flag = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, flag.clone()).context("install signal handler")?;
-    }
-    Ok(flag)
 }
 
 fn repetition_line(label: &str, r: &RepetitionFigures) -> String {

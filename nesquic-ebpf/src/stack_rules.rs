@@ -1,0 +1,259 @@
+//! Classifying one sampled stack into a profile component by the catalog's `[[component]]` rules,
+//! walking from the leaf toward the root: the first frame a rule names decides, so a `memcpy`
+//! under a seal is crypto and a copy under the UDP send path is packet I/O. Knows nothing of how
+//! stacks are sampled or symbolised.
+//!
+//! Three kinds of rule, by name and flag:
+//! - a dotted name (`crypto.aead`, `packet_io.kernel`) decides for good;
+//! - a top-level name (`crypto`: the AES/GHASH primitives) decides the family, and is refined by
+//!   the next frame up that a dotted rule of the same family names (`crypto.header_protection`
+//!   when the primitive runs under a header-protection mask); a frame of another family ends the
+//!   walk;
+//! - a `weak` rule (copies, the allocator) holds only when no other rule names any frame further
+//!   up.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use globset::{Glob, GlobSet, GlobSetBuilder};
+
+use crate::catalog::ComponentRule;
+use crate::EbpfError;
+
+/// No rule named any frame of a sample that has kernel frames.
+pub const KERNEL_OTHER: &str = "kernel_other";
+/// No rule named any frame and the leaf could not be symbolised.
+pub const UNKNOWN: &str = "unknown";
+/// No rule named any frame of a user-space sample.
+pub const OTHER: &str = "other";
+
+struct CompiledRule {
+    name: String,
+    family: String,
+    weak: bool,
+    user: GlobSet,
+    kernel: GlobSet,
+}
+
+/// Compiled component rules, with a per-name cache of which rule names a frame.
+pub struct Classifier {
+    rules: Vec<CompiledRule>,
+    cache: RefCell<HashMap<(bool, String), Option<usize>>>,
+}
+
+/// The top-level component of a component name (`packet_io.kernel` -> `packet_io`).
+pub fn family(name: &str) -> &str {
+    name.split_once('.').map_or(name, |(f, _)| f)
+}
+
+impl Classifier {
+    /// From the catalog's rules; a pattern that is not a valid glob is an error.
+    pub fn new(rules: &[ComponentRule]) -> Result<Self, EbpfError> {
+        let compile = |name: &str, patterns: &[String]| {
+            let mut set = GlobSetBuilder::new();
+            for p in patterns {
+                set.add(Glob::new(p).map_err(|e| EbpfError::Catalog(format!("component {name}: pattern {p}: {e}")))?);
+            }
+            set.build().map_err(|e| EbpfError::Catalog(format!("component {name}: {e}")))
+        };
+        let rules = rules
+            .iter()
+            .map(|r| {
+                Ok(CompiledRule {
+                    name: r.name.clone(),
+                    family: family(&r.name).to_string(),
+                    weak: r.weak,
+                    user: compile(&r.name, &r.user)?,
+                    kernel: compile(&r.name, &r.kernel)?,
+                })
+            })
+            .collect::<Result<Vec<_>, EbpfError>>()?;
+        Ok(Self { rules, cache: RefCell::new(HashMap::new()) })
+    }
+
+    /// The first rule, in catalog order, that names `frame` (a kernel or a user-space name).
+    fn rule_for(&self, frame: &str, kernel: bool) -> Option<usize> {
+        let key = (kernel, frame.to_string());
+        if let Some(hit) = self.cache.borrow().get(&key) {
+            return *hit;
+        }
+        let hit = self.rules.iter().position(|r| if kernel { &r.kernel } else { &r.user }.is_match(frame));
+        self.cache.borrow_mut().insert(key, hit);
+        hit
+    }
+
+    /// The component of one stack: kernel frames then user frames, each innermost first; `None`
+    /// is a frame that could not be symbolised.
+    pub fn classify_frames(&self, kernel: &[Option<&str>], user: &[Option<&str>]) -> &str {
+        let frames = kernel.iter().map(|f| (true, *f)).chain(user.iter().map(|f| (false, *f)));
+        let (mut found, mut weak): (Option<usize>, Option<usize>) = (None, None);
+        for (is_kernel, frame) in frames {
+            let Some(i) = frame.and_then(|f| self.rule_for(f, is_kernel)) else { continue };
+            let rule = &self.rules[i];
+            match found {
+                None if rule.weak => {
+                    weak.get_or_insert(i);
+                }
+                None => {
+                    found = Some(i);
+                    if rule.name != rule.family {
+                        break;
+                    }
+                }
+                // A top-level match: refined by a dotted rule of its family, ended by another family.
+                Some(f) => {
+                    if rule.weak {
+                        continue;
+                    }
+                    if rule.family != self.rules[f].family {
+                        break;
+                    }
+                    if rule.name != rule.family {
+                        found = Some(i);
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(i) = found.or(weak) {
+            return &self.rules[i].name;
+        }
+        if kernel.iter().any(Option::is_some) {
+            KERNEL_OTHER
+        } else if kernel.first().or(user.first()).is_none_or(Option::is_none) {
+            UNKNOWN
+        } else {
+            OTHER
+        }
+    }
+
+    /// The component of a stack of symbolised names (innermost first), as `perf script` gives.
+    pub fn classify(&self, user: &[String], kernel: &[String]) -> &str {
+        fn wrap(v: &[String]) -> Vec<Option<&str>> {
+            v.iter().map(|s| Some(s.as_str())).collect()
+        }
+        self.classify_frames(&wrap(kernel), &wrap(user))
+    }
+}
+
+/// How a rule applies to one LUT: the functions of its objects it is the first rule to name.
+#[derive(Debug, Clone)]
+pub struct RuleUse {
+    /// Component.
+    pub name: String,
+    /// A weak rule.
+    pub weak: bool,
+    /// Functions of the LUT's objects this rule names (and no earlier rule does).
+    pub user_functions: usize,
+    /// A few of them.
+    pub examples: Vec<String>,
+    /// Kernel patterns (they apply to every LUT).
+    pub kernel_patterns: usize,
+}
+
+impl Classifier {
+    /// The rules that name a function of `objects` or a kernel function, in catalog order.
+    pub fn uses(&self, objects: &[crate::ObjectSymbols], rules: &[ComponentRule]) -> Vec<RuleUse> {
+        let mut uses: Vec<RuleUse> = self
+            .rules
+            .iter()
+            .zip(rules)
+            .map(|(r, c)| RuleUse {
+                name: r.name.clone(),
+                weak: r.weak,
+                user_functions: 0,
+                examples: Vec::new(),
+                kernel_patterns: c.kernel.len(),
+            })
+            .collect();
+        for f in objects.iter().flat_map(|o| o.functions.iter()) {
+            if let Some(i) = self.rule_for(&f.demangled, false) {
+                uses[i].user_functions += 1;
+                if uses[i].examples.len() < 3 {
+                    uses[i].examples.push(f.demangled.clone());
+                }
+            }
+        }
+        uses.retain(|u| u.user_functions > 0 || u.kernel_patterns > 0);
+        uses
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(name: &str, weak: bool, user: &[&str], kernel: &[&str]) -> ComponentRule {
+        ComponentRule {
+            name: name.into(),
+            luts: Vec::new(),
+            weak,
+            user: user.iter().map(|s| s.to_string()).collect(),
+            kernel: kernel.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    fn toy() -> Classifier {
+        Classifier::new(&[
+            rule("app", false, &["harness::*"], &[]),
+            rule("crypto", false, &["aes_hw_*"], &[]),
+            rule("crypto.aead", false, &["seal"], &[]),
+            rule("crypto.header_protection", false, &["hp_mask"], &[]),
+            rule("connection.frames", false, &["conn::poll_transmit"], &[]),
+            rule("packet_io.kernel", false, &["sendmsg"], &["udp_sendmsg"]),
+            rule("packet_io.copy", false, &[], &["copy_user_*"]),
+            rule("memory.copy", true, &["memcpy"], &[]),
+        ])
+        .expect("valid rules")
+    }
+
+    fn s(v: &[&'static str]) -> Vec<Option<&'static str>> {
+        v.iter().map(|f| Some(*f)).collect()
+    }
+
+    #[test]
+    fn a_copy_lands_in_the_component_of_the_function_that_calls_it() {
+        let c = toy();
+        assert_eq!(c.classify_frames(&[], &s(&["memcpy", "seal", "conn::poll_transmit"])), "crypto.aead");
+        assert_eq!(c.classify_frames(&[], &s(&["memcpy", "unnamed", "conn::poll_transmit"])), "connection.frames");
+        assert_eq!(c.classify_frames(&[], &s(&["memcpy", "harness::verify"])), "app");
+        // Nothing above it is named: the copy is memory.
+        assert_eq!(c.classify_frames(&[], &s(&["memcpy", "main"])), "memory.copy");
+    }
+
+    #[test]
+    fn kernel_frames_come_first_then_user_frames() {
+        let c = toy();
+        let user = s(&["sendmsg", "conn::poll_transmit"]);
+        assert_eq!(c.classify_frames(&s(&["copy_user_generic", "udp_sendmsg"]), &user), "packet_io.copy");
+        assert_eq!(c.classify_frames(&s(&["ip_output", "udp_sendmsg"]), &user), "packet_io.kernel");
+        assert_eq!(c.classify_frames(&s(&["schedule"]), &s(&["main"])), KERNEL_OTHER);
+    }
+
+    #[test]
+    fn a_primitive_is_refined_by_the_dotted_rule_of_its_family_above_it() {
+        let c = toy();
+        assert_eq!(
+            c.classify_frames(&[], &s(&["aes_hw_encrypt", "hp_mask", "conn::poll_transmit"])),
+            "crypto.header_protection"
+        );
+        assert_eq!(c.classify_frames(&[], &s(&["aes_hw_ctr32", "seal"])), "crypto.aead");
+        // Another family above ends the walk: the primitive stays top-level crypto.
+        assert_eq!(c.classify_frames(&[], &s(&["aes_hw_ctr32", "conn::poll_transmit", "seal"])), "crypto");
+    }
+
+    #[test]
+    fn unnamed_stacks_are_other_or_unknown() {
+        let c = toy();
+        assert_eq!(c.classify_frames(&[], &s(&["main"])), OTHER);
+        assert_eq!(c.classify_frames(&[], &[None, Some("main")]), UNKNOWN);
+        assert_eq!(c.classify_frames(&[], &[]), UNKNOWN);
+        // An unsymbolised leaf under a named caller belongs to the caller.
+        assert_eq!(c.classify_frames(&[], &[None, Some("seal")]), "crypto.aead");
+    }
+
+    #[test]
+    fn an_invalid_pattern_is_an_error() {
+        assert!(Classifier::new(&[rule("x", false, &["a[b"], &[])]).is_err());
+    }
+}
