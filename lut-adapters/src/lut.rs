@@ -45,6 +45,9 @@ pub enum LutError {
         /// The command.
         command: String,
     },
+    /// `--server-cmd/--client-cmd` with a LUT other than `exec`.
+    #[error("--server-cmd/--client-cmd only apply to --lut exec")]
+    CommandsWithoutExec,
     /// `--lut exec` without its commands.
     #[error("--lut exec needs --server-cmd and --client-cmd (see docs/protocol.md for the NESQUIC_* variables)")]
     ExecWithoutCommands,
@@ -72,6 +75,14 @@ pub enum LutError {
         /// Streams per connection asked for.
         streams: u32,
     },
+    /// A socket buffer request that is neither a size nor a multiple of the kernel's default.
+    #[error("{text}: {why}")]
+    BadBuffer {
+        /// What was given.
+        text: String,
+        /// Why it cannot be used.
+        why: String,
+    },
     /// A `--lut-opt` the LUT does not understand on this I/O path.
     #[error("LUT '{lut}' with --io {io} does not understand --lut-opt {option}; it accepts: {known}")]
     BadOption {
@@ -84,6 +95,23 @@ pub enum LutError {
         /// What it accepts.
         known: String,
     },
+}
+
+/// Bytes for a socket buffer request: a size (`4MB`) or a multiple of the kernel's default
+/// (`16x`, read from /proc/sys/net/core/`sysctl`, e.g. `rmem_default`).
+pub fn socket_buffer(text: &str, sysctl: &str) -> Result<u64, LutError> {
+    let bad = |why: String| LutError::BadBuffer { text: text.to_string(), why };
+    let Some(factor) = text.strip_suffix('x') else {
+        return nesquic_testcases::size::parse(text).map_err(|e| bad(e.to_string()));
+    };
+    let factor: f64 = factor.parse().map_err(|_| bad("expected SIZE or Nx (16x)".into()))?;
+    if factor <= 0.0 || !factor.is_finite() {
+        return Err(bad("the multiple must be positive".into()));
+    }
+    let path = format!("/proc/sys/net/core/{sysctl}");
+    let text = std::fs::read_to_string(&path).map_err(|e| bad(format!("read {path}: {e}")))?;
+    let default: u64 = text.trim().parse().map_err(|_| bad(format!("{path} holds {:?}", text.trim())))?;
+    Ok((default as f64 * factor) as u64)
 }
 
 /// Parameters of one server process.
@@ -477,6 +505,20 @@ pub fn all_luts() -> Vec<Box<dyn Lut>> {
         Box::new(crate::quic_go::QuicGoLut),
         Box::new(crate::tcp_tls::TcpTlsLut),
     ]
+}
+
+/// `--lut NAME`, or `exec` with its two commands (which only `exec` takes).
+pub fn find_lut_or_exec(
+    name: &str,
+    server_cmd: Option<String>,
+    client_cmd: Option<String>,
+) -> Result<Box<dyn Lut>, LutError> {
+    match (name.eq_ignore_ascii_case("exec"), server_cmd, client_cmd) {
+        (true, Some(server_cmd), Some(client_cmd)) => Ok(Box::new(crate::ExecLut { server_cmd, client_cmd })),
+        (true, _, _) => Err(LutError::ExecWithoutCommands),
+        (false, None, None) => find_lut(name),
+        (false, _, _) => Err(LutError::CommandsWithoutExec),
+    }
 }
 
 /// Finds a LUT by name, or lists the known ones.

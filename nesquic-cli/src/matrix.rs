@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_adapters::IoMode;
+use nesquic_record::figures::VersusReference;
 use nesquic_record::io::IoFigures;
 use serde::Serialize;
 
@@ -68,6 +69,10 @@ pub struct MatrixArgs {
     /// Print the table as Markdown (for docs).
     #[arg(long)]
     pub markdown: bool,
+    /// The reference row each configuration is compared with (goodput and CPU per byte as
+    /// ratios, same testcase and buffers). Default: tcp-tls when it is among --lut.
+    #[arg(long, value_name = "LUT")]
+    pub baseline: Option<String>,
     /// Also write every combination's figures as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -110,6 +115,9 @@ struct Row {
     /// Packet I/O and crypto figures (medians over rounds).
     #[serde(flatten)]
     figures: IoFigures,
+    /// Against the baseline row of the same testcase and buffers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    versus: Option<VersusReference>,
     run_dirs: Vec<PathBuf>,
 }
 
@@ -174,7 +182,10 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
         .zip(reports)
         .zip(dirs)
         .map(|((c, reports), dirs)| row(c, reports, dirs))
-        .collect::<Result<_>>()?;
+        .collect::<Result<Vec<Row>>>()?;
+    let baseline = args.baseline.as_deref().or(args.lut.iter().map(String::as_str).find(|l| *l == "tcp-tls"));
+    let versus: Vec<_> = rows.iter().map(|r| versus(&rows, r, baseline?)).collect();
+    let rows: Vec<Row> = rows.into_iter().zip(versus).map(|(r, versus)| Row { versus, ..r }).collect();
     print_table(&rows, args, &skipped);
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)
@@ -269,8 +280,15 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
         rounds: reps.len(),
         summary,
         figures: IoFigures::of(&reps, size),
+        versus: None,
         run_dirs,
     })
+}
+
+/// `r` against the `baseline` LUT's row of the same testcase and buffers, if there is one.
+fn versus(rows: &[Row], r: &Row, baseline: &str) -> Option<VersusReference> {
+    let b = rows.iter().find(|b| b.lut == baseline && b.testcase == r.testcase && b.rcvbuf == r.rcvbuf)?;
+    Some(VersusReference::of(&b.lut, &b.summary, &r.summary))
 }
 
 fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
@@ -293,6 +311,8 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
         "client dgrams/recv",
         "seal ns (server)",
         "open ns (client)",
+        "goodput / ref",
+        "CPU per byte / ref",
     ];
     let lines: Vec<Vec<String>> = rows
         .iter()
@@ -332,6 +352,8 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
                 opt(r.figures.client_datagrams_per_recv, 1),
                 opt(r.figures.server_seal_ns, 0),
                 opt(r.figures.client_open_ns, 0),
+                opt(r.versus.as_ref().map(|v| v.goodput_ratio), 2),
+                opt(r.versus.as_ref().map(|v| v.cpu_per_byte_ratio), 2),
             ]
         })
         .collect();

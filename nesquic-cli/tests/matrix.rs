@@ -116,3 +116,30 @@ fn testcases_are_a_dimension_and_what_a_lut_cannot_run_is_skipped() {
     let out = nesquic().args(["matrix", "--testcase", "bulk,nope"]).output().expect("run nesquic");
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("unknown testcase 'nope'"));
 }
+
+#[test]
+fn tcp_tls_is_the_reference_row_and_ratios_come_from_the_medians() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("matrix.json");
+    let out = nesquic()
+        .args(["matrix", "--lut", "quinn,tcp-tls", "--size", "2MB", "--repeat", "1", "--out"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let row = |lut: &str| rows.as_array().expect("rows").iter().find(|r| r["lut"] == lut).expect("row").clone();
+    let (quinn, tcp) = (row("quinn"), row("tcp-tls"));
+    let f = |r: &serde_json::Value, k: &str| r["versus"][k].as_f64().expect(k);
+    assert_eq!((f(&tcp, "goodput_ratio"), f(&tcp, "cpu_per_byte_ratio")), (1.0, 1.0), "{tcp}");
+    assert_eq!(quinn["versus"]["reference"], "tcp-tls");
+    let goodput = |r: &serde_json::Value| r["summary"]["goodput_mbps"]["median"].as_f64().expect("goodput");
+    let cpu = |r: &serde_json::Value| {
+        r["summary"]["server_cpu_s"]["median"].as_f64().expect("cpu")
+            + r["summary"]["client_cpu_s"]["median"].as_f64().expect("cpu")
+    };
+    assert!((f(&quinn, "goodput_ratio") - goodput(&quinn) / goodput(&tcp)).abs() < 1e-9, "{quinn}");
+    assert!((f(&quinn, "cpu_per_byte_ratio") - cpu(&quinn) / cpu(&tcp)).abs() < 1e-9, "{quinn}");
+}

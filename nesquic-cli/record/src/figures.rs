@@ -166,6 +166,31 @@ impl WorkloadSummary {
     }
 }
 
+/// One configuration against a reference one (the TCP+TLS baseline in `nesquic matrix`): median
+/// goodput and median CPU (server + client) per payload byte, as ratios.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VersusReference {
+    /// The reference row's LUT.
+    pub reference: String,
+    /// This goodput / the reference's (above 1: faster).
+    pub goodput_ratio: f64,
+    /// This CPU per byte / the reference's (above 1: costs more CPU per byte).
+    pub cpu_per_byte_ratio: f64,
+}
+
+impl VersusReference {
+    /// `this` against `reference`, both summaries of transfers of the same payload.
+    pub fn of(reference_name: &str, reference: &Summary, this: &Summary) -> Self {
+        let cpu = |s: &Summary| s.server_cpu_s.median + s.client_cpu_s.median;
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        Self {
+            reference: reference_name.to_string(),
+            goodput_ratio: ratio(this.goodput_mbps.median, reference.goodput_mbps.median),
+            cpu_per_byte_ratio: ratio(cpu(this), cpu(reference)),
+        }
+    }
+}
+
 impl Summary {
     /// Summarises; `None` when there are no repetitions.
     pub fn of(reps: &[RepetitionFigures]) -> Option<Self> {

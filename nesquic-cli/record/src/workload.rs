@@ -10,7 +10,7 @@ use crate::figures::Spread;
 use crate::RecordError;
 
 /// What a run's scenario was, as recorded in summary.json and qlog.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestcaseInfo {
     /// Name.
     pub name: String,

@@ -8,7 +8,7 @@ use nesquic_engine::custom_build;
 pub(crate) use nesquic_engine::process;
 pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
 use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
-use nesquic_lut_adapters::{find_lut, IoMode};
+use nesquic_lut_adapters::IoMode;
 pub(crate) use nesquic_record::calibration::Calibration;
 pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary, WorkloadSummary};
 use process::LUT_ROLES;
@@ -175,7 +175,8 @@ impl RunArgs {
     /// Resolves the flags into a checked plan: the LUT (built from `--lut-path` if given), its
     /// I/O path, testcase and options, the executable, the link conditions.
     pub fn plan(&self) -> Result<RunPlan> {
-        let mut lut = choose_lut(self)?;
+        let mut lut =
+            nesquic_lut_adapters::lut::find_lut_or_exec(&self.lut, self.server_cmd.clone(), self.client_cmd.clone())?;
         let mut lut_source = None;
         if let Some(path) = &self.lut_path {
             let built = custom_build::build(lut, path)?;
@@ -202,10 +203,16 @@ impl RunArgs {
             }
         }
         if let Some(v) = &self.rcvbuf {
-            lut_options.push(format!("rcvbuf={}", socket_buffer(v, "rmem_default").context("--rcvbuf")?));
+            lut_options.push(format!(
+                "rcvbuf={}",
+                nesquic_lut_adapters::lut::socket_buffer(v, "rmem_default").context("--rcvbuf")?
+            ));
         }
         if let Some(v) = &self.sndbuf {
-            lut_options.push(format!("sndbuf={}", socket_buffer(v, "wmem_default").context("--sndbuf")?));
+            lut_options.push(format!(
+                "sndbuf={}",
+                nesquic_lut_adapters::lut::socket_buffer(v, "wmem_default").context("--sndbuf")?
+            ));
         }
         if let Some(profile) = &self.msquic_profile {
             anyhow::ensure!(
@@ -350,37 +357,6 @@ fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
             r.goodput_mbps.median, r.goodput_ratio, r.cpu_s_per_gb.median, r.cpu_ratio
         );
     }
-}
-
-/// Bytes for `--rcvbuf/--sndbuf`: a size (`4MB`) or a multiple of the kernel's default
-/// (`16x`, read from /proc/sys/net/core/`sysctl`).
-fn socket_buffer(text: &str, sysctl: &str) -> Result<u64> {
-    if let Some(factor) = text.strip_suffix('x') {
-        let factor: f64 = factor.parse().with_context(|| format!("{text}: expected SIZE or Nx (16x)"))?;
-        let path = format!("/proc/sys/net/core/{sysctl}");
-        let default: u64 = std::fs::read_to_string(&path)
-            .with_context(|| format!("read {path}"))?
-            .trim()
-            .parse()
-            .with_context(|| format!("parse {path}"))?;
-        anyhow::ensure!(factor > 0.0, "{text}: the multiple must be positive");
-        return Ok((default as f64 * factor) as u64);
-    }
-    units::parse_size(text)
-}
-
-fn choose_lut(args: &RunArgs) -> Result<Box<dyn nesquic_lut_adapters::Lut>> {
-    if args.lut.eq_ignore_ascii_case("exec") {
-        let (Some(server_cmd), Some(client_cmd)) = (&args.server_cmd, &args.client_cmd) else {
-            return Err(nesquic_lut_adapters::LutError::ExecWithoutCommands.into());
-        };
-        return Ok(Box::new(nesquic_lut_adapters::ExecLut {
-            server_cmd: server_cmd.clone(),
-            client_cmd: client_cmd.clone(),
-        }));
-    }
-    anyhow::ensure!(args.server_cmd.is_none(), "--server-cmd/--client-cmd only apply to --lut exec");
-    Ok(find_lut(&args.lut)?)
 }
 
 /// Prints the probe tables (totals over repetitions).
