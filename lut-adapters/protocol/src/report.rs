@@ -111,6 +111,23 @@ impl ConnectionResult {
 }
 
 impl ClientResult {
+    /// The `done` report of a client that ran `connections` (in order): the protocol's original
+    /// one-connection form when the workload was a `single` connection with one stream, else
+    /// [`ClientResult::from_connections`]. `None` when `single` but not exactly one connection ran.
+    pub fn of_run(single: bool, mut connections: Vec<ConnectionResult>, elapsed_ns: u64) -> Option<Self> {
+        if !single {
+            return Some(Self::from_connections(connections, elapsed_ns));
+        }
+        let c = connections.pop().filter(|_| connections.is_empty())?;
+        Some(Self {
+            bytes: c.bytes(),
+            handshake_ns: c.handshake_ns,
+            transfer_ns: c.transfer_ns,
+            elapsed_ns: 0,
+            connections: Vec::new(),
+        })
+    }
+
     /// The `done` report of a multi-connection/multi-stream client: totals derived from each
     /// connection's figures (`start_ns` relative to the first connect; `elapsed_ns` measured by
     /// the client).

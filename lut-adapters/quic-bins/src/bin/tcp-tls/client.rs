@@ -79,19 +79,8 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
     let elapsed = shared.first.elapsed();
     results.sort_by_key(|(index, _)| *index);
     let connections: Vec<ConnectionResult> = results.into_iter().map(|(_, r)| r).collect();
-    let done = if workload.is_single() {
-        // Invariant: one connection ran and succeeded (a failure returned above).
-        let c = &connections[0];
-        ClientResult {
-            bytes: c.bytes(),
-            handshake_ns: c.handshake_ns,
-            transfer_ns: c.transfer_ns,
-            elapsed_ns: 0,
-            connections: Vec::new(),
-        }
-    } else {
-        ClientResult::from_connections(connections, elapsed.as_nanos() as u64)
-    };
+    let done = ClientResult::of_run(workload.is_single(), connections, elapsed.as_nanos() as u64)
+        .context("a one-connection workload ran more than one connection")?;
     LutEvent::Done(done).emit();
     Ok(())
 }
