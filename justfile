@@ -66,8 +66,23 @@ bench-crypto: build
 bench-perf: build
     ./scripts/perf-agreement.sh
 
-# Every benchmark.
-bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf
+# Where each side's CPU goes: named-component coverage and CPU ns per datagram by component,
+# quinn, quiche, msquic at 200 MB -> bench/profile-coverage.md
+bench-profile: build
+    ./scripts/profile-coverage.sh
+
+# QUIC against what it replaces: TCP+TLS vs quinn, bulk 200 MB, alternating rounds
+# -> bench/tcp-tls-vs-quinn.md
+bench-tcp-tls ROUNDS="9": build
+    ./scripts/tcp-tls-vs-quinn.sh {{ROUNDS}} > bench/tcp-tls-vs-quinn.md
+
+# What frame pointers cost: the LUT executables of a build without them (OLD_LUT_DIR) against
+# this build, alternating rounds -> docs/frame-pointers.md
+bench-frame-pointers OLD_LUT_DIR: build
+    ./scripts/bench-frame-pointers.sh {{OLD_LUT_DIR}}
+
+# Every benchmark (bench-frame-pointers needs an old build, so it is not among them).
+bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf bench-profile bench-tcp-tls
 
 # The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Bulk 200 MB, TCP+TLS baseline vs quinn, alternating rounds (so machine load hits both alike).
-# Usage: bench/tcp-tls-vs-quinn.sh [ROUNDS] > bench/tcp-tls-vs-quinn.md   (after `just build`)
+# Usage: scripts/tcp-tls-vs-quinn.sh [ROUNDS] > bench/tcp-tls-vs-quinn.md   (after `just build`)
 set -eu
 rounds=${1:-5}
 dir=$(mktemp -d)
@@ -15,7 +15,7 @@ python3 - "$dir" "$rounds" <<'PY'
 import json, statistics, sys
 d, rounds = sys.argv[1], int(sys.argv[2])
 print(f"# Bulk 200 MB: tcp-tls vs quinn ({rounds} alternating rounds, loopback)\n")
-print("Command: `bench/tcp-tls-vs-quinn.sh " + str(rounds) + "`. Medians (min-max) over the rounds.\n")
+print("Command: `scripts/tcp-tls-vs-quinn.sh " + str(rounds) + "`. Medians (min-max) over the rounds.\n")
 print("| LUT | goodput (Mbit/s) | handshake (ms) | server CPU (s) | client CPU (s) |")
 print("|---|---|---|---|---|")
 for lut in ["tcp-tls", "quinn"]:
