@@ -63,6 +63,10 @@ impl Lut for ExecLut {
         found.ok_or_else(|| LutError::ExecNotFound { command: self.server_cmd.clone() })
     }
 
+    fn runs_user_commands(&self) -> bool {
+        true
+    }
+
     fn launcher(&self, _binary: &Path) -> PathBuf {
         PathBuf::from("/usr/bin/env")
     }

@@ -162,6 +162,11 @@ pub trait Lut: Send + Sync {
     /// I/O paths the adapter supports; the first is the default.
     fn io_modes(&self) -> &'static [IoMode];
 
+    /// Whether it runs commands the user gives (`exec`) rather than an executable of its own.
+    fn runs_user_commands(&self) -> bool {
+        false
+    }
+
     /// Executable file name, found next to the `nesquic` binary.
     fn executable_name(&self) -> String {
         format!("nesquic-lut-{}", self.name())

@@ -147,9 +147,13 @@ fn list_probes(args: &ProbesArgs) -> anyhow::Result<()> {
 fn list_luts() {
     let exec: Box<dyn nesquic_lut_adapters::Lut> =
         Box::new(nesquic_lut_adapters::ExecLut { server_cmd: String::new(), client_cmd: String::new() });
+    let dir = run::lut_dir(None).ok();
     for lut in nesquic_lut_adapters::all_luts().into_iter().chain([exec]) {
         let io: Vec<String> = lut.io_modes().iter().map(ToString::to_string).collect();
         println!("{:<8} {:<10} io: {:<20} {}", lut.name(), lut.version(), io.join(","), lut.description());
+        if let (Some(Err(e)), false) = (dir.as_ref().map(|d| lut.binary_path(d)), lut.runs_user_commands()) {
+            println!("{:<8} unavailable: {e}", "");
+        }
         for o in lut.options() {
             let io: Vec<String> = o.io.iter().map(ToString::to_string).collect();
             println!("{:<8} --lut-opt {}={}  {} [--io {}]", "", o.key, o.values.join("|"), o.meaning, io.join("|"));
