@@ -9,33 +9,29 @@ fn nesquic() -> Command {
     c
 }
 
-#[test]
-fn every_io_path_of_two_luts_lands_in_one_table() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// `nesquic matrix ARGS` with its runs under `dir`; fails the test unless it succeeds; returns its
+/// stdout and the rows of its `--json`.
+fn matrix(dir: &tempfile::TempDir, args: &[&str]) -> (String, Vec<serde_json::Value>) {
     let json = dir.path().join("matrix.json");
     let out = nesquic()
-        .args([
-            "matrix",
-            "--lut",
-            "quinn,quiche",
-            "--io",
-            "native,nesquic,plain",
-            "--size",
-            "2MB",
-            "--repeat",
-            "2",
-            "--out",
-        ])
+        .arg("matrix")
+        .args(args)
+        .arg("--out")
         .arg(dir.path())
         .arg("--json")
         .arg(&json)
         .output()
         .expect("run nesquic");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    let rows = rows.as_array().expect("rows");
+    (String::from_utf8_lossy(&out.stdout).into_owned(), rows.as_array().expect("rows").clone())
+}
+
+#[test]
+fn every_io_path_of_two_luts_lands_in_one_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (stdout, rows) =
+        matrix(&dir, &["--lut", "quinn,quiche", "--io", "native,nesquic,plain", "--size", "2MB", "--repeat", "2"]);
     let combos: Vec<(String, String)> = rows
         .iter()
         .map(|r| (r["lut"].as_str().expect("lut").to_string(), r["io"].as_str().expect("io").to_string()))
@@ -82,20 +78,9 @@ fn unknown_lut_and_io_are_errors() {
 #[test]
 fn testcases_are_a_dimension_and_what_a_lut_cannot_run_is_skipped() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("matrix.json");
-    let out = nesquic()
-        .args(["matrix", "--lut", "quinn,quiche", "--testcase", "bulk,multi-stream", "--size", "1MB", "--repeat", "1"])
-        .arg("--out")
-        .arg(dir.path())
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run nesquic");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let (stdout, rows) =
+        matrix(&dir, &["--lut", "quinn,quiche", "--testcase", "bulk,multi-stream", "--size", "1MB", "--repeat", "1"]);
     let cells: Vec<(String, String, u64)> = rows
-        .as_array()
-        .expect("rows")
         .iter()
         .map(|r| {
             let t = &r["testcase"];
@@ -111,7 +96,6 @@ fn testcases_are_a_dimension_and_what_a_lut_cannot_run_is_skipped() {
     let multi = &rows[1];
     assert_eq!(multi["testcase"]["workload"]["streams"], 8);
     assert!(multi["summary"]["workload"]["stream_fairness"]["median"].as_f64().expect("fairness") > 0.125);
-    let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("skipped: testcase multi-stream: LUT 'quiche'"), "{stdout}");
     let out = nesquic().args(["matrix", "--testcase", "bulk,nope"]).output().expect("run nesquic");
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("unknown testcase 'nope'"));
@@ -120,17 +104,8 @@ fn testcases_are_a_dimension_and_what_a_lut_cannot_run_is_skipped() {
 #[test]
 fn tcp_tls_is_the_reference_row_and_ratios_come_from_the_medians() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("matrix.json");
-    let out = nesquic()
-        .args(["matrix", "--lut", "quinn,tcp-tls", "--size", "2MB", "--repeat", "1", "--out"])
-        .arg(dir.path())
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .expect("run nesquic");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    let row = |lut: &str| rows.as_array().expect("rows").iter().find(|r| r["lut"] == lut).expect("row").clone();
+    let (_, rows) = matrix(&dir, &["--lut", "quinn,tcp-tls", "--size", "2MB", "--repeat", "1"]);
+    let row = |lut: &str| rows.iter().find(|r| r["lut"] == lut).expect("row").clone();
     let (quinn, tcp) = (row("quinn"), row("tcp-tls"));
     let f = |r: &serde_json::Value, k: &str| r["versus"][k].as_f64().expect(k);
     assert_eq!((f(&tcp, "goodput_ratio"), f(&tcp, "cpu_per_byte_ratio")), (1.0, 1.0), "{tcp}");

@@ -152,25 +152,32 @@ fn counts_times_and_io_match_what_the_workload_did() {
     assert_eq!(child.trim(), "preload=\nplan=\nmaps=0", "child inherited the agent");
 }
 
+/// `--hammer THREADS CALLS` under the agent hooking `functions`: the workload checks every result
+/// against the same arithmetic done without a probe; every function must be patched. Returns the
+/// agent and the workload's report.
+fn hammer(dir: &Path, functions: &[ResolvedFunction], threads: u64, calls: u64) -> (AgentProcess, Value) {
+    let (backend, refused) = UserBackend::prepare(dir, functions, false).expect("prepare");
+    assert!(refused.is_empty(), "{refused:?}");
+    let agent = backend.process(0, "process").expect("process");
+    let out = dir.join("hammer.json");
+    let mut cmd = Command::new(workload());
+    cmd.args(["--hammer", &threads.to_string(), &calls.to_string()]).arg(&out);
+    agent.apply_to(&mut cmd);
+    let status = cmd.output().expect("run the workload");
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let did: Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
+    assert_eq!(did["mismatches"].as_u64(), Some(0), "{did}");
+    assert!(agent.patch_status().iter().all(|s| s.patched), "{:?}", agent.patch_status());
+    (agent, did)
+}
+
 #[test]
 fn many_threads_hammering_timed_functions_keep_every_call_and_every_register() {
     let dir = tempfile::tempdir().expect("tempdir");
     // bytes: argument 7 (on the stack) of _args is the loop index i.
     let functions = [function("nesquic_workload_args", true, 7), function("nesquic_workload_fargs", true, 0)];
-    let (backend, refused) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
-    assert!(refused.is_empty(), "{refused:?}");
-    let agent = backend.process(0, "process").expect("process");
     let (threads, calls) = (4u64, 100_000u64);
-    let out = dir.path().join("hammer.json");
-    let mut cmd = Command::new(workload());
-    cmd.args(["--hammer", &threads.to_string(), &calls.to_string()]).arg(&out);
-    agent.apply_to(&mut cmd);
-    let status = cmd.output().expect("run the workload");
-    // The workload checks every result against the same arithmetic done without a probe.
-    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
-    let did: Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
-    assert_eq!(did["mismatches"].as_u64(), Some(0), "{did}");
-    assert!(agent.patch_status().iter().all(|s| s.patched), "{:?}", agent.patch_status());
+    let (agent, did) = hammer(dir.path(), &functions, threads, calls);
     let state = agent.state();
     assert_eq!(state.health.shadow_dropped + state.health.shadow_full, 0, "{state:?}");
     let role = agent.snapshot();
@@ -201,18 +208,7 @@ fn more_threads_than_shards_still_count_every_call() {
     let (threads, calls) = (abi::SHARDS as u64 + 8, 20_000u64);
     for functions in plans {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (backend, refused) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
-        assert!(refused.is_empty(), "{refused:?}");
-        let agent = backend.process(0, "process").expect("process");
-        let out = dir.path().join("hammer.json");
-        let mut cmd = Command::new(workload());
-        cmd.args(["--hammer", &threads.to_string(), &calls.to_string()]).arg(&out);
-        agent.apply_to(&mut cmd);
-        let status = cmd.output().expect("run the workload");
-        assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
-        let did: Value = serde_json::from_slice(&std::fs::read(&out).expect("report")).expect("json");
-        assert_eq!(did["mismatches"].as_u64(), Some(0), "{did}");
-        assert!(agent.patch_status().iter().all(|s| s.patched), "{:?}", agent.patch_status());
+        let (agent, _did) = hammer(dir.path(), &functions, threads, calls);
         let file = std::fs::read(agent.counters_path()).expect("counters");
         // Every worker thread claimed a shard (the main thread never calls a hooked function),
         // and the last 8 shared the overflow shard.
