@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use nesquic_protocol::role::{Role, LUT_ROLES};
+use nesquic_record::events::{Event, IoConfigured, IoLayerCounters, MetricsUpdated};
 use nesquic_record::figures::RepetitionFigures;
-use nesquic_record::recorder::{snapshot_event, Recorder};
+use nesquic_record::recorder::{process_cpu_s, Recorder};
 use nesquic_record::workload::WorkloadFigures;
-use serde_json::json;
 
 use crate::error::StepExt;
 use crate::figures::repetition_figures;
@@ -64,8 +64,9 @@ pub fn measure(
     if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
         for role in LUT_ROLES {
             let progress = (role == Role::Client).then_some(o.client_result.bytes);
-            let event = snapshot_event(role, repetition, now, None, progress, probes.as_ref(), true);
-            recorder.trace(role).event("nesquic:metrics_updated", &event)?;
+            let elapsed_ms = now.elapsed().as_secs_f64() * 1e3;
+            let event = MetricsUpdated::of(role, repetition, elapsed_ms, None, progress, probes.as_ref(), true);
+            recorder.trace(role).event(&Event::MetricsUpdated(Box::new(event)))?;
         }
     }
     let maps = std::mem::take(&mut observer.maps.maps);
@@ -147,15 +148,16 @@ impl ProcessObserver for RunObserver<'_> {
         match event {
             LutEvent::Io(settings) => {
                 if let Some(recorder) = self.recorder.as_deref_mut() {
-                    let data = json!({"repetition": self.repetition, "settings": settings});
-                    recorder.trace(role).event("nesquic:io_configured", &data)?;
+                    let data = IoConfigured { repetition: self.repetition, settings: settings.clone() };
+                    recorder.trace(role).event(&Event::IoConfigured(data))?;
                 }
                 self.io_settings.push((role, settings.clone()));
             }
             LutEvent::IoCounters(counters) => {
                 if let Some(recorder) = self.recorder.as_deref_mut() {
-                    let data = json!({"repetition": self.repetition, "send": counters.send, "recv": counters.recv});
-                    recorder.trace(role).event("nesquic:io_layer_counters", &data)?;
+                    let data =
+                        IoLayerCounters { repetition: self.repetition, send: counters.send, recv: counters.recv };
+                    recorder.trace(role).event(&Event::IoLayerCounters(data))?;
                 }
                 self.io_layer_counters.push((role, *counters));
             }
@@ -194,9 +196,9 @@ impl ProcessObserver for RunObserver<'_> {
         };
         for &(role, pid) in &self.pids {
             let progress = (role == Role::Client).then_some(progress_bytes);
-            let event =
-                snapshot_event(role, self.repetition, self.started, Some(pid), progress, metrics.as_ref(), false);
-            recorder.trace(role).event("nesquic:metrics_updated", &event)?;
+            let (elapsed_ms, cpu_s) = (self.started.elapsed().as_secs_f64() * 1e3, process_cpu_s(pid));
+            let event = MetricsUpdated::of(role, self.repetition, elapsed_ms, cpu_s, progress, metrics.as_ref(), false);
+            recorder.trace(role).event(&Event::MetricsUpdated(Box::new(event)))?;
         }
         Ok(())
     }
