@@ -216,8 +216,8 @@ impl RunArgs {
         }
         if let Some(profile) = &self.msquic_profile {
             anyhow::ensure!(
-                lut.name() == "msquic",
-                "--msquic-profile only applies to --lut msquic (not {})",
+                lut.options().iter().any(|o| o.key == "profile"),
+                "--msquic-profile only applies to --lut msquic ({} has no execution profile)",
                 lut.name()
             );
             lut_options.push(format!("profile={profile}"));
