@@ -186,6 +186,9 @@ fn lut_qlog_is_merged_on_one_clock() {
         let reader = qlog::reader::QlogSeqReader::with_file(&path).expect("header");
         assert_eq!(reader.count(), events.len());
     }
+    // `nesquic report` reads the run's traces, not the library's raw files beside them.
+    let report = nesquic().arg("report").arg(&dir).output().expect("report");
+    assert!(report.status.success(), "{}", stderr(&report));
 }
 
 /// `--qlog-compat qvis`: what qvis's sequence diagram and congestion graph read (its
