@@ -210,7 +210,9 @@ void nq_conn_write(struct nq_conn *c) {
     limit = NQ_GSO_BYTES / max;
     if (limit > NQ_GSO_SEGMENTS) limit = NQ_GSO_SEGMENTS;
   }
-  size_t used = 0, count = 0;
+  /* A GSO batch holds datagrams of one size (the first one's), the last may be shorter: later
+   * packets are written into at most that size, and a shorter one ends the batch. */
+  size_t used = 0, count = 0, segment = max;
   for (int k = 0; k < c->opened; k++) c->streams[k].blocked = 0;
   for (;;) {
     struct nq_stream *s = next_stream(c);
@@ -223,8 +225,8 @@ void nq_conn_write(struct nq_conn *c) {
       if (s->sent + v.len == s->send_total) flags |= NGTCP2_WRITE_STREAM_FLAG_FIN;
     }
     ngtcp2_ssize taken = -1;
-    ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->conn, &path, &pi, buf + used, max, &taken, flags, id, s ? &v : NULL,
-                                               s ? 1 : 0, ts);
+    ngtcp2_ssize n = ngtcp2_conn_writev_stream(c->conn, &path, &pi, buf + used, count ? segment : max, &taken, flags, id,
+                                               s ? &v : NULL, s ? 1 : 0, ts);
     if (n < 0) {
       if (s && (n == NGTCP2_ERR_STREAM_DATA_BLOCKED || n == NGTCP2_ERR_STREAM_SHUT_WR)) {
         s->blocked = 1;
@@ -239,15 +241,15 @@ void nq_conn_write(struct nq_conn *c) {
       if ((flags & NGTCP2_WRITE_STREAM_FLAG_FIN) && s->sent == s->send_total) s->fin_sent = 1;
     }
     if (n == 0) break;
+    if (count == 0) segment = (size_t)n;
     used += (size_t)n;
     count++;
-    /* A GSO batch holds segments of one size; a shorter packet ends it. */
-    if ((size_t)n < max || count == limit) {
-      if (nq_udp_send(c->fd, (struct sockaddr *)&c->remote, c->remotelen, buf, used, max) != 0) break;
+    if ((size_t)n < segment || count == limit) {
+      if (nq_udp_send(c->fd, (struct sockaddr *)&c->remote, c->remotelen, buf, used, segment) != 0) break;
       used = count = 0;
     }
   }
-  if (used) nq_udp_send(c->fd, (struct sockaddr *)&c->remote, c->remotelen, buf, used, max);
+  if (used) nq_udp_send(c->fd, (struct sockaddr *)&c->remote, c->remotelen, buf, used, segment);
   ngtcp2_conn_update_pkt_tx_time(c->conn, ts);
 }
 

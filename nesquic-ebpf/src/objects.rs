@@ -14,9 +14,8 @@ use crate::EbpfError;
 /// followed by the shared libraries the loader would map for it (vdso excluded), then the
 /// objects listed in `<binary>.dlopen`.
 pub fn objects_of(binary: &Path) -> Result<Vec<PathBuf>, EbpfError> {
-    let canonical = |p: &Path| {
-        p.canonicalize().map_err(|source| EbpfError::Io { what: format!("find {}", p.display()), source })
-    };
+    let canonical =
+        |p: &Path| p.canonicalize().map_err(|source| EbpfError::Io { what: format!("find {}", p.display()), source });
     let binary = canonical(binary)?;
     let program = match interpreter_of(&binary) {
         Some(interpreter) => canonical(&interpreter)?,
