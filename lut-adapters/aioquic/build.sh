@@ -10,13 +10,10 @@
 # `build.sh --lint`: byte-compiles the adapter (syntax check) instead.
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-target="${CARGO_TARGET_DIR:-$root/target}"
-case "$target" in /*) ;; *) target="$root/$target" ;; esac
-out="$target/release"
-venv="$out/aioquic-venv"
-exe="$out/nesquic-lut-aioquic"
+# shellcheck source=../release-dir.sh
+. "$(dirname "$0")/../release-dir.sh"
+venv="$release/aioquic-venv"
+exe="$release/nesquic-lut-aioquic"
 
 skip() {
     echo "build: warning: $1; skipping the aioquic LUT (scripts/setup.sh installs python3-venv)" >&2
@@ -31,7 +28,7 @@ if [ "${1:-}" = "--lint" ]; then
     exit 0
 fi
 
-mkdir -p "$out"
+mkdir -p "$release"
 stamp="$venv/.requirements"
 if ! cmp -s "$here/requirements.txt" "$stamp" 2>/dev/null; then
     rm -rf "$venv"

@@ -7,10 +7,8 @@
 # `build.sh --lint`: compiles with every warning as an error, writing nothing.
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")" && pwd)"
-root="$(cd "$here/../.." && pwd)"
-target="${CARGO_TARGET_DIR:-$root/target}"
-case "$target" in /*) ;; *) target="$root/$target" ;; esac
+# shellcheck source=../release-dir.sh
+. "$(dirname "$0")/../release-dir.sh"
 packages="libngtcp2 libngtcp2_crypto_gnutls gnutls"
 
 cc="${CC:-cc}"
@@ -32,5 +30,5 @@ if [ "${1:-}" = "--lint" ]; then
     "$cc" "${flags[@]}" -fsyntax-only "${sources[@]}"
     exit 0
 fi
-mkdir -p "$target/release"
-"$cc" "${flags[@]}" -o "$target/release/nesquic-lut-ngtcp2" "${sources[@]}" "${libs[@]}"
+mkdir -p "$release"
+"$cc" "${flags[@]}" -o "$release/nesquic-lut-ngtcp2" "${sources[@]}" "${libs[@]}"

@@ -8,8 +8,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::lut::{calls, client_cmd, exec_run, role, server_cmd, syscall, target_dir, verified};
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::lut::{calls, role, syscall, verified};
+use common::{nesquic, run_json, serial, stderr};
 
 /// The generated `#!` script; `just build` makes it and its venv.
 fn aioquic() -> PathBuf {
@@ -23,13 +23,7 @@ fn aioquic() -> PathBuf {
 fn bulk_transfers_are_verified_over_loopback_and_veth() {
     let _g = serial();
     aioquic();
-    for link in ["loopback", "veth"] {
-        let report = run_json(&["--lut", "aioquic", "--size", "5MB", "--link", link]);
-        verified(&report, 5_000_000);
-        assert_eq!(report["lut"]["name"], "aioquic", "{}", report["lut"]);
-        assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with("1.")), "{}", report["lut"]);
-    }
-    assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
+    common::lut::bulk_transfers_are_verified_over_loopback_and_veth("aioquic", "1.");
 }
 
 #[test]
@@ -94,12 +88,7 @@ fn options_it_has_run_and_the_others_are_refused_by_name() {
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    let aioquic = aioquic();
-    let quinn = target_dir().join("nesquic-lut-quinn");
-    for (server, client) in [(&quinn, &aioquic), (&aioquic, &quinn)] {
-        let out = exec_run(&server_cmd(server), &client_cmd(client, "$NESQUIC_CA"));
-        assert!(out.status.success(), "{} -> {}: {}", server.display(), client.display(), stderr(&out));
-    }
+    common::lut::payloads_agree_with_quinn_in_both_directions(&aioquic());
 }
 
 #[test]

@@ -7,8 +7,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::lut::{calls, client_cmd, exec_run, role, server_cmd, syscall, target_dir, verified};
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::lut::{calls, role, syscall, verified};
+use common::{nesquic, run_json, serial, stderr};
 
 /// The Go executable; `just build` builds it (CI has Go).
 fn quic_go() -> PathBuf {
@@ -19,13 +19,7 @@ fn quic_go() -> PathBuf {
 fn bulk_transfers_are_verified_over_loopback_and_veth() {
     let _g = serial();
     quic_go();
-    for link in ["loopback", "veth"] {
-        let report = run_json(&["--lut", "quic-go", "--size", "5MB", "--link", link]);
-        verified(&report, 5_000_000);
-        assert_eq!(report["lut"]["name"], "quic-go", "{}", report["lut"]);
-        assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with("v0.")), "{}", report["lut"]);
-    }
-    assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
+    common::lut::bulk_transfers_are_verified_over_loopback_and_veth("quic-go", "v0.");
 }
 
 #[test]
@@ -92,16 +86,7 @@ fn timing_go_functions_is_refused_with_the_reason() {
 fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     quic_go();
-    let mut per_call = Vec::new();
-    for gso in ["off", "on"] {
-        let report =
-            run_json(&["--lut", "quic-go", "--size", "5MB", "--probe", "io", "--lut-opt", &format!("gso={gso}")]);
-        verified(&report, 5_000_000);
-        let (calls, datagrams, _) = syscall(role(&report, "server"), "sendmsg");
-        per_call.push(datagrams as f64 / calls as f64);
-    }
-    assert_eq!(per_call[0], 1.0, "gso=off: {} datagrams per sendmsg", per_call[0]);
-    assert!(per_call[1] >= 3.0, "gso=on: {} datagrams per sendmsg", per_call[1]);
+    common::lut::gso_off_sends_one_datagram_per_syscall_and_on_batches("quic-go", "sendmsg");
 }
 
 #[test]
@@ -111,12 +96,7 @@ fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    let go = quic_go();
-    let quinn = target_dir().join("nesquic-lut-quinn");
-    for (server, client) in [(&quinn, &go), (&go, &quinn)] {
-        let out = exec_run(&server_cmd(server), &client_cmd(client, "$NESQUIC_CA"));
-        assert!(out.status.success(), "{} -> {}: {}", server.display(), client.display(), stderr(&out));
-    }
+    common::lut::payloads_agree_with_quinn_in_both_directions(&quic_go());
 }
 
 #[test]

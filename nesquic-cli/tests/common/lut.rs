@@ -33,8 +33,17 @@ pub fn role<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 /// Calls counted for a crypto category on one side.
 pub fn calls(role: &Value, category: &str) -> u64 {
+    category_sum(role, category, "calls")
+}
+
+/// Bytes recorded for a crypto category on one side (where the catalog names a length argument).
+pub fn crypto_bytes(role: &Value, category: &str) -> u64 {
+    category_sum(role, category, "bytes")
+}
+
+fn category_sum(role: &Value, category: &str, field: &str) -> u64 {
     let functions = role["functions"].as_array().expect("functions");
-    functions.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
+    functions.iter().filter(|f| f["category"] == category).map(|f| f[field].as_u64().expect(field)).sum()
 }
 
 /// (calls, datagrams, messages) of one syscall row.
@@ -91,6 +100,18 @@ pub fn foreign_trust_anchor_fails(binary: &Path, why: &str) {
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
+/// 5 MB over loopback and over veth, payload verified, the LUT's name and a version starting
+/// with `version_prefix` in the summary, no namespace left behind.
+pub fn bulk_transfers_are_verified_over_loopback_and_veth(lut: &str, version_prefix: &str) {
+    for link in ["loopback", "veth"] {
+        let report = super::run_json(&["--lut", lut, "--size", "5MB", "--link", link]);
+        verified(&report, 5_000_000);
+        assert_eq!(report["lut"]["name"], lut, "{}", report["lut"]);
+        assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with(version_prefix)), "{}", report["lut"]);
+    }
+    assert!(super::our_namespaces().is_empty(), "left {:?}", super::our_namespaces());
+}
+
 /// Every testcase shape runs with payloads verified and the shape the summary reports.
 pub fn every_workload_shape_runs(lut: &str) {
     for (testcase, size, connections, streams) in
@@ -106,6 +127,30 @@ pub fn every_workload_shape_runs(lut: &str) {
             (Some(connections), Some(streams)),
             "{lut} {testcase}: {w}"
         );
+    }
+}
+
+/// The server's datagrams per `send_syscall` call with `--lut-opt gso=off` is exactly 1, with
+/// `gso=on` at least 3.
+pub fn gso_off_sends_one_datagram_per_syscall_and_on_batches(lut: &str, send_syscall: &str) {
+    let mut per_call = Vec::new();
+    for gso in ["off", "on"] {
+        let report =
+            super::run_json(&["--lut", lut, "--size", "5MB", "--probe", "io", "--lut-opt", &format!("gso={gso}")]);
+        verified(&report, 5_000_000);
+        let (calls, datagrams, _) = syscall(role(&report, "server"), send_syscall);
+        per_call.push(datagrams as f64 / calls as f64);
+    }
+    assert_eq!(per_call[0], 1.0, "{lut} gso=off: {} datagrams per {send_syscall}", per_call[0]);
+    assert!(per_call[1] >= 3.0, "{lut} gso=on: {} datagrams per {send_syscall}", per_call[1]);
+}
+
+/// `binary` and quinn's LUT exchange verified payloads with either as the server.
+pub fn payloads_agree_with_quinn_in_both_directions(binary: &Path) {
+    let quinn = target_dir().join("nesquic-lut-quinn");
+    for (server, client) in [(&quinn.as_path(), &binary), (&binary, &quinn.as_path())] {
+        let out = exec_run(&server_cmd(server), &client_cmd(client, "$NESQUIC_CA"));
+        assert!(out.status.success(), "{} -> {}: {}", server.display(), client.display(), stderr(&out));
     }
 }
 
