@@ -1,6 +1,8 @@
 """The benchmark payload (docs/protocol.md): a block of PERIOD pattern bytes, stored twice in a
 row so the window at any stream offset is one contiguous slice. The server hands aioquic those
-slices; the client compares what arrives with memoryview equality (memcmp)."""
+slices (memoryviews: no copy of ours); the client checks what arrives with
+`BLOCK2.startswith(chunk, phase)`, a memcmp against the block in place (memoryview equality
+compares element by element, ~6x slower here)."""
 
 PERIOD = 131071  # 2^17 - 1, a prime: no packet, GSO segment or buffer size divides it
 SEED = 0x6E65737175696321  # "nesquic!"
@@ -15,19 +17,20 @@ def _splitmix64(n: int) -> int:
     return z ^ (z >> 31)
 
 
-def _build_block2() -> memoryview:
+def _build_block2() -> bytes:
     words = b"".join(_splitmix64(i).to_bytes(8, "little") for i in range((PERIOD + 7) // 8))
     block = words[:PERIOD]
-    return memoryview(block + block)
+    return block + block
 
 
 BLOCK2 = _build_block2()
+_BLOCK2_VIEW = memoryview(BLOCK2)
 
 
 def window(offset: int, max_len: int) -> memoryview:
     """The payload from stream offset `offset` on: min(max_len, PERIOD) bytes."""
     phase = offset % PERIOD
-    return BLOCK2[phase : phase + min(max_len, PERIOD)]
+    return _BLOCK2_VIEW[phase : phase + min(max_len, PERIOD)]
 
 
 class PayloadMismatch(Exception):
@@ -42,14 +45,14 @@ class Verifier:
         self._phase = 0
 
     def update(self, chunk: bytes) -> None:
-        view, pos, phase = memoryview(chunk), 0, self._phase
-        while pos < len(view):
-            n = min(len(view) - pos, PERIOD)
-            expected, got = BLOCK2[phase : phase + n], view[pos : pos + n]
-            if got != expected:
-                i = next(i for i in range(n) if got[i] != expected[i])
+        pos, phase = 0, self._phase
+        while pos < len(chunk):
+            n = min(len(chunk) - pos, PERIOD)
+            piece = chunk if n == len(chunk) else chunk[pos : pos + n]
+            if not BLOCK2.startswith(piece, phase):
+                i = next(i for i in range(n) if piece[i] != BLOCK2[phase + i])
                 raise PayloadMismatch(f"payload mismatch at byte offset {self.received + pos + i}")
             pos += n
             phase = (phase + n) % PERIOD
-        self.received += len(view)
+        self.received += len(chunk)
         self._phase = phase
