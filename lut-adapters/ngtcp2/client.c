@@ -217,8 +217,13 @@ int nq_run_client(const struct nq_args *a) {
       if (fds[k].revents & (POLLIN | POLLERR)) receive(c);
       nq_conn_timer(c);
       if (c->closed) {
-        fprintf(stderr, NQ_PROG ": client: connection %d: %s\n", which[k],
-                c->error[0] ? c->error : "closed before every stream was verified");
+        int idle_s = (int)(NQ_IDLE_TIMEOUT / NGTCP2_SECONDS);
+        if (c->error[0])
+          fprintf(stderr, NQ_PROG ": client: connection %d: %s\n", which[k], c->error);
+        else if (ngtcp2_conn_get_handshake_completed(c->conn))
+          fprintf(stderr, NQ_PROG ": client: connection %d: nothing heard from the server for %d s (idle timeout) before every stream was verified\n", which[k], idle_s);
+        else
+          fprintf(stderr, NQ_PROG ": client: connection %d: handshake failed: no answer from the server within %d s (idle timeout)\n", which[k], idle_s);
         return 1;
       }
       if (all_done(c)) {
