@@ -113,16 +113,12 @@ static void start(struct nq_conn *c, const struct nq_args *a, gnutls_certificate
 static void receive(struct nq_conn *c) {
   static uint8_t pkt[65536];
   while (!c->closed) {
-    ssize_t n = recv(c->fd, pkt, sizeof pkt, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      if (errno == ECONNREFUSED) { /* ICMP: nobody listens yet or any more; QUIC retransmits */
-        continue;
-      }
-      nq_die("recv: %s", strerror(errno));
-    }
-    nq_conn_read(c, pkt, (size_t)n);
+    struct sockaddr_storage from;
+    socklen_t fromlen;
+    size_t segment, n = nq_udp_recv(c->fd, pkt, sizeof pkt, &segment, &from, &fromlen);
+    if (n == 0) break;
+    /* GRO hands over several datagrams at once: each is one QUIC datagram. */
+    for (size_t at = 0; at < n; at += segment) nq_conn_read(c, pkt + at, n - at < segment ? n - at : segment);
   }
   nq_conn_write(c);
 }

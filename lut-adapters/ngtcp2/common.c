@@ -17,6 +17,9 @@
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103
 #endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 
 void nq_die(const char *fmt, ...) {
   va_list ap;
@@ -98,6 +101,9 @@ int nq_udp_open(const struct sockaddr *bind_to, socklen_t len, const struct nq_o
   if (fd < 0) nq_die("socket: %s", strerror(errno));
   set_buffer(fd, SO_RCVBUFFORCE, SO_RCVBUF, o->rcvbuf, "rcvbuf");
   set_buffer(fd, SO_SNDBUFFORCE, SO_SNDBUF, o->sndbuf, "sndbuf");
+  int one = 1;
+  /* GRO where the kernel has it: coalesced datagrams arrive with their size in a cmsg. */
+  int gro = o->gro && setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
   if (bind(fd, bind_to, len) != 0) {
     char text[64];
     nq_format_addr(bind_to, text, sizeof text);
@@ -112,10 +118,10 @@ int nq_udp_open(const struct sockaddr *bind_to, socklen_t len, const struct nq_o
     l = sizeof seg;
     /* The kernel knows UDP_SEGMENT on this socket: GSO can be used. */
     int gso = o->gso && getsockopt(fd, IPPROTO_UDP, UDP_SEGMENT, &seg, &l) == 0;
-    nq_emit("{\"event\":\"io\",\"stack\":\"ngtcp2 %s + GnuTLS %s (the adapter's poll loop: sendmsg%s, recv one datagram per call, no GRO)\","
-            "\"gso_max_segments\":%u,\"gro_segments\":1,\"send_mmsg\":false,\"recv_mmsg\":false,\"recv_buffer\":%d,\"send_buffer\":%d}",
+    nq_emit("{\"event\":\"io\",\"stack\":\"ngtcp2 %s + GnuTLS %s (the adapter's poll loop: sendmsg%s, recvmsg%s)\","
+            "\"gso_max_segments\":%u,\"gro_segments\":%u,\"send_mmsg\":false,\"recv_mmsg\":false,\"recv_buffer\":%d,\"send_buffer\":%d}",
             ngtcp2_version(0)->version_str, gnutls_check_version(NULL), gso ? " with UDP GSO" : ", one datagram per call",
-            gso ? NQ_GSO_SEGMENTS : 1u, rcv, snd);
+            gro ? " with UDP GRO" : ", one datagram per call", gso ? NQ_GSO_SEGMENTS : 1u, gro ? NQ_GSO_SEGMENTS : 1u, rcv, snd);
   }
   return fd;
 }
@@ -143,6 +149,36 @@ int nq_udp_send(int fd, const struct sockaddr *to, socklen_t tolen, const uint8_
     if (errno == EINTR) continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ENOBUFS) return -1;
     nq_die("sendmsg: %s", strerror(errno));
+  }
+}
+
+size_t nq_udp_recv(int fd, uint8_t *buf, size_t cap, size_t *segment, struct sockaddr_storage *from, socklen_t *fromlen) {
+  struct iovec iov = {buf, cap};
+  union {
+    char buf[CMSG_SPACE(sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  for (;;) {
+    struct msghdr msg = {.msg_name = from, .msg_namelen = sizeof *from, .msg_iov = &iov, .msg_iovlen = 1,
+                         .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+    ssize_t n = recvmsg(fd, &msg, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      /* ECONNREFUSED: an ICMP error for an earlier datagram (nobody listened); QUIC retransmits. */
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == ECONNREFUSED) return 0;
+      nq_die("recvmsg: %s", strerror(errno));
+    }
+    *fromlen = msg.msg_namelen;
+    *segment = (size_t)n;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+      if (cm->cmsg_level == IPPROTO_UDP && cm->cmsg_type == UDP_GRO) {
+        int size;
+        memcpy(&size, CMSG_DATA(cm), sizeof size);
+        if (size > 0) *segment = (size_t)size;
+      }
+    }
+    if (n == 0) continue; /* an empty datagram: nothing for QUIC */
+    return (size_t)n;
   }
 }
 

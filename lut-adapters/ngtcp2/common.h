@@ -24,6 +24,7 @@
 
 struct nq_options {
   int gso;                   /* 1: sendmsg with UDP_SEGMENT (default) */
+  int gro;                   /* 1: UDP_GRO, several datagrams per recvmsg (default) */
   int rcvbuf, sndbuf;        /* 0: the kernel's default */
   ngtcp2_cc_algo cc;         /* default Cubic */
   const char *cipher;        /* GnuTLS name of the one TLS 1.3 AEAD offered, or NULL: all */
@@ -54,6 +55,10 @@ int nq_udp_open(const struct sockaddr *bind, socklen_t len, const struct nq_opti
  * UDP_SEGMENT when there are several. Returns 0, or -1 when the socket is full (dropped: QUIC
  * recovers). */
 int nq_udp_send(int fd, const struct sockaddr *to, socklen_t tolen, const uint8_t *data, size_t len, size_t segment);
+
+/* Receives into `buf` (64 KiB): returns the bytes read (0: nothing waiting) and sets *segment to
+ * the datagram size they are made of (UDP_GRO; the last may be shorter) and *from to the sender. */
+size_t nq_udp_recv(int fd, uint8_t *buf, size_t cap, size_t *segment, struct sockaddr_storage *from, socklen_t *fromlen);
 
 /* ngtcp2's settings and transport parameters for this run. */
 void nq_settings(ngtcp2_settings *s, ngtcp2_transport_params *p, const struct nq_options *o, int server);

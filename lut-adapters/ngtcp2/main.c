@@ -1,5 +1,5 @@
 /* nesquic-lut-ngtcp2: ngtcp2 (C, sans-IO) with GnuTLS, from Debian's packages, on this
- * adapter's own poll loop (sendmsg with UDP GSO, recvfrom), speaking Nesquic's benchmark
+ * adapter's own poll loop (sendmsg with UDP GSO, recvmsg with UDP GRO), speaking Nesquic's benchmark
  * protocol (docs/protocol.md). `server` and `client` take the same flags as every LUT
  * executable. It depends on that description only, never on the project's Rust crates. */
 #define _GNU_SOURCE
@@ -10,7 +10,7 @@
 
 #include "common.h"
 
-static const char SUPPORTED[] = "gso=on|off, rcvbuf=BYTES, sndbuf=BYTES, cc=newreno|cubic|bbr, cipher=aes128gcm|aes256gcm|chacha20";
+static const char SUPPORTED[] = "gso=on|off, gro=on|off, rcvbuf=BYTES, sndbuf=BYTES, cc=newreno|cubic|bbr, cipher=aes128gcm|aes256gcm|chacha20";
 
 static void usage(void) {
   fprintf(stderr,
@@ -34,9 +34,9 @@ static void option(struct nq_options *o, const char *kv) {
   size_t klen = (size_t)(eq - kv);
   const char *v = eq + 1;
 #define KEY(name) (klen == sizeof name - 1 && strncmp(kv, name, klen) == 0)
-  if (KEY("gso")) {
-    if (strcmp(v, "on") && strcmp(v, "off")) nq_die("option %s: gso takes on or off", kv);
-    o->gso = strcmp(v, "on") == 0;
+  if (KEY("gso") || KEY("gro")) {
+    if (strcmp(v, "on") && strcmp(v, "off")) nq_die("option %s: takes on or off", kv);
+    *(KEY("gso") ? &o->gso : &o->gro) = strcmp(v, "on") == 0;
   } else if (KEY("rcvbuf") || KEY("sndbuf")) {
     char *end;
     long n = strtol(v, &end, 10);
@@ -62,6 +62,7 @@ int main(int argc, char **argv) {
   if (argc < 2 || (strcmp(argv[1], "server") && strcmp(argv[1], "client"))) usage();
   struct nq_args a = {.server = strcmp(argv[1], "server") == 0, .connections = 1, .parallel = 1, .streams = 1};
   a.opt.gso = 1;
+  a.opt.gro = 1;
   a.opt.cc = NGTCP2_CC_ALGO_CUBIC;
   const char *io = "native";
   enum { LISTEN = 1, CERT, KEY, CONNECT, CA, SIZE, CONNECTIONS, PARALLEL, STREAMS, IO, QLOG, OPT };

@@ -103,19 +103,17 @@ static void receive(struct server *sv) {
   static uint8_t pkt[65536];
   for (;;) {
     struct sockaddr_storage from;
-    socklen_t fromlen = sizeof from;
-    ssize_t n = recvfrom(sv->fd, pkt, sizeof pkt, 0, (struct sockaddr *)&from, &fromlen);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      nq_die("recvfrom: %s", strerror(errno));
-    }
+    socklen_t fromlen;
+    size_t segment, n = nq_udp_recv(sv->fd, pkt, sizeof pkt, &segment, &from, &fromlen);
+    if (n == 0) return;
     struct nq_conn *c = find(sv, &from, fromlen);
-    if (!c) c = accept_conn(sv, pkt, (size_t)n, &from, fromlen);
-    if (c) {
-      nq_conn_read(c, pkt, (size_t)n);
-      nq_conn_write(c);
+    /* GRO hands over several datagrams of one sender at once: each is one QUIC datagram. */
+    for (size_t at = 0; at < n; at += segment) {
+      size_t len = n - at < segment ? n - at : segment;
+      if (!c) c = accept_conn(sv, pkt + at, len, &from, fromlen);
+      if (c) nq_conn_read(c, pkt + at, len);
     }
+    if (c) nq_conn_write(c);
   }
 }
 

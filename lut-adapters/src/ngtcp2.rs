@@ -3,7 +3,7 @@
 
 use crate::lut::{IoMode, Lut, LutOption, RCVBUF_NATIVE, SNDBUF_NATIVE};
 
-/// ngtcp2 + GnuTLS over the adapter's own `sendmsg` (UDP GSO) / `recvmsg` loop.
+/// ngtcp2 + GnuTLS over the adapter's own `sendmsg` (UDP GSO) / `recvmsg` (UDP GRO) loop.
 #[derive(Debug, Default)]
 pub struct Ngtcp2Lut;
 
@@ -17,7 +17,7 @@ impl Lut for Ngtcp2Lut {
         env!("NESQUIC_NGTCP2_VERSION").to_string()
     }
     fn description(&self) -> &'static str {
-        "ngtcp2 (C, GnuTLS; Debian packages) on the adapter's own poll loop: sendmsg with UDP GSO, recvmsg"
+        "ngtcp2 (C, GnuTLS; Debian packages) on the adapter's own poll loop: sendmsg with UDP GSO, recvmsg with UDP GRO"
     }
     fn crypto_backend(&self) -> &'static str {
         "gnutls (nettle)"
@@ -34,6 +34,12 @@ impl Lut for Ngtcp2Lut {
                 key: "gso",
                 values: &["on", "off"],
                 meaning: "UDP GSO in the adapter's send loop (ngtcp2 writes packets of one size back to back; default on)",
+                io: NATIVE,
+            },
+            LutOption {
+                key: "gro",
+                values: &["on", "off"],
+                meaning: "UDP GRO in the adapter's receive loop (several datagrams per recvmsg; default on)",
                 io: NATIVE,
             },
             LutOption { io: NATIVE, ..RCVBUF_NATIVE },
@@ -66,7 +72,9 @@ mod tests {
     fn options_are_checked_and_a_missing_build_names_the_packages() {
         let err = Ngtcp2Lut.check_options(IoMode::Native, &["pacing=off".into()]).unwrap_err().to_string();
         assert!(err.contains("ngtcp2") && err.contains("pacing=off"), "{err}");
-        assert!(Ngtcp2Lut.check_options(IoMode::Native, &["gso=off".into(), "cc=bbr".into()]).is_ok());
+        assert!(Ngtcp2Lut
+            .check_options(IoMode::Native, &["gso=off".into(), "gro=off".into(), "cc=bbr".into()])
+            .is_ok());
         let missing = Ngtcp2Lut.binary_path(std::path::Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(missing.contains("libngtcp2-dev") && missing.contains("build.sh"), "{missing}");
     }

@@ -1,6 +1,6 @@
 //! The ngtcp2 LUT (a C adapter over Debian's ngtcp2 + GnuTLS, `lut-adapters/ngtcp2/`) end to
 //! end: bulk transfers over loopback and veth, every workload shape, ngtcp2's crypto helpers and
-//! syscalls counted on both sides, GSO off and on, the trust anchor really checked, and payloads
+//! syscalls counted on both sides, GSO and GRO off and on, the trust anchor really checked, and payloads
 //! that agree with quinn's in both directions.
 
 mod common;
@@ -57,7 +57,7 @@ fn crypto_and_syscalls_are_counted_on_both_sides() {
     // The server's seals carry the payload (ngtcp2_crypto_encrypt's plaintext length).
     let sealed = crypto_bytes(role(&report, "server"), "crypto.seal");
     assert!(sealed > 5_000_000 && sealed < 5_300_000, "server sealed {sealed} bytes for 5 MB");
-    let (_, received, _) = syscall(role(&report, "client"), "recvfrom");
+    let (_, received, _) = syscall(role(&report, "client"), "recvmsg");
     let opens = calls(role(&report, "client"), "crypto.open");
     assert!(opens >= received && opens <= received + 8, "client: {opens} opens for {received} datagrams received");
 }
@@ -66,7 +66,14 @@ fn crypto_and_syscalls_are_counted_on_both_sides() {
 fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     ngtcp2();
-    common::lut::gso_off_sends_one_datagram_per_syscall_and_on_batches("ngtcp2", "sendmsg");
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gso", "server", "sendmsg");
+}
+
+#[test]
+fn gro_off_receives_one_datagram_per_syscall_and_on_batches() {
+    let _g = serial();
+    ngtcp2();
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gro", "client", "recvmsg");
 }
 
 #[test]

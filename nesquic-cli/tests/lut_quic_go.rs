@@ -86,7 +86,7 @@ fn timing_go_functions_is_refused_with_the_reason() {
 fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     quic_go();
-    common::lut::gso_off_sends_one_datagram_per_syscall_and_on_batches("quic-go", "sendmsg");
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("quic-go", "gso", "server", "sendmsg");
 }
 
 #[test]

@@ -130,19 +130,27 @@ pub fn every_workload_shape_runs(lut: &str) {
     }
 }
 
-/// The server's datagrams per `send_syscall` call with `--lut-opt gso=off` is exactly 1, with
-/// `gso=on` at least 3.
-pub fn gso_off_sends_one_datagram_per_syscall_and_on_batches(lut: &str, send_syscall: &str) {
+/// With `--lut-opt OPTION=off` (gso, gro) `side` moves exactly 1 datagram per `syscall` call,
+/// with `OPTION=on` at least 3.
+pub fn offload_off_is_one_datagram_per_syscall_and_on_batches(lut: &str, option: &str, side: &str, syscall_name: &str) {
     let mut per_call = Vec::new();
-    for gso in ["off", "on"] {
-        let report =
-            super::run_json(&["--lut", lut, "--size", "5MB", "--probe", "io", "--lut-opt", &format!("gso={gso}")]);
+    for value in ["off", "on"] {
+        let report = super::run_json(&[
+            "--lut",
+            lut,
+            "--size",
+            "5MB",
+            "--probe",
+            "io",
+            "--lut-opt",
+            &format!("{option}={value}"),
+        ]);
         verified(&report, 5_000_000);
-        let (calls, datagrams, _) = syscall(role(&report, "server"), send_syscall);
+        let (calls, datagrams, _) = syscall(role(&report, side), syscall_name);
         per_call.push(datagrams as f64 / calls as f64);
     }
-    assert_eq!(per_call[0], 1.0, "{lut} gso=off: {} datagrams per {send_syscall}", per_call[0]);
-    assert!(per_call[1] >= 3.0, "{lut} gso=on: {} datagrams per {send_syscall}", per_call[1]);
+    assert_eq!(per_call[0], 1.0, "{lut} {option}=off: {} datagrams per {syscall_name}", per_call[0]);
+    assert!(per_call[1] >= 3.0, "{lut} {option}=on: {} datagrams per {syscall_name}", per_call[1]);
 }
 
 /// `binary` and quinn's LUT exchange verified payloads with either as the server.
