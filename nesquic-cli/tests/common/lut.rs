@@ -130,7 +130,8 @@ pub fn every_workload_shape_runs(lut: &str) {
     }
 }
 
-/// With `--lut-opt OPTION=off` (gso, gro) `side` moves exactly 1 datagram per `syscall` call,
+/// With `--lut-opt OPTION=off` (gso, gro) `side` moves exactly 1 datagram per message of
+/// `syscall` (calls that moved data: a receive that found nothing, EAGAIN, carries no message),
 /// with `OPTION=on` at least 3.
 pub fn offload_off_is_one_datagram_per_syscall_and_on_batches(lut: &str, option: &str, side: &str, syscall_name: &str) {
     let mut per_call = Vec::new();
@@ -146,8 +147,8 @@ pub fn offload_off_is_one_datagram_per_syscall_and_on_batches(lut: &str, option:
             &format!("{option}={value}"),
         ]);
         verified(&report, 5_000_000);
-        let (calls, datagrams, _) = syscall(role(&report, side), syscall_name);
-        per_call.push(datagrams as f64 / calls as f64);
+        let (_, datagrams, messages) = syscall(role(&report, side), syscall_name);
+        per_call.push(datagrams as f64 / messages as f64);
     }
     assert_eq!(per_call[0], 1.0, "{lut} {option}=off: {} datagrams per {syscall_name}", per_call[0]);
     assert!(per_call[1] >= 3.0, "{lut} {option}=on: {} datagrams per {syscall_name}", per_call[1]);
