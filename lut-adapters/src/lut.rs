@@ -540,6 +540,9 @@ pub fn all_luts() -> Vec<Box<dyn Lut>> {
         Box::new(MsquicLut),
         Box::new(crate::quic_go::QuicGoLut),
         Box::new(crate::tcp_tls::TcpTlsLut),
+        // Scripted and C stacks (lut-adapters/aioquic, lut-adapters/ngtcp2).
+        Box::new(crate::aioquic::AioquicLut),
+        Box::new(crate::ngtcp2::Ngtcp2Lut),
     ]
 }
 
