@@ -4,7 +4,8 @@
 //! qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
 //! the statistics every command shares (`stats`: the median in one place, Mann-Whitney), and
-//! comparing two runs (`compare`: samples per metric, rules, verdicts).
+//! comparing two runs (`compare`: samples per metric, rules, verdicts), and the CPU cost per
+//! datagram by component over repetitions (`packet_cost`).
 //!
 //! Must not know processes, probes or the command line: it receives what was measured and
 //! describes it; it never measures.
@@ -15,6 +16,7 @@ mod error;
 pub mod events;
 pub mod figures;
 pub mod io;
+pub mod packet_cost;
 pub mod qlog;
 pub mod recorder;
 pub mod run;
