@@ -7,17 +7,22 @@
 //! sample in [-jitter, +jitter] (so jitter reorders, as with netem); a `reorder` share of
 //! datagrams skips the delay (netem's `reorder` semantics). What the relay actually did — held
 //! time per datagram and datagrams that left out of arrival order — is measured and reported.
+//! Its sockets are Nesquic's I/O layer: GRO batches in, many datagrams per `recvmmsg` and
+//! `sendmmsg` call, so the relay keeps up with stacks that batch.
 
 use std::collections::{BinaryHeap, HashMap};
-use std::net::{SocketAddr, UdpSocket};
+use std::io::IoSliceMut;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::{LinkError, Result};
+use nesquic_io::{IoConfig, RecvMeta, Transmit, UdpIo};
 use serde::Serialize;
+
+use crate::{LinkError, Result};
 
 /// What the relay applies to each direction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -116,7 +121,7 @@ impl Relay {
                     let _ = ready_tx.send(Err(LinkError::Relay(format!("setns: {}", std::io::Error::last_os_error()))));
                     return;
                 }
-                let front = match UdpSocket::bind(bind).and_then(|s| s.set_nonblocking(true).map(|()| s)) {
+                let front = match relay_socket(bind) {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = ready_tx.send(Err(LinkError::Relay(format!("bind the relay on {bind}: {e}"))));
@@ -191,9 +196,17 @@ impl Ord for Held {
     }
 }
 
+/// A non-blocking I/O-layer socket on `bind`, with the layer's defaults (GRO, mmsg, 8 MiB buffers).
+fn relay_socket(bind: SocketAddr) -> std::io::Result<UdpIo> {
+    let io = UdpIo::bind(bind, &IoConfig::default()).map_err(std::io::Error::other)?;
+    io.set_nonblocking(true)?;
+    Ok(io)
+}
+
 struct Worker {
-    front: UdpSocket,
-    backs: HashMap<SocketAddr, UdpSocket>,
+    front: UdpIo,
+    /// Per client address: the socket that talks to the server on its behalf.
+    backs: HashMap<SocketAddr, UdpIo>,
     routed_to: Option<SocketAddr>,
     conditions: RelayConditions,
     target: Arc<Mutex<Option<SocketAddr>>>,
@@ -206,14 +219,15 @@ struct Worker {
     rng: u64,
 }
 
-/// Largest datagram the relay carries (a GSO batch arrives split into datagrams).
-const MAX_DATAGRAM: usize = 65_536;
+/// Receive buffers per `recvmmsg`, each up to 64 KiB (a GRO batch is split into its datagrams).
+const RECV_BATCH: usize = 32;
+const RECV_BUFFER: usize = 65_536;
 /// How long the loop sleeps at most, so a stop request is seen promptly.
 const IDLE: Duration = Duration::from_millis(20);
 
 impl Worker {
     fn new(
-        front: UdpSocket,
+        front: UdpIo,
         conditions: RelayConditions,
         target: Arc<Mutex<Option<SocketAddr>>>,
         stats: Arc<Mutex<RelayStats>>,
@@ -254,7 +268,7 @@ impl Worker {
     }
 
     fn run(mut self, stop: &AtomicBool) {
-        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut buf = vec![vec![0u8; RECV_BUFFER]; RECV_BATCH];
         let mut last_publish = Instant::now();
         while !stop.load(Ordering::Relaxed) {
             let wait =
@@ -290,20 +304,33 @@ impl Worker {
         unsafe { libc::ppoll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, &timeout, std::ptr::null()) };
     }
 
-    fn receive(&mut self, buf: &mut [u8]) {
+    fn receive(&mut self, bufs: &mut [Vec<u8>]) {
         // The route may have been set while the loop slept: the client's first datagram must
         // find it.
         self.follow_target();
         let now = Instant::now();
-        while let Ok((n, from)) = self.front.recv_from(buf) {
-            self.ensure_back(from);
-            self.hold(true, from, &buf[..n], now);
+        let mut meta = [RecvMeta::default(); RECV_BATCH];
+        while let Some(n) = receive_batch(&self.front, bufs, &mut meta) {
+            for (buf, m) in bufs.iter().zip(&meta[..n]) {
+                self.ensure_back(m.addr);
+                self.hold_each(true, m.addr, buf, m, now);
+            }
         }
         let clients: Vec<SocketAddr> = self.backs.keys().copied().collect();
         for client in clients {
-            while let Some(Ok(n)) = self.backs.get(&client).map(|b| b.recv(buf)) {
-                self.hold(false, client, &buf[..n], now);
+            while let Some(n) = self.backs.get(&client).and_then(|b| receive_batch(b, bufs, &mut meta)) {
+                for (buf, m) in bufs.iter().zip(&meta[..n]) {
+                    self.hold_each(false, client, buf, m, now);
+                }
             }
+        }
+    }
+
+    /// Holds each datagram of a received buffer (several when GRO coalesced them).
+    fn hold_each(&mut self, up: bool, client: SocketAddr, buf: &[u8], meta: &RecvMeta, arrival: Instant) {
+        let stride = meta.stride.max(1);
+        for datagram in buf[..meta.len].chunks(stride) {
+            self.hold(up, client, datagram, arrival);
         }
     }
 
@@ -313,10 +340,9 @@ impl Worker {
             return;
         }
         let local = SocketAddr::new(self.front.local_addr().map_or(client.ip(), |a| a.ip()), 0);
-        let back = UdpSocket::bind(local)
-            .and_then(|s| s.connect(server).map(|()| s))
-            .and_then(|s| s.set_nonblocking(true).map(|()| s));
-        if let Ok(back) = back {
+        // Unconnected: replies are taken from whoever sends to it, which is only the server.
+        let _ = server;
+        if let Ok(back) = relay_socket(local) {
             self.backs.insert(client, back);
         }
     }
@@ -339,40 +365,76 @@ impl Worker {
         }
     }
 
+    /// Sends every datagram whose time has come: towards the server through each client's back
+    /// socket, towards the clients through the front socket, many per `sendmmsg`.
     fn release_due(&mut self) {
         let now = Instant::now();
+        let mut due = Vec::new();
         while self.queue.peek().is_some_and(|h| h.release <= now) {
             let Some(h) = self.queue.pop() else { break };
-            let sent = if h.up {
-                self.backs.get(&h.client).map(|b| b.send(&h.data))
-            } else {
-                Some(self.front.send_to(&h.data, h.client))
-            };
-            let sent_at = Instant::now();
-            let index = usize::from(!h.up);
-            let reordered = self.sent_max_seq[index].is_some_and(|m| m > h.seq);
-            self.sent_max_seq[index] = Some(self.sent_max_seq[index].map_or(h.seq, |m| m.max(h.seq)));
-            let d = self.direction(h.up);
-            match sent {
-                Some(Ok(n)) => {
-                    let held = sent_at.duration_since(h.arrival).as_nanos() as u64;
-                    d.datagrams += 1;
-                    d.bytes += n as u64;
-                    d.reordered += u64::from(reordered);
-                    d.held_ns_sum += held;
-                    let drawn = h.release.duration_since(h.arrival).as_nanos() as u64;
-                    let late = sent_at.saturating_duration_since(h.release).as_nanos() as u64;
-                    let first = d.datagrams == 1;
-                    d.held_ns_min = if first { held } else { d.held_ns_min.min(held) };
-                    d.held_ns_max = d.held_ns_max.max(held);
-                    d.drawn_ns_min = if first { drawn } else { d.drawn_ns_min.min(drawn) };
-                    d.drawn_ns_max = d.drawn_ns_max.max(drawn);
-                    d.late_ns_sum += late;
-                    d.late_ns_max = d.late_ns_max.max(late);
-                }
-                _ => d.send_errors += 1,
+            due.push(h);
+        }
+        if due.is_empty() {
+            return;
+        }
+        let server = self.routed_to;
+        // Per sending socket (None: the front), in release order.
+        let mut by_socket: Vec<(Option<SocketAddr>, Vec<Held>)> = Vec::new();
+        for h in due {
+            let socket = h.up.then_some(h.client);
+            match by_socket.iter_mut().find(|(s, _)| *s == socket) {
+                Some((_, list)) => list.push(h),
+                None => by_socket.push((socket, vec![h])),
             }
         }
+        for (socket, held) in by_socket {
+            let io = match socket {
+                Some(client) => self.backs.get(&client),
+                None => Some(&self.front),
+            };
+            let transmits: Vec<Transmit<'_>> = held
+                .iter()
+                .filter_map(|h| {
+                    let destination = if h.up { server? } else { h.client };
+                    Some(Transmit { destination, contents: &h.data, segment_size: None })
+                })
+                .collect();
+            // A failed or partial send drops the rest, as a lossy link would; each is counted.
+            let sent = match (io, server.is_some() || socket.is_none()) {
+                (Some(io), true) => io.send(&transmits).unwrap_or(0),
+                _ => 0,
+            };
+            let sent_at = Instant::now();
+            for (i, h) in held.iter().enumerate() {
+                self.account(h, (i < sent).then_some(h.data.len()), sent_at);
+            }
+        }
+    }
+
+    /// Records one released datagram: sent (its bytes) or not.
+    fn account(&mut self, h: &Held, sent: Option<usize>, sent_at: Instant) {
+        let index = usize::from(!h.up);
+        let reordered = self.sent_max_seq[index].is_some_and(|m| m > h.seq);
+        self.sent_max_seq[index] = Some(self.sent_max_seq[index].map_or(h.seq, |m| m.max(h.seq)));
+        let d = self.direction(h.up);
+        let Some(n) = sent else {
+            d.send_errors += 1;
+            return;
+        };
+        let held = sent_at.duration_since(h.arrival).as_nanos() as u64;
+        d.datagrams += 1;
+        d.bytes += n as u64;
+        d.reordered += u64::from(reordered);
+        d.held_ns_sum += held;
+        let drawn = h.release.duration_since(h.arrival).as_nanos() as u64;
+        let late = sent_at.saturating_duration_since(h.release).as_nanos() as u64;
+        let first = d.datagrams == 1;
+        d.held_ns_min = if first { held } else { d.held_ns_min.min(held) };
+        d.held_ns_max = d.held_ns_max.max(held);
+        d.drawn_ns_min = if first { drawn } else { d.drawn_ns_min.min(drawn) };
+        d.drawn_ns_max = d.drawn_ns_max.max(drawn);
+        d.late_ns_sum += late;
+        d.late_ns_max = d.late_ns_max.max(late);
     }
 
     fn publish(&self) {
@@ -380,4 +442,10 @@ impl Worker {
             *s = self.local;
         }
     }
+}
+
+/// One `recvmmsg` into `bufs`; `None` when nothing is waiting (or the socket failed).
+fn receive_batch(io: &UdpIo, bufs: &mut [Vec<u8>], meta: &mut [RecvMeta]) -> Option<usize> {
+    let mut slices: Vec<IoSliceMut<'_>> = bufs.iter_mut().map(|b| IoSliceMut::new(b)).collect();
+    io.recv(&mut slices, meta).ok().filter(|n| *n > 0)
 }
