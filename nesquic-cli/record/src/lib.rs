@@ -2,8 +2,9 @@
 //! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
 //! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
-//! the statistics every command shares (`stats`: the median in one place, Mann-Whitney), and
-//! comparing two runs (`compare`: samples per metric, rules, verdicts).
+//! the median every command shares (`stats`), and
+//! comparing two runs, the CI gate (`compare`: samples per metric, rules, paired ratio intervals,
+//! Holm correction, verdicts).
 //!
 //! Must not know processes, probes or the command line: it receives what was measured and
 //! describes it; it never measures.

@@ -1,27 +1,50 @@
-//! Comparing two runs, the CI regression gate's logic: counters (syscalls per MB, datagrams per
-//! syscall, crypto calls per packet) against a tolerance (and, given repetitions on both sides,
-//! a significant difference); noisy figures (goodput, time, CPU) by a Mann-Whitney U test plus a
-//! minimum effect, "inconclusive" with too few samples. Rendering is the caller's.
+//! Comparing two runs, the CI regression gate's logic. Counters (syscalls per MB, datagrams per
+//! syscall, crypto calls per packet) are exact: their change is held against a tolerance, no test.
+//! Noisy figures (goodput, time, CPU) are judged on head/base ratios with a confidence interval:
+//! paired round by round when the runs were interleaved (`nesquic ab`), unpaired otherwise. The
+//! family of noisy figures is corrected with Holm's method; a noisy figure fails the gate only
+//! when a rule names it and the data say it is worse than the rule's limit. Rendering is the
+//! caller's.
 
+mod family;
+mod ratio;
 mod samples;
 
 use serde::Serialize;
 
+pub use family::holm;
+pub use ratio::RatioEstimate;
 pub use samples::{def, load, Kind, MetricDef, RunSamples, METRICS};
 
 use crate::{stats, RecordError};
 
-/// The limits a comparison applies where no rule names a metric.
+/// Version of the comparison report's JSON (`nesquic compare/ab --format json`). 2: paired
+/// ratios with intervals, Holm-adjusted p-values, `limit_pct`, `gates`, the `worse` verdict.
+pub const REPORT_VERSION: u32 = 2;
+
+/// The limits a comparison applies where no rule names a metric, and its confidence.
 #[derive(Debug, Clone, Copy)]
 pub struct Thresholds {
     /// Tolerance for counters, percent, in the worse direction.
     pub tolerance: f64,
-    /// Minimum change of a noisy figure that can count, percent.
-    pub min_effect: f64,
-    /// Significance level of the Mann-Whitney U test, per metric.
+    /// Tolerance for noisy figures, percent, in the worse direction: a noisy figure is worse
+    /// only if it is worse by more than this with confidence.
+    pub noisy_tolerance: f64,
+    /// Family-wise error rate: the chance that an unchanged commit fails on a noisy figure
+    /// (Holm-corrected); the intervals are (1 - alpha) two-sided.
     pub alpha: f64,
-    /// Fewest repetitions per side before noisy figures get a verdict.
+    /// Fewest repetitions (pairs, when paired) before noisy figures get a verdict.
     pub min_samples: usize,
+}
+
+/// Whether samples of the two sides belong together round by round.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Pairing {
+    /// Interleaved rounds (`nesquic ab`): sample i of base and of head ran side by side.
+    Paired,
+    /// Two runs taken separately: they drift apart on a shared machine.
+    Unpaired,
 }
 
 /// A failure rule: fail if the relative change passes `limit_pct` in its direction.
@@ -65,11 +88,7 @@ impl Rule {
     }
 
     fn triggered(&self, rel_pct: f64) -> bool {
-        if self.limit_pct >= 0.0 {
-            rel_pct > self.limit_pct
-        } else {
-            rel_pct < self.limit_pct
-        }
+        beyond(rel_pct, self.limit_pct)
     }
 }
 
@@ -77,13 +96,15 @@ impl Rule {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Worse beyond the rule or tolerance (and significant, for noisy figures).
+    /// Worse beyond the limit (with confidence, for noisy figures) on a metric that gates.
     Regression,
-    /// Better beyond the tolerance.
+    /// Worse beyond the limit with confidence, on a noisy figure no rule names: reported only.
+    Worse,
+    /// Better beyond the limit (with confidence, for noisy figures).
     Improvement,
-    /// Within tolerance, or not significant.
+    /// Within the limit (for noisy figures: the whole interval).
     Unchanged,
-    /// Too few samples to tell.
+    /// Too few samples, or an interval that straddles the limit.
     Inconclusive,
 }
 
@@ -98,13 +119,22 @@ pub struct Row {
     pub base: f64,
     /// Median of the head samples.
     pub head: f64,
-    /// head - base.
+    /// head - base (medians).
     pub change: f64,
-    /// Relative change, percent.
+    /// Relative change, percent: the median of the paired ratios for counters, the interval's
+    /// point estimate for noisy figures, else the ratio of medians.
     pub change_pct: f64,
+    /// The limit applied, signed percent in the direction that fails (+2: growth beyond 2%).
+    pub limit_pct: f64,
+    /// Whether this metric can fail the gate (counters, and noisy figures a rule names).
+    pub gates: bool,
     /// Samples per side.
     pub samples: (usize, usize),
-    /// Mann-Whitney p-value (noisy figures).
+    /// Paired or not, for this metric (paired runs with missing samples fall back).
+    pub pairing: Pairing,
+    /// Noisy figures: head/base with its (1 - alpha) interval.
+    pub interval: Option<RatioEstimate>,
+    /// Noisy figures: Holm-adjusted one-sided p-value that the change is worse than the limit.
     pub p_value: Option<f64>,
     /// The verdict.
     pub verdict: Verdict,
@@ -132,80 +162,290 @@ pub fn rules_from_file(path: &std::path::Path) -> Result<Vec<Rule>, RecordError>
         .collect()
 }
 
-/// One row per metric both runs have: medians, change, and a verdict under `rules` (else the
-/// thresholds' tolerance).
-pub fn compare(base: &RunSamples, head: &RunSamples, rules: &[Rule], args: &Thresholds) -> Vec<Row> {
+/// One row per metric both runs have, with a verdict under `rules` (else the thresholds). With
+/// `Pairing::Paired`, sample i of each side belongs to round i.
+pub fn compare(
+    base: &RunSamples,
+    head: &RunSamples,
+    rules: &[Rule],
+    thresholds: &Thresholds,
+    pairing: Pairing,
+) -> Vec<Row> {
     let mut rows = Vec::new();
     for def in samples::METRICS {
         for (key, b) in base.metrics.iter().filter(|(k, _)| k.rsplit('.').next() == Some(def.name)) {
             let Some(h) = head.metrics.get(key) else { continue };
             let (Some(bm), Some(hm)) = (stats::median(b), stats::median(h)) else { continue };
-            let change_pct = if bm != 0.0 { 100.0 * (hm - bm) / bm.abs() } else { 0.0 };
-            let worse_pct = if def.higher_is_better { -change_pct } else { change_pct };
             let rule = rules.iter().find(|r| r.applies_to(key));
-            let (regressed, limit_text) = match rule {
-                Some(r) => (r.triggered(change_pct), format!("rule {}{:+}%", r.metric, r.limit_pct)),
-                None => {
-                    let limit = if def.kind == Kind::Counter { args.tolerance } else { args.min_effect };
-                    (worse_pct > limit, format!("tolerance {limit}%"))
-                }
-            };
-            let improved = -worse_pct > if def.kind == Kind::Counter { args.tolerance } else { args.min_effect };
-            let (verdict, p_value, reason) = match def.kind {
-                // Counters are compared by tolerance. With enough repetitions on both sides they
-                // must also differ significantly: a LUT's syscall counts wobble run to run (ACK
-                // timing), and that wobble is not a regression.
-                Kind::Counter => {
-                    let tested = b.len() >= args.min_samples && h.len() >= args.min_samples;
-                    let p = tested.then(|| stats::mann_whitney_p(b, h));
-                    let significant = p.is_none_or(|p| p < args.alpha);
-                    let v = match (significant, regressed, improved) {
-                        (true, true, _) => Verdict::Regression,
-                        (true, false, true) => Verdict::Improvement,
-                        _ => Verdict::Unchanged,
-                    };
-                    let why = match p {
-                        Some(p) => format!("{limit_text}, Mann-Whitney p={p:.3}"),
-                        None => format!("{limit_text} ({} vs {} samples: no test)", b.len(), h.len()),
-                    };
-                    (v, p, why)
-                }
-                Kind::Noisy if b.len() < args.min_samples || h.len() < args.min_samples => (
-                    Verdict::Inconclusive,
-                    None,
-                    format!("{} vs {} samples, need {} each (--repeat)", b.len(), h.len(), args.min_samples),
-                ),
-                Kind::Noisy => {
-                    let p = stats::mann_whitney_p(b, h);
-                    let significant = p < args.alpha;
-                    let v = match (significant, regressed, improved) {
-                        (true, true, _) => Verdict::Regression,
-                        (true, false, true) => Verdict::Improvement,
-                        _ => Verdict::Unchanged,
-                    };
-                    (v, Some(p), format!("{limit_text}, Mann-Whitney p={p:.3} (alpha {})", args.alpha))
-                }
-            };
-            rows.push(Row {
+            let default = if def.kind == Kind::Counter { thresholds.tolerance } else { thresholds.noisy_tolerance };
+            let limit_pct = rule.map_or(if def.higher_is_better { -default } else { default }, |r| r.limit_pct);
+            let pairing = if pairing == Pairing::Paired && b.len() == h.len() { pairing } else { Pairing::Unpaired };
+            let mut row = Row {
                 metric: key.clone(),
                 kind: def.kind,
                 base: bm,
                 head: hm,
                 change: hm - bm,
-                change_pct,
+                change_pct: relative_pct(bm, hm),
+                limit_pct,
+                gates: def.kind == Kind::Counter || rule.is_some(),
                 samples: (b.len(), h.len()),
-                p_value,
-                verdict,
-                reason,
-            });
+                pairing,
+                interval: None,
+                p_value: None,
+                verdict: Verdict::Inconclusive,
+                reason: String::new(),
+            };
+            let limit_text = match rule {
+                Some(r) => format!("rule {}{:+}%", r.metric, r.limit_pct),
+                None => format!("limit {limit_pct:+}%"),
+            };
+            match def.kind {
+                Kind::Counter => judge_counter(&mut row, b, h, &limit_text),
+                Kind::Noisy => estimate_noisy(&mut row, b, h, thresholds),
+            }
+            if row.reason.is_empty() {
+                row.reason = limit_text;
+            }
+            rows.push(row);
         }
     }
+    judge_noisy(&mut rows, thresholds);
     rows
+}
+
+/// 100 * (head - base) / |base|; 0 when base is 0.
+fn relative_pct(base: f64, head: f64) -> f64 {
+    if base != 0.0 {
+        100.0 * (head - base) / base.abs()
+    } else {
+        0.0
+    }
+}
+
+/// Whether a change of `change_pct` passes the signed `limit_pct` in its direction.
+fn beyond(change_pct: f64, limit_pct: f64) -> bool {
+    if limit_pct >= 0.0 {
+        change_pct > limit_pct
+    } else {
+        change_pct < limit_pct
+    }
+}
+
+/// Counters are exact: the change (median of the paired ratios, else of the medians) against
+/// the limit, no test.
+fn judge_counter(row: &mut Row, b: &[f64], h: &[f64], limit_text: &str) {
+    if row.pairing == Pairing::Paired && b.iter().all(|&x| x > 0.0) {
+        let ratios: Vec<f64> = b.iter().zip(h).map(|(b, h)| h / b).collect();
+        if let Some(m) = stats::median(&ratios) {
+            row.change_pct = 100.0 * (m - 1.0);
+        }
+    }
+    row.verdict = if beyond(row.change_pct, row.limit_pct) {
+        Verdict::Regression
+    } else if beyond(row.change_pct, -row.limit_pct) {
+        Verdict::Improvement
+    } else {
+        Verdict::Unchanged
+    };
+    let how = if row.pairing == Pairing::Paired { "median of paired ratios" } else { "ratio of medians" };
+    row.reason = format!("{limit_text}, exact counter ({how})");
+}
+
+/// Noisy figures, first pass: the interval and the raw one-sided p-value (adjusted later).
+fn estimate_noisy(row: &mut Row, b: &[f64], h: &[f64], t: &Thresholds) {
+    let n = b.len().min(h.len());
+    if n < t.min_samples.max(2) {
+        row.reason = format!("{} vs {} samples, need {} each (more rounds)", b.len(), h.len(), t.min_samples.max(2));
+        return;
+    }
+    let confidence = 1.0 - t.alpha;
+    let estimate = match row.pairing {
+        Pairing::Paired => RatioEstimate::paired(b, h, confidence),
+        Pairing::Unpaired => RatioEstimate::unpaired(b, h, confidence),
+    };
+    let Some(e) = estimate else {
+        row.reason = "a sample is zero or negative: no ratio".into();
+        return;
+    };
+    let limit = 1.0 + row.limit_pct / 100.0;
+    row.p_value = Some(if row.limit_pct >= 0.0 { e.p_above(limit) } else { e.p_below(limit) });
+    row.change_pct = 100.0 * (e.ratio - 1.0);
+    row.interval = Some(e);
+}
+
+/// Noisy figures, second pass: Holm over every noisy figure that got an interval (the family
+/// tested at once), then the verdicts.
+fn judge_noisy(rows: &mut [Row], t: &Thresholds) {
+    let tested: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].p_value.is_some()).collect();
+    let raw: Vec<f64> = tested.iter().filter_map(|&i| rows[i].p_value).collect();
+    for (&i, adjusted) in tested.iter().zip(holm(&raw)) {
+        let row = &mut rows[i];
+        let Some(e) = row.interval else { continue };
+        row.p_value = Some(adjusted);
+        // The interval's bound on the failing side, as a relative change, percent.
+        let worst = 100.0 * if row.limit_pct >= 0.0 { e.high - 1.0 } else { e.low - 1.0 };
+        row.verdict = if adjusted < t.alpha {
+            if row.gates {
+                Verdict::Regression
+            } else {
+                Verdict::Worse
+            }
+        } else if beyond(worst, -row.limit_pct) {
+            Verdict::Improvement
+        } else if !beyond(worst, row.limit_pct) {
+            Verdict::Unchanged
+        } else {
+            Verdict::Inconclusive
+        };
+        let gate = if row.gates { "" } else { "; report only (no rule names it)" };
+        row.reason = format!(
+            "ratio {:.3} [{:.3}, {:.3}] at {:.0}% ({}), limit {:+}%, p={:.3} (Holm, {} tested){gate}",
+            e.ratio,
+            e.low,
+            e.high,
+            e.confidence * 100.0,
+            match row.pairing {
+                Pairing::Paired => "paired",
+                Pairing::Unpaired => "unpaired",
+            },
+            row.limit_pct,
+            adjusted,
+            raw.len()
+        );
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use statrs::distribution::{ContinuousCDF, Normal};
+
+    const GATE: Thresholds = Thresholds { tolerance: 2.0, noisy_tolerance: 3.0, alpha: 0.01, min_samples: 5 };
+
+    /// Draws normal noise from a seeded generator, so the tests are repeatable.
+    struct Noise(fastrand::Rng);
+
+    impl Noise {
+        fn new(seed: u64) -> Self {
+            Self(fastrand::Rng::with_seed(seed))
+        }
+
+        /// A factor around 1 with relative standard deviation `sd`.
+        fn factor(&mut self, sd: f64) -> f64 {
+            let unit = Normal::new(0.0, 1.0).expect("standard normal");
+            // Keep u away from 0 and 1, where the quantile is infinite.
+            let u = self.0.f64().clamp(1e-12, 1.0 - 1e-12);
+            (1.0 + sd * unit.inverse_cdf(u)).max(0.05)
+        }
+    }
+
+    /// `rounds` interleaved rounds of one noisy figure (CPU seconds) and one counter (send
+    /// syscalls): head's figure is `shift` times base's; every round shares a drift factor
+    /// (the machine's state), each side adds its own `noise`.
+    fn rounds(noise: &mut Noise, rounds: usize, shift: f64, sd: f64, drift: f64) -> (RunSamples, RunSamples) {
+        let side = || RunSamples { lut: "quinn".into(), testcase: "bulk".into(), metrics: Default::default() };
+        let (mut base, mut head) = (side(), side());
+        for _ in 0..rounds {
+            let machine = noise.factor(drift);
+            let cpu = |n: &mut Noise| 0.1 * machine * n.factor(sd);
+            base.metrics.entry("server.cpu_s".into()).or_default().push(cpu(noise));
+            head.metrics.entry("server.cpu_s".into()).or_default().push(shift * cpu(noise));
+            base.metrics.entry("server.send_syscalls".into()).or_default().push(400.0);
+            head.metrics.entry("server.send_syscalls".into()).or_default().push(400.0);
+        }
+        (base, head)
+    }
+
+    fn verdict(rows: &[Row], metric: &str) -> Verdict {
+        rows.iter().find(|r| r.metric == metric).map(|r| r.verdict).expect("metric compared")
+    }
+
+    fn cpu_rule() -> Vec<Rule> {
+        vec![Rule::parse("cpu_s>+3%").expect("rule")]
+    }
+
+    #[test]
+    fn equal_distributions_pass() {
+        let mut noise = Noise::new(1);
+        let (base, head) = rounds(&mut noise, 10, 1.0, 0.005, 0.1);
+        let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Unchanged, "{rows:#?}");
+        assert_eq!(verdict(&rows, "server.send_syscalls"), Verdict::Unchanged);
+    }
+
+    #[test]
+    fn a_five_percent_shift_with_low_noise_fails() {
+        let mut noise = Noise::new(2);
+        let (base, head) = rounds(&mut noise, 10, 1.05, 0.005, 0.1);
+        let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Regression, "{rows:#?}");
+        // Without a rule the same shift is reported, not failed.
+        let rows = compare(&base, &head, &[], &GATE, Pairing::Paired);
+        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Worse, "{rows:#?}");
+    }
+
+    #[test]
+    fn a_five_percent_shift_with_twenty_percent_noise_is_inconclusive() {
+        let mut noise = Noise::new(3);
+        let (base, head) = rounds(&mut noise, 10, 1.05, 0.2, 0.1);
+        let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Inconclusive, "{rows:#?}");
+    }
+
+    #[test]
+    fn pairing_removes_the_drift_that_unpaired_runs_suffer() {
+        // 30% drift shared by both sides of a round, 0.5% noise of their own: paired, a +5%
+        // shift is certain; unpaired, the drift hides it.
+        let mut noise = Noise::new(4);
+        let (base, head) = rounds(&mut noise, 10, 1.05, 0.005, 0.3);
+        let paired = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+        let unpaired = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Unpaired);
+        assert_eq!(verdict(&paired, "server.cpu_s"), Verdict::Regression);
+        assert_eq!(verdict(&unpaired, "server.cpu_s"), Verdict::Inconclusive, "{unpaired:#?}");
+    }
+
+    #[test]
+    fn false_alarms_on_unchanged_code_stay_below_one_percent() {
+        // 2,000 A/A comparisons, every noisy figure gated by a rule, noise of 5% and drift of
+        // 10%: the defaults (Holm at alpha 0.01 against a 3% limit) must fail at most 1%.
+        let mut noise = Noise::new(5);
+        let rules: Vec<Rule> = ["cpu_s>+3%"].iter().map(|r| Rule::parse(r).expect("rule")).collect();
+        let failures = (0..2000)
+            .filter(|_| {
+                let (base, head) = rounds(&mut noise, 10, 1.0, 0.05, 0.1);
+                compare(&base, &head, &rules, &GATE, Pairing::Paired).iter().any(|r| r.verdict == Verdict::Regression)
+            })
+            .count();
+        eprintln!("{failures} of 2000 synthetic A/A comparisons failed");
+        assert!(failures <= 20, "{failures} of 2000 A/A comparisons failed");
+        // The test is calibrated, not merely timid: a change of exactly the limit (+3%) fails
+        // about alpha of the time (20 of 2,000 expected).
+        let at_limit = (0..2000)
+            .filter(|_| {
+                let (base, head) = rounds(&mut noise, 10, 1.03, 0.05, 0.1);
+                compare(&base, &head, &rules, &GATE, Pairing::Paired).iter().any(|r| r.verdict == Verdict::Regression)
+            })
+            .count();
+        eprintln!("{at_limit} of 2000 comparisons at the limit failed");
+        assert!((8..=35).contains(&at_limit), "{at_limit} of 2000 at the limit failed; alpha is 1%");
+    }
+
+    #[test]
+    fn counters_are_exact() {
+        let mut noise = Noise::new(6);
+        let (base, mut head) = rounds(&mut noise, 3, 1.0, 0.01, 0.0);
+        for v in head.metrics.get_mut("server.send_syscalls").expect("counter") {
+            *v *= 1.03;
+        }
+        let rows = compare(&base, &head, &[], &GATE, Pairing::Paired);
+        assert_eq!(verdict(&rows, "server.send_syscalls"), Verdict::Regression, "+3% beyond the 2% tolerance");
+        // Three rounds are too few for a noisy verdict, not for a counter.
+        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Inconclusive);
+        let loose = Thresholds { tolerance: 5.0, ..GATE };
+        assert_eq!(verdict(&compare(&base, &head, &[], &loose, Pairing::Paired), "server.send_syscalls"), Verdict::Unchanged);
+    }
 
     #[test]
     fn rules_parse() {
