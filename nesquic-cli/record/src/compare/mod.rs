@@ -14,7 +14,7 @@ use serde::Serialize;
 
 pub use family::holm;
 pub use ratio::RatioEstimate;
-pub use samples::{def, load, Kind, MetricDef, RunSamples, METRICS};
+pub use samples::{def, from_record, load, Kind, MetricDef, RunSamples, METRICS};
 
 use crate::{stats, RecordError};
 
@@ -85,10 +85,6 @@ impl Rule {
 
     fn applies_to(&self, key: &str) -> bool {
         key == self.metric || key.rsplit('.').next() == Some(self.metric.as_str())
-    }
-
-    fn triggered(&self, rel_pct: f64) -> bool {
-        beyond(rel_pct, self.limit_pct)
     }
 }
 
@@ -454,8 +450,8 @@ mod tests {
         assert!(Rule::parse("nonsense>+2%").is_err());
         assert!(Rule::parse("goodput_mbps=5").is_err());
         let r = Rule::parse("syscalls_per_mb>+2%").expect("rule");
-        assert!(r.applies_to("server.syscalls_per_mb") && r.triggered(2.5) && !r.triggered(1.5));
+        assert!(r.applies_to("server.syscalls_per_mb") && beyond(2.5, r.limit_pct) && !beyond(1.5, r.limit_pct));
         let g = Rule::parse("goodput_mbps<-5%").expect("rule");
-        assert!(g.triggered(-6.0) && !g.triggered(-4.0) && !g.triggered(10.0));
+        assert!(beyond(-6.0, g.limit_pct) && !beyond(-4.0, g.limit_pct) && !beyond(10.0, g.limit_pct));
     }
 }
