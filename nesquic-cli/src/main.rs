@@ -3,12 +3,14 @@
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
 use nesquic_engine::backend;
+mod ab;
 mod calibrate;
 mod compare;
 mod doctor;
 mod duty;
 mod matrix;
 mod perf_classify;
+mod pipe;
 mod probes;
 mod report;
 mod run;
@@ -31,16 +33,23 @@ use clap::{Parser, Subcommand};
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
 ///   nesquic compare BASE HEAD            # CI gate: exit 1 on a regression
+///   nesquic ab --head-opt gso=off --probe io  # CI gate on interleaved rounds of two variants
 ///   nesquic matrix --lut quinn,quiche --io all --repeat 5 --probe io  # one table, all combinations
 ///   nesquic luts                         # libraries this build can run
 #[derive(Debug, Parser)]
-#[command(name = "nesquic", version, verbatim_doc_comment)]
+#[command(name = "nesquic", version, verbatim_doc_comment, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// Exit status of every command but the gates (compare, ab: see their --help).
+const EXIT_STATUS: &str = "Exit status: 0 success; 1 an error (the message says which); 2 a usage error. \
+compare and ab: 0 no regression, 1 a regression, 2 bad input. Every command ends quietly when the reader of its \
+output goes away (`nesquic luts | head -1`). Colour only on a terminal, never under NO_COLOR.";
+
 #[derive(Debug, Subcommand)]
+#[command(after_help = EXIT_STATUS)]
 enum Command {
     /// Run a LUT's server and client as separate processes, transfer a verified payload, report.
     Run(Box<run::RunArgs>),
@@ -63,6 +72,9 @@ enum Command {
     PerfClassify(perf_classify::PerfClassifyArgs),
     /// Compare two runs (CI regression gate): exit 0 pass, 1 regression, 2 bad input.
     Compare(compare::CompareArgs),
+    /// Run a base and a head variant in interleaved rounds and compare the pairs (CI gate):
+    /// exit 0 pass, 1 regression, 2 bad input or a failed round.
+    Ab(Box<ab::AbArgs>),
     /// What this kernel supports (BTF, uprobes, kprobes, fentry, netem, ...) and which mechanism
     /// each probe kind will use here (root: capabilities are tried, not guessed).
     Doctor(doctor::DoctorArgs),
@@ -91,45 +103,62 @@ struct ProbesArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Luts | Command::Testcases | Command::Probes(_) | Command::Report(_)) {
-        // Listing commands end quietly when their reader does (`nesquic probes | head`), as
-        // other Unix tools do. Not for run/trace: they write to pipes of processes that may die.
-        // SAFETY: restoring the default disposition of a signal has no preconditions.
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    if cli.command.holds_resources() {
+        pipe::end_quietly_after_cleanup();
+    } else {
+        pipe::end_quietly();
     }
-    let result = match cli.command {
-        Command::Run(args) => run::execute(&args).map(|_| ()),
-        Command::Luts => {
-            list_luts();
-            Ok(())
-        }
-        Command::Testcases => {
-            testcase::list();
-            Ok(())
-        }
-        Command::Probes(args) => list_probes(&args),
-        Command::Trace(args) => trace::execute(&args),
-        Command::Report(args) => report::execute(&args),
-        Command::Matrix(args) => matrix::execute(&args),
-        Command::PerfClassify(args) => perf_classify::execute(&args),
-        Command::Doctor(args) => doctor::execute(&args),
-        Command::Compare(args) => {
-            return match compare::execute(&args) {
-                Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,
-                Ok(compare::Outcome::Regression) => ExitCode::from(1),
-                Err(e) => {
-                    eprintln!("nesquic: error: {e:#}");
-                    ExitCode::from(2)
-                }
-            };
-        }
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let outcome = pipe::catch_closed_stdout(|| cli.command.execute());
+    match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("nesquic: error: {e:#}");
             ExitCode::FAILURE
         }
+        Err(pipe::StdoutClosed) => pipe::die_of_sigpipe(),
+    }
+}
+
+/// How a gate command's outcome maps to the exit status: 0 pass, 1 regression, 2 bad input.
+fn gate_status(result: anyhow::Result<compare::Outcome>) -> ExitCode {
+    match result {
+        Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,
+        Ok(compare::Outcome::Regression) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("nesquic: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+impl Command {
+    /// Commands that own LUT processes, probes or namespaces while they print: a closed stdout
+    /// must unwind through their cleanup rather than kill them on the spot.
+    fn holds_resources(&self) -> bool {
+        matches!(self, Command::Run(_) | Command::Trace(_) | Command::Matrix(_) | Command::Ab(_) | Command::Doctor(_))
+    }
+
+    fn execute(self) -> anyhow::Result<ExitCode> {
+        let result = match self {
+            Command::Run(args) => run::execute(&args).map(|_| ()),
+            Command::Luts => {
+                list_luts();
+                Ok(())
+            }
+            Command::Testcases => {
+                testcase::list();
+                Ok(())
+            }
+            Command::Probes(args) => list_probes(&args),
+            Command::Trace(args) => trace::execute(&args),
+            Command::Report(args) => report::execute(&args),
+            Command::Matrix(args) => matrix::execute(&args),
+            Command::PerfClassify(args) => perf_classify::execute(&args),
+            Command::Doctor(args) => doctor::execute(&args),
+            Command::Compare(args) => return Ok(gate_status(compare::execute(&args))),
+            Command::Ab(args) => return Ok(gate_status(ab::execute(&args))),
+        };
+        result.map(|()| ExitCode::SUCCESS)
     }
 }
 

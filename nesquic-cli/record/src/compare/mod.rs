@@ -192,21 +192,15 @@ pub fn compare(
                 verdict: Verdict::Inconclusive,
                 reason: String::new(),
             };
-            let limit_text = match rule {
+            row.reason = match rule {
                 Some(r) => format!("rule {}{:+}%", r.metric, r.limit_pct),
                 None => format!("limit {limit_pct:+}%"),
             };
-            match def.kind {
-                Kind::Counter => judge_counter(&mut row, b, h, &limit_text),
-                Kind::Noisy => estimate_noisy(&mut row, b, h, thresholds),
-            }
-            if row.reason.is_empty() {
-                row.reason = limit_text;
-            }
+            estimate(&mut row, b, h, thresholds);
             rows.push(row);
         }
     }
-    judge_noisy(&mut rows, thresholds);
+    judge(&mut rows, thresholds);
     rows
 }
 
@@ -228,87 +222,134 @@ fn beyond(change_pct: f64, limit_pct: f64) -> bool {
     }
 }
 
-/// Counters are exact: the change (median of the paired ratios, else of the medians) against
-/// the limit, no test.
-fn judge_counter(row: &mut Row, b: &[f64], h: &[f64], limit_text: &str) {
-    if row.pairing == Pairing::Paired && b.iter().all(|&x| x > 0.0) {
+/// Fewest samples a side for an interval: two for counters (their change is exact, the
+/// interval only tells wobble from change), `min_samples` for noisy figures.
+fn needed(kind: Kind, t: &Thresholds) -> usize {
+    match kind {
+        Kind::Counter => 2,
+        Kind::Noisy => t.min_samples.max(2),
+    }
+}
+
+/// First pass: the change, the interval and the raw one-sided p-value (adjusted in [`judge`]).
+/// Counters: the change is the median of the paired ratios (else the ratio of the medians),
+/// tested against no change at all; noisy figures: the interval's point estimate, tested
+/// against the limit.
+fn estimate(row: &mut Row, b: &[f64], h: &[f64], t: &Thresholds) {
+    let paired = row.pairing == Pairing::Paired;
+    if row.kind == Kind::Counter && paired && b.iter().all(|&x| x > 0.0) {
         let ratios: Vec<f64> = b.iter().zip(h).map(|(b, h)| h / b).collect();
         if let Some(m) = stats::median(&ratios) {
             row.change_pct = 100.0 * (m - 1.0);
         }
     }
-    row.verdict = if beyond(row.change_pct, row.limit_pct) {
-        Verdict::Regression
-    } else if beyond(row.change_pct, -row.limit_pct) {
-        Verdict::Improvement
-    } else {
-        Verdict::Unchanged
-    };
-    let how = if row.pairing == Pairing::Paired { "median of paired ratios" } else { "ratio of medians" };
-    row.reason = format!("{limit_text}, exact counter ({how})");
-}
-
-/// Noisy figures, first pass: the interval and the raw one-sided p-value (adjusted later).
-fn estimate_noisy(row: &mut Row, b: &[f64], h: &[f64], t: &Thresholds) {
-    let n = b.len().min(h.len());
-    if n < t.min_samples.max(2) {
-        row.reason = format!("{} vs {} samples, need {} each (more rounds)", b.len(), h.len(), t.min_samples.max(2));
+    if b.len().min(h.len()) < needed(row.kind, t) {
         return;
     }
     let confidence = 1.0 - t.alpha;
-    let estimate = match row.pairing {
-        Pairing::Paired => RatioEstimate::paired(b, h, confidence),
-        Pairing::Unpaired => RatioEstimate::unpaired(b, h, confidence),
+    let estimate =
+        if paired { RatioEstimate::paired(b, h, confidence) } else { RatioEstimate::unpaired(b, h, confidence) };
+    let Some(e) = estimate else { return };
+    let null = match row.kind {
+        Kind::Counter => 1.0,
+        Kind::Noisy => 1.0 + row.limit_pct / 100.0,
     };
-    let Some(e) = estimate else {
-        row.reason = "a sample is zero or negative: no ratio".into();
-        return;
-    };
-    let limit = 1.0 + row.limit_pct / 100.0;
-    row.p_value = Some(if row.limit_pct >= 0.0 { e.p_above(limit) } else { e.p_below(limit) });
-    row.change_pct = 100.0 * (e.ratio - 1.0);
+    row.p_value = Some(if row.limit_pct >= 0.0 { e.p_above(null) } else { e.p_below(null) });
+    if row.kind == Kind::Noisy {
+        row.change_pct = 100.0 * (e.ratio - 1.0);
+    }
     row.interval = Some(e);
 }
 
-/// Noisy figures, second pass: Holm over every noisy figure that got an interval (the family
-/// tested at once), then the verdicts.
-fn judge_noisy(rows: &mut [Row], t: &Thresholds) {
+/// Second pass: Holm over every metric tested (the family tested at once), then the verdicts.
+fn judge(rows: &mut [Row], t: &Thresholds) {
     let tested: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].p_value.is_some()).collect();
     let raw: Vec<f64> = tested.iter().filter_map(|&i| rows[i].p_value).collect();
     for (&i, adjusted) in tested.iter().zip(holm(&raw)) {
-        let row = &mut rows[i];
-        let Some(e) = row.interval else { continue };
-        row.p_value = Some(adjusted);
-        // The interval's bound on the failing side, as a relative change, percent.
-        let worst = 100.0 * if row.limit_pct >= 0.0 { e.high - 1.0 } else { e.low - 1.0 };
-        row.verdict = if adjusted < t.alpha {
-            if row.gates {
-                Verdict::Regression
-            } else {
-                Verdict::Worse
-            }
-        } else if beyond(worst, -row.limit_pct) {
-            Verdict::Improvement
-        } else if !beyond(worst, row.limit_pct) {
-            Verdict::Unchanged
+        rows[i].p_value = Some(adjusted);
+    }
+    for row in rows.iter_mut() {
+        row.verdict = match row.kind {
+            Kind::Counter => counter_verdict(row, t.alpha),
+            Kind::Noisy => noisy_verdict(row, t.alpha),
+        };
+        let detail = detail(row, t, raw.len());
+        row.reason = format!("{}, {detail}", row.reason);
+    }
+}
+
+/// Counters: the tolerance applies to the change itself; repetitions only have to show that
+/// the change is not run-to-run wobble (ACK timing moves syscall counts by several percent).
+fn counter_verdict(row: &Row, alpha: f64) -> Verdict {
+    // Without repetitions the counts are all there is.
+    let significant = row.p_value.is_none_or(|p| p < alpha);
+    let better_for_sure = row.interval.is_none_or(|e| if row.limit_pct >= 0.0 { e.high < 1.0 } else { e.low > 1.0 });
+    if beyond(row.change_pct, row.limit_pct) {
+        if significant {
+            Verdict::Regression
         } else {
             Verdict::Inconclusive
+        }
+    } else if beyond(row.change_pct, -row.limit_pct) && better_for_sure {
+        Verdict::Improvement
+    } else {
+        Verdict::Unchanged
+    }
+}
+
+/// Noisy figures: worse only when the data say worse than the limit with confidence; fine when
+/// the whole interval is within it; inconclusive in between.
+fn noisy_verdict(row: &Row, alpha: f64) -> Verdict {
+    let Some(e) = row.interval else { return Verdict::Inconclusive };
+    // The interval's bound on the failing side, as a relative change, percent.
+    let worst = 100.0 * if row.limit_pct >= 0.0 { e.high - 1.0 } else { e.low - 1.0 };
+    if row.p_value.is_some_and(|p| p < alpha) {
+        if row.gates {
+            Verdict::Regression
+        } else {
+            Verdict::Worse
+        }
+    } else if beyond(worst, -row.limit_pct) {
+        Verdict::Improvement
+    } else if !beyond(worst, row.limit_pct) {
+        Verdict::Unchanged
+    } else {
+        Verdict::Inconclusive
+    }
+}
+
+/// What the verdict rests on, after the limit.
+fn detail(row: &Row, t: &Thresholds, family: usize) -> String {
+    let pairing = match row.pairing {
+        Pairing::Paired => "paired",
+        Pairing::Unpaired => "unpaired",
+    };
+    let (Some(e), Some(p)) = (row.interval, row.p_value) else {
+        let (b, h) = row.samples;
+        return match row.kind {
+            Kind::Counter if b.min(h) < 2 => "exact counter (one sample a side: no test)".into(),
+            Kind::Counter => "exact counter (a zero count: no test)".into(),
+            Kind::Noisy if b.min(h) < needed(row.kind, t) => {
+                format!("{b} vs {h} samples, need {} each (more rounds)", needed(row.kind, t))
+            }
+            Kind::Noisy => "a sample is zero or negative: no ratio".into(),
         };
-        let gate = if row.gates { "" } else { "; report only (no rule names it)" };
-        row.reason = format!(
-            "ratio {:.3} [{:.3}, {:.3}] at {:.0}% ({}), limit {:+}%, p={:.3} (Holm, {} tested){gate}",
-            e.ratio,
-            e.low,
-            e.high,
-            e.confidence * 100.0,
-            match row.pairing {
-                Pairing::Paired => "paired",
-                Pairing::Unpaired => "unpaired",
-            },
-            row.limit_pct,
-            adjusted,
-            raw.len()
-        );
+    };
+    let interval =
+        format!("ratio {:.3} [{:.3}, {:.3}] at {:.0}% ({pairing})", e.ratio, e.low, e.high, e.confidence * 100.0);
+    match row.kind {
+        Kind::Counter => {
+            let wobble = if row.verdict == Verdict::Inconclusive {
+                "; beyond the limit, but so is run-to-run wobble"
+            } else {
+                ""
+            };
+            format!("exact counter, {interval}, p={p:.3} against no change (Holm, {family} tested){wobble}")
+        }
+        Kind::Noisy => {
+            let gate = if row.gates { "" } else { "; report only (no rule names it)" };
+            format!("{interval}, p={p:.3} against the limit (Holm, {family} tested){gate}")
+        }
     }
 }
 
@@ -417,7 +458,7 @@ mod tests {
         eprintln!("{failures} of 2000 synthetic A/A comparisons failed");
         assert!(failures <= 20, "{failures} of 2000 A/A comparisons failed");
         // The test is calibrated, not merely timid: a change of exactly the limit (+3%) fails
-        // about alpha of the time (20 of 2,000 expected).
+        // about alpha / 2 of the time (Holm over the two metrics tested: 10 of 2,000 expected).
         let at_limit = (0..2000)
             .filter(|_| {
                 let (base, head) = rounds(&mut noise, 10, 1.03, 0.05, 0.1);
@@ -425,7 +466,7 @@ mod tests {
             })
             .count();
         eprintln!("{at_limit} of 2000 comparisons at the limit failed");
-        assert!((8..=35).contains(&at_limit), "{at_limit} of 2000 at the limit failed; alpha is 1%");
+        assert!((4..=20).contains(&at_limit), "{at_limit} of 2000 at the limit failed; alpha is 1%");
     }
 
     #[test]
@@ -439,8 +480,25 @@ mod tests {
         assert_eq!(verdict(&rows, "server.send_syscalls"), Verdict::Regression, "+3% beyond the 2% tolerance");
         // Three rounds are too few for a noisy verdict, not for a counter.
         assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Inconclusive);
+        // A counter that wobbles by 10% a round (ACK-driven syscalls) on unchanged code: its
+        // median change passes 2% most of the time, yet it must not fail the gate.
+        let (mut beyond_tolerance, mut failed) = (0, 0);
+        for _ in 0..200 {
+            let (base10, mut wobbly) = rounds(&mut noise, 10, 1.0, 0.01, 0.0);
+            for h in wobbly.metrics.get_mut("server.send_syscalls").expect("counter") {
+                *h *= noise.factor(0.1);
+            }
+            let rows = compare(&base10, &wobbly, &[], &GATE, Pairing::Paired);
+            let row = rows.iter().find(|r| r.metric == "server.send_syscalls").expect("row");
+            beyond_tolerance += usize::from(row.change_pct.abs() > 2.0);
+            failed += usize::from(row.verdict == Verdict::Regression);
+        }
+        assert!(beyond_tolerance > 100 && failed <= 2, "{beyond_tolerance} beyond 2%, {failed} failed of 200");
         let loose = Thresholds { tolerance: 5.0, ..GATE };
-        assert_eq!(verdict(&compare(&base, &head, &[], &loose, Pairing::Paired), "server.send_syscalls"), Verdict::Unchanged);
+        assert_eq!(
+            verdict(&compare(&base, &head, &[], &loose, Pairing::Paired), "server.send_syscalls"),
+            Verdict::Unchanged
+        );
     }
 
     #[test]

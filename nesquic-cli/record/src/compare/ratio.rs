@@ -64,11 +64,8 @@ impl RatioEstimate {
         let (nb, nh) = (base.len() as f64, head.len() as f64);
         let (qb, qh) = (vb / nb, vh / nh);
         let se = (qb + qh).sqrt();
-        let df = if se > 0.0 {
-            (qb + qh).powi(2) / (qb * qb / (nb - 1.0) + qh * qh / (nh - 1.0))
-        } else {
-            nb + nh - 2.0
-        };
+        let df =
+            if se > 0.0 { (qb + qh).powi(2) / (qb * qb / (nb - 1.0) + qh * qh / (nh - 1.0)) } else { nb + nh - 2.0 };
         Self::from_log(mh - mb, se, df, confidence)
     }
 
