@@ -49,26 +49,32 @@ compare and ab: 0 no regression, 1 a regression, 2 bad input. Every command ends
 output goes away (`nesquic luts | head -1`). Colour only on a terminal, never under NO_COLOR.";
 
 #[derive(Debug, Subcommand)]
-#[command(after_help = EXIT_STATUS)]
 enum Command {
     /// Run a LUT's server and client as separate processes, transfer a verified payload, report.
+    #[command(after_help = EXIT_STATUS)]
     Run(Box<run::RunArgs>),
     /// List the libraries under test this build knows, with versions and I/O paths.
+    #[command(after_help = EXIT_STATUS)]
     Luts,
     /// List the scenarios `nesquic run --testcase NAME` runs.
+    #[command(after_help = EXIT_STATUS)]
     Testcases,
     /// Show what a probe list resolves to in a LUT (functions, addresses, objects) and which
     /// patterns matched nothing, without running a transfer.
+    #[command(after_help = EXIT_STATUS)]
     Probes(ProbesArgs),
     /// Run any command under the eBPF probes and report what they measured.
+    #[command(after_help = EXIT_STATUS)]
     Trace(trace::TraceArgs),
     /// Print what a run recorded, from its qlog traces (run directory or .sqlog file).
+    #[command(after_help = EXIT_STATUS)]
     Report(report::ReportArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
+    #[command(after_help = EXIT_STATUS)]
     Matrix(matrix::MatrixArgs),
     /// Classify a `perf script` dump into profile components (checks `--probe profile`
     /// against `perf record`; see scripts/perf-agreement.sh).
-    #[command(hide = true)]
+    #[command(hide = true, after_help = EXIT_STATUS)]
     PerfClassify(perf_classify::PerfClassifyArgs),
     /// Compare two runs (CI regression gate): exit 0 pass, 1 regression, 2 bad input.
     Compare(compare::CompareArgs),
@@ -77,6 +83,7 @@ enum Command {
     Ab(Box<ab::AbArgs>),
     /// What this kernel supports (BTF, uprobes, kprobes, fentry, netem, ...) and which mechanism
     /// each probe kind will use here (root: capabilities are tried, not guessed).
+    #[command(after_help = EXIT_STATUS)]
     Doctor(doctor::DoctorArgs),
 }
 
