@@ -88,3 +88,8 @@ bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf be
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.
 test-kernels: build
     ./scripts/test-kernels.sh
+
+# The CI gate's false alarms and sensitivity: 20 A/A `nesquic ab` jobs of quinn (defaults, and
+# with rules on CPU and goodput), +3% syscalls injected, GSO off; results into docs/ci.md.
+bench-gate JOBS="20": build
+    ./scripts/bench-gate.sh {{JOBS}}
