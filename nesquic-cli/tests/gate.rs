@@ -83,26 +83,22 @@ fn gso_off_fails_on_a_counter() {
     assert!(failed.iter().all(|x| x["kind"] == "counter"), "{failed:?}");
 }
 
+/// `nesquic compare BASE HEAD`, to add flags to.
+fn compare(base: &Path, head: &Path) -> std::process::Command {
+    let mut c = nesquic();
+    c.arg("compare").arg(base).arg(head);
+    c
+}
+
 #[test]
 fn compare_pairs_an_ab_job_and_warns_on_separate_runs() {
     let jobs = a_a_jobs();
     let (first, second) = (&jobs[0].0, &jobs[1].0);
-    let out = nesquic()
-        .arg("compare")
-        .arg(first.join("base"))
-        .arg(first.join("head"))
-        .args(["--format", "json"])
-        .output()
-        .expect("compare");
+    let out = compare(&first.join("base"), &first.join("head")).args(["--format", "json"]).output().expect("compare");
     assert_eq!(report(&out)["pairing"], "paired", "{}", stderr(&out));
     assert!(!stderr(&out).contains("drift"), "{}", stderr(&out));
-    let out = nesquic()
-        .arg("compare")
-        .arg(first.join("base"))
-        .arg(second.join("head"))
-        .args(["--format", "markdown"])
-        .output()
-        .expect("compare");
+    let out =
+        compare(&first.join("base"), &second.join("head")).args(["--format", "markdown"]).output().expect("compare");
     let text = String::from_utf8_lossy(&out.stdout);
     let first_line = text.lines().next().unwrap_or_default();
     assert!(first_line.contains("PASS") || first_line.contains("FAIL"), "the verdict comes first: {text}");
@@ -152,19 +148,14 @@ fn a_closed_stdout_ends_every_command_quietly() {
 #[test]
 fn colour_only_on_request_and_never_under_no_color() {
     let (job, _) = &a_a_jobs()[0];
-    let compare = |env: &[(&str, &str)]| {
-        let mut c = nesquic();
-        c.arg("compare")
-            .arg(job.join("base"))
-            .arg(job.join("head"))
-            .env_remove("NO_COLOR")
-            .env_remove("CLICOLOR_FORCE");
-        c.envs(env.iter().copied());
+    let text = |env: &[(&str, &str)]| {
+        let mut c = compare(&job.join("base"), &job.join("head"));
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE").envs(env.iter().copied());
         String::from_utf8_lossy(&c.output().expect("compare").stdout).into_owned()
     };
-    assert!(!compare(&[]).contains('\x1b'), "a pipe is not a terminal: no colour");
-    assert!(compare(&[("CLICOLOR_FORCE", "1")]).contains('\x1b'), "colour where forced");
-    assert!(!compare(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]).contains('\x1b'), "NO_COLOR wins");
+    assert!(!text(&[]).contains('\x1b'), "a pipe is not a terminal: no colour");
+    assert!(text(&[("CLICOLOR_FORCE", "1")]).contains('\x1b'), "colour where forced");
+    assert!(!text(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]).contains('\x1b'), "NO_COLOR wins");
 }
 
 #[test]

@@ -28,13 +28,21 @@ fn verdict_style(v: Verdict) -> Style {
     Style::new().fg_color(Some(colour.into())).bold()
 }
 
-/// The interval column: `0.982-1.011` for noisy figures, `exact` for counters.
-fn interval(row: &Row) -> String {
-    match (&row.interval, row.kind) {
+/// A row's figures, formatted once for both renderings: base, head, change, interval (`exact`
+/// for counters without one), limit.
+fn cells(row: &Row) -> [String; 5] {
+    let interval = match (&row.interval, row.kind) {
         (Some(e), _) => format!("{:.3}-{:.3}", e.low, e.high),
         (None, Kind::Counter) => "exact".into(),
         (None, Kind::Noisy) => "-".into(),
-    }
+    };
+    [
+        format!("{:.4}", row.base),
+        format!("{:.4}", row.head),
+        format!("{:+.2}%", row.change_pct),
+        interval,
+        format!("{:+}%", row.limit_pct),
+    ]
 }
 
 /// The one-line verdict: PASS or FAIL, the regressions, and what else needs a look.
@@ -79,17 +87,12 @@ pub(crate) fn text(r: &Report<'_>) -> std::io::Result<()> {
     )?;
     for row in r.rows {
         let style = verdict_style(row.verdict);
+        let [base, head, change, interval, limit] = cells(row);
+        let verdict = verdict_text(row.verdict);
         writeln!(
             out,
-            "{:<30} {:>13.4} {:>13.4} {:>+8.2}% {:>13} {:>+6}%  {style}{:<12}{style:#} {}",
-            row.metric,
-            row.base,
-            row.head,
-            row.change_pct,
-            interval(row),
-            row.limit_pct,
-            verdict_text(row.verdict),
-            row.reason
+            "{:<30} {base:>13} {head:>13} {change:>9} {interval:>13} {limit:>7}  {style}{verdict:<12}{style:#} {}",
+            row.metric, row.reason
         )?;
     }
     let verdict = if r.regressions > 0 { Verdict::Regression } else { Verdict::Unchanged };
@@ -124,16 +127,10 @@ pub(crate) fn markdown(r: &Report<'_>) -> String {
             Verdict::Regression => "**regression**".to_string(),
             other => verdict_text(other).to_string(),
         };
+        let [base, head, change, interval, limit] = cells(row);
         md.push_str(&format!(
-            "| `{}` | {:.4} | {:.4} | {:+.2}% | {} | {:+}% | {} | {} |\n",
-            row.metric,
-            row.base,
-            row.head,
-            row.change_pct,
-            interval(row),
-            row.limit_pct,
-            verdict,
-            row.reason
+            "| `{}` | {base} | {head} | {change} | {interval} | {limit} | {verdict} | {} |\n",
+            row.metric, row.reason
         ));
     }
     md

@@ -404,31 +404,22 @@ mod tests {
     }
 
     #[test]
-    fn equal_distributions_pass() {
-        let mut noise = Noise::new(1);
-        let (base, head) = rounds(&mut noise, 10, 1.0, 0.005, 0.1);
-        let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
-        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Unchanged, "{rows:#?}");
-        assert_eq!(verdict(&rows, "server.send_syscalls"), Verdict::Unchanged);
-    }
-
-    #[test]
-    fn a_five_percent_shift_with_low_noise_fails() {
-        let mut noise = Noise::new(2);
-        let (base, head) = rounds(&mut noise, 10, 1.05, 0.005, 0.1);
-        let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
-        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Regression, "{rows:#?}");
-        // Without a rule the same shift is reported, not failed.
-        let rows = compare(&base, &head, &[], &GATE, Pairing::Paired);
-        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Worse, "{rows:#?}");
-    }
-
-    #[test]
-    fn a_five_percent_shift_with_twenty_percent_noise_is_inconclusive() {
-        let mut noise = Noise::new(3);
-        let (base, head) = rounds(&mut noise, 10, 1.05, 0.2, 0.1);
-        let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
-        assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Inconclusive, "{rows:#?}");
+    fn verdicts_on_synthetic_rounds() {
+        // (what, seed, head/base, noise of each side, drift shared by a round, CPU's verdict
+        // under the rule cpu_s>+3%, and without a rule)
+        let cases = [
+            ("equal distributions pass", 1, 1.0, 0.005, 0.1, Verdict::Unchanged, Verdict::Unchanged),
+            ("+5% with low noise fails", 2, 1.05, 0.005, 0.1, Verdict::Regression, Verdict::Worse),
+            ("+5% with 20% noise is inconclusive", 3, 1.05, 0.2, 0.1, Verdict::Inconclusive, Verdict::Inconclusive),
+        ];
+        for (what, seed, shift, sd, drift, ruled, reported) in cases {
+            let (base, head) = rounds(&mut Noise::new(seed), 10, shift, sd, drift);
+            let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+            assert_eq!(verdict(&rows, "server.cpu_s"), ruled, "{what}: {rows:#?}");
+            assert_eq!(verdict(&rows, "server.send_syscalls"), Verdict::Unchanged, "{what}");
+            let rows = compare(&base, &head, &[], &GATE, Pairing::Paired);
+            assert_eq!(verdict(&rows, "server.cpu_s"), reported, "{what}, report only: {rows:#?}");
+        }
     }
 
     #[test]
@@ -448,23 +439,21 @@ mod tests {
         // 2,000 A/A comparisons, every noisy figure gated by a rule, noise of 5% and drift of
         // 10%: the defaults (Holm at alpha 0.01 against a 3% limit) must fail at most 1%.
         let mut noise = Noise::new(5);
-        let rules: Vec<Rule> = ["cpu_s>+3%"].iter().map(|r| Rule::parse(r).expect("rule")).collect();
-        let failures = (0..2000)
-            .filter(|_| {
-                let (base, head) = rounds(&mut noise, 10, 1.0, 0.05, 0.1);
-                compare(&base, &head, &rules, &GATE, Pairing::Paired).iter().any(|r| r.verdict == Verdict::Regression)
-            })
-            .count();
+        let mut failures_at = |shift: f64| {
+            (0..2000)
+                .filter(|_| {
+                    let (base, head) = rounds(&mut noise, 10, shift, 0.05, 0.1);
+                    let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+                    rows.iter().any(|r| r.verdict == Verdict::Regression)
+                })
+                .count()
+        };
+        let failures = failures_at(1.0);
         eprintln!("{failures} of 2000 synthetic A/A comparisons failed");
         assert!(failures <= 20, "{failures} of 2000 A/A comparisons failed");
         // The test is calibrated, not merely timid: a change of exactly the limit (+3%) fails
         // about alpha / 2 of the time (Holm over the two metrics tested: 10 of 2,000 expected).
-        let at_limit = (0..2000)
-            .filter(|_| {
-                let (base, head) = rounds(&mut noise, 10, 1.03, 0.05, 0.1);
-                compare(&base, &head, &rules, &GATE, Pairing::Paired).iter().any(|r| r.verdict == Verdict::Regression)
-            })
-            .count();
+        let at_limit = failures_at(1.03);
         eprintln!("{at_limit} of 2000 comparisons at the limit failed");
         assert!((4..=20).contains(&at_limit), "{at_limit} of 2000 at the limit failed; alpha is 1%");
     }
