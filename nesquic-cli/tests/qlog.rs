@@ -73,6 +73,11 @@ fn run_writes_loadable_qlog_matching_the_summary() {
             .collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "times not monotone: {times:?}");
 
+        // Every Nesquic event reads back as its type (docs/qlog.md is tested against the types).
+        let typed = nesquic_record::qlog::reader::read(&path).expect("strict reader").nesquic_events().expect("typed");
+        let nesquic_records = names.iter().filter(|n| n.starts_with("nesquic:")).count();
+        assert_eq!(typed.len(), nesquic_records, "every nesquic: event is one of the typed events");
+
         let trace = strict_events(&bytes);
         let started = trace.iter().find(|e| e["name"] == "nesquic:run_started").expect("run_started");
         let d = &started["data"];

@@ -10,7 +10,7 @@ pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
 use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
 use nesquic_lut_adapters::IoMode;
 pub(crate) use nesquic_record::calibration::Calibration;
-pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary, WorkloadSummary};
+pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary};
 use process::LUT_ROLES;
 
 use crate::units;
