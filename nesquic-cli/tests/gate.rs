@@ -180,3 +180,29 @@ fn ab_refuses_what_it_cannot_do() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("head variant"), "{}", stderr(&out));
 }
+
+#[test]
+fn exec_command_pairs_are_variants() {
+    // Two command pairs of one executable, head's server without GSO; no probes (the shell
+    // launcher makes them slow to attach), so a rule makes the server's CPU time gate.
+    let quinn = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-lut-quinn");
+    let server = format!("{} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY", quinn.display());
+    let client = format!("{} client --connect $NESQUIC_CONNECT --ca $NESQUIC_CA --size $NESQUIC_SIZE", quinn.display());
+    let head_server = format!("{server} --opt gso=off");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = nesquic()
+        .args(["ab", "--lut", "exec", "--size", "5MB", "--rounds", "5", "--format", "json"])
+        .args(["--base-server-cmd", &server, "--base-client-cmd", &client])
+        .args(["--head-server-cmd", &head_server, "--head-client-cmd", &client])
+        .args(["--fail-on", "server.cpu_s>+10%", "--out"])
+        .arg(dir.path().join("job"))
+        .output()
+        .expect("run nesquic ab");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let r = report(&out);
+    let row = |m: &str| r["rows"].as_array().expect("rows").iter().find(|x| x["metric"] == m).cloned().expect(m);
+    assert_eq!(row("server.cpu_s")["verdict"], "regression", "{r}");
+    assert_eq!(row("client.cpu_s")["gates"], false, "the rule names the server's only");
+    let rounds = std::fs::read_dir(dir.path().join("job").join("head")).expect("head").count();
+    assert_eq!(rounds, 6, "5 round directories and summary.json");
+}
