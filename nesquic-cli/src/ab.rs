@@ -85,6 +85,18 @@ impl AbArgs {
     }
 }
 
+/// What makes a variant: its LUT, its build's source, its options.
+fn describe(plan: &nesquic_engine::run::RunPlan) -> String {
+    let mut text = format!("{} {}", plan.lut.name(), plan.lut.version());
+    if let Some(source) = &plan.lut_source {
+        text.push_str(&format!(" from {} ({})", source.path.display(), source.revision));
+    }
+    if !plan.lut_options.is_empty() {
+        text.push_str(&format!(" [{}]", plan.lut_options.join(" ")));
+    }
+    text
+}
+
 /// Runs `nesquic ab`; bad input or a failed round is an `Err` (exit 2 in main).
 pub fn execute(args: &AbArgs) -> Result<Outcome> {
     if args.run.repeat != 1 || args.run.json.is_some() || args.run.overhead {
@@ -110,6 +122,13 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         },
         out: out.clone(),
     };
+    let order = format!("{:?}", args.order).to_lowercase();
+    eprintln!(
+        "nesquic: ab: {} rounds, {order} order; base: {}; head: {}",
+        plan.rounds,
+        describe(&plan.base),
+        describe(&plan.head)
+    );
     let interrupted = install_signal_flag()?;
     let record = nesquic_engine::ab::execute(&mut plan, &interrupted, &mut Terminal { quiet: true })?;
     eprintln!("nesquic: rounds written to {} (base/, head/, ab.json)", out.display());

@@ -80,6 +80,18 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Run a base and a head variant in interleaved rounds and compare the pairs (CI gate):
     /// exit 0 pass, 1 regression, 2 bad input or a failed round.
+    ///
+    /// Rounds run base and head once each, in ABBA order, so drift on a shared machine hits
+    /// both alike; the gate then judges each round's pair. Counters fail beyond --tolerance;
+    /// noisy figures (goodput, CPU) only report unless a --fail-on rule names them.
+    ///
+    /// Examples:
+    ///   nesquic ab --head-opt gso=off --probe io                  # two option sets
+    ///   nesquic ab --base-lut-path ../quinn-main --head-lut-path ../quinn-pr --probe io \
+    ///       --size 25MB --rounds 20 --fail-on 'cpu_s>+5%' --format markdown
+    ///   nesquic ab --lut exec --base-server-cmd ... --base-client-cmd ... \
+    ///       --head-server-cmd ... --head-client-cmd ...           # your own perf binaries
+    #[command(verbatim_doc_comment)]
     Ab(Box<ab::AbArgs>),
     /// What this kernel supports (BTF, uprobes, kprobes, fentry, netem, ...) and which mechanism
     /// each probe kind will use here (root: capabilities are tried, not guessed).
