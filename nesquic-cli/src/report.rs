@@ -36,6 +36,8 @@ fn sqlog_files(path: &Path) -> Result<Vec<PathBuf>> {
         .with_context(|| format!("read {}", path.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "sqlog"))
+        // The library's own qlog files (`--lut-qlog`) are merged into the traces; they are not ours.
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("lut-")))
         .collect();
     files.sort();
     if files.is_empty() {

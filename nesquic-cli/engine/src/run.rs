@@ -66,6 +66,8 @@ pub struct RunPlan {
     pub qlog_datagrams: bool,
     /// Merge the library's own qlog.
     pub lut_qlog: bool,
+    /// Also write a copy of each trace that qvis draws (`<out>/qvis/<role>.sqlog`).
+    pub qvis: bool,
     /// The network.
     pub link: LinkKind,
     /// Its conditions.
@@ -100,6 +102,8 @@ pub trait RunReporter {
     fn finished(&mut self, _record: &RunRecord, _merged: Option<&Metrics>) {}
     /// The library's own qlog events were merged into a trace.
     fn lut_qlog_merged(&mut self, _events: usize, _trace: &Path) {}
+    /// A qvis copy of a trace was written.
+    fn qvis_written(&mut self, _copy: &nesquic_record::qlog::qvis::QvisCopy, _path: &Path) {}
     /// The run was written.
     fn written(&mut self, _out_dir: &Path, _json: Option<&Path>) {}
 }
@@ -292,6 +296,15 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
             if plan.lut_qlog {
                 reporter.lut_qlog_merged(merged, trace);
             }
+        }
+    }
+    if plan.qvis {
+        let dir = out_dir.join("qvis");
+        std::fs::create_dir_all(&dir).map_err(EngineError::os(format!("create {}", dir.display())))?;
+        for (trace, role) in traces.iter().zip(LUT_ROLES) {
+            let path = dir.join(format!("{role}.sqlog"));
+            let copy = nesquic_record::qlog::qvis::write(trace, &path)?;
+            reporter.qvis_written(&copy, &path);
         }
     }
     let text = serde_json::to_string_pretty(&report)
