@@ -3,12 +3,14 @@
 //! must not contain protocol logic (lut-adapters), socket code (io-layer) or eBPF (nesquic-ebpf).
 
 use nesquic_engine::backend;
+mod ab;
 mod calibrate;
 mod compare;
 mod doctor;
 mod duty;
 mod matrix;
 mod perf_classify;
+mod pipe;
 mod probes;
 mod report;
 mod run;
@@ -31,40 +33,69 @@ use clap::{Parser, Subcommand};
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
 ///   nesquic compare BASE HEAD            # CI gate: exit 1 on a regression
+///   nesquic ab --head-opt gso=off --probe io  # CI gate on interleaved rounds of two variants
 ///   nesquic matrix --lut quinn,quiche --io all --repeat 5 --probe io  # one table, all combinations
 ///   nesquic luts                         # libraries this build can run
 #[derive(Debug, Parser)]
-#[command(name = "nesquic", version, verbatim_doc_comment)]
+#[command(name = "nesquic", version, verbatim_doc_comment, after_help = EXIT_STATUS)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
+/// Exit status of every command but the gates (compare, ab: see their --help).
+const EXIT_STATUS: &str = "Exit status: 0 success; 1 an error (the message says which); 2 a usage error. \
+compare and ab: 0 no regression, 1 a regression, 2 bad input. Every command ends quietly when the reader of its \
+output goes away (`nesquic luts | head -1`). Colour only on a terminal, never under NO_COLOR.";
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run a LUT's server and client as separate processes, transfer a verified payload, report.
+    #[command(after_help = EXIT_STATUS)]
     Run(Box<run::RunArgs>),
     /// List the libraries under test this build knows, with versions and I/O paths.
+    #[command(after_help = EXIT_STATUS)]
     Luts,
     /// List the scenarios `nesquic run --testcase NAME` runs.
+    #[command(after_help = EXIT_STATUS)]
     Testcases,
     /// Show what a probe list resolves to in a LUT (functions, addresses, objects) and which
     /// patterns matched nothing, without running a transfer.
+    #[command(after_help = EXIT_STATUS)]
     Probes(ProbesArgs),
     /// Run any command under the eBPF probes and report what they measured.
+    #[command(after_help = EXIT_STATUS)]
     Trace(trace::TraceArgs),
     /// Print what a run recorded, from its qlog traces (run directory or .sqlog file).
+    #[command(after_help = EXIT_STATUS)]
     Report(report::ReportArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
+    #[command(after_help = EXIT_STATUS)]
     Matrix(matrix::MatrixArgs),
     /// Classify a `perf script` dump into profile components (checks `--probe profile`
     /// against `perf record`; see scripts/perf-agreement.sh).
-    #[command(hide = true)]
+    #[command(hide = true, after_help = EXIT_STATUS)]
     PerfClassify(perf_classify::PerfClassifyArgs),
     /// Compare two runs (CI regression gate): exit 0 pass, 1 regression, 2 bad input.
     Compare(compare::CompareArgs),
+    /// Run a base and a head variant in interleaved rounds and compare the pairs (CI gate):
+    /// exit 0 pass, 1 regression, 2 bad input or a failed round.
+    ///
+    /// Rounds run base and head once each, in ABBA order, so drift on a shared machine hits
+    /// both alike; the gate then judges each round's pair. Counters fail beyond --tolerance;
+    /// noisy figures (goodput, CPU) only report unless a --fail-on rule names them.
+    ///
+    /// Examples:
+    ///   nesquic ab --head-opt gso=off --probe io                  # two option sets
+    ///   nesquic ab --base-lut-path ../quinn-main --head-lut-path ../quinn-pr --probe io \
+    ///       --size 25MB --rounds 20 --fail-on 'cpu_s>+5%' --format markdown
+    ///   nesquic ab --lut exec --base-server-cmd ... --base-client-cmd ... \
+    ///       --head-server-cmd ... --head-client-cmd ...           # your own perf binaries
+    #[command(verbatim_doc_comment)]
+    Ab(Box<ab::AbArgs>),
     /// What this kernel supports (BTF, uprobes, kprobes, fentry, netem, ...) and which mechanism
     /// each probe kind will use here (root: capabilities are tried, not guessed).
+    #[command(after_help = EXIT_STATUS)]
     Doctor(doctor::DoctorArgs),
 }
 
@@ -91,45 +122,62 @@ struct ProbesArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Luts | Command::Testcases | Command::Probes(_) | Command::Report(_)) {
-        // Listing commands end quietly when their reader does (`nesquic probes | head`), as
-        // other Unix tools do. Not for run/trace: they write to pipes of processes that may die.
-        // SAFETY: restoring the default disposition of a signal has no preconditions.
-        unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    if cli.command.holds_resources() {
+        pipe::end_quietly_after_cleanup();
+    } else {
+        pipe::end_quietly();
     }
-    let result = match cli.command {
-        Command::Run(args) => run::execute(&args).map(|_| ()),
-        Command::Luts => {
-            list_luts();
-            Ok(())
-        }
-        Command::Testcases => {
-            testcase::list();
-            Ok(())
-        }
-        Command::Probes(args) => list_probes(&args),
-        Command::Trace(args) => trace::execute(&args),
-        Command::Report(args) => report::execute(&args),
-        Command::Matrix(args) => matrix::execute(&args),
-        Command::PerfClassify(args) => perf_classify::execute(&args),
-        Command::Doctor(args) => doctor::execute(&args),
-        Command::Compare(args) => {
-            return match compare::execute(&args) {
-                Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,
-                Ok(compare::Outcome::Regression) => ExitCode::from(1),
-                Err(e) => {
-                    eprintln!("nesquic: error: {e:#}");
-                    ExitCode::from(2)
-                }
-            };
-        }
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let outcome = pipe::catch_closed_stdout(|| cli.command.execute());
+    match outcome {
+        Ok(Ok(code)) => code,
+        Ok(Err(e)) => {
             eprintln!("nesquic: error: {e:#}");
             ExitCode::FAILURE
         }
+        Err(pipe::StdoutClosed) => pipe::die_of_sigpipe(),
+    }
+}
+
+/// How a gate command's outcome maps to the exit status: 0 pass, 1 regression, 2 bad input.
+fn gate_status(result: anyhow::Result<compare::Outcome>) -> ExitCode {
+    match result {
+        Ok(compare::Outcome::Pass) => ExitCode::SUCCESS,
+        Ok(compare::Outcome::Regression) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("nesquic: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+impl Command {
+    /// Commands that own LUT processes, probes or namespaces while they print: a closed stdout
+    /// must unwind through their cleanup rather than kill them on the spot.
+    fn holds_resources(&self) -> bool {
+        matches!(self, Command::Run(_) | Command::Trace(_) | Command::Matrix(_) | Command::Ab(_) | Command::Doctor(_))
+    }
+
+    fn execute(self) -> anyhow::Result<ExitCode> {
+        let result = match self {
+            Command::Run(args) => run::execute(&args).map(|_| ()),
+            Command::Luts => {
+                list_luts();
+                Ok(())
+            }
+            Command::Testcases => {
+                testcase::list();
+                Ok(())
+            }
+            Command::Probes(args) => list_probes(&args),
+            Command::Trace(args) => trace::execute(&args),
+            Command::Report(args) => report::execute(&args),
+            Command::Matrix(args) => matrix::execute(&args),
+            Command::PerfClassify(args) => perf_classify::execute(&args),
+            Command::Doctor(args) => doctor::execute(&args),
+            Command::Compare(args) => return Ok(gate_status(compare::execute(&args))),
+            Command::Ab(args) => return Ok(gate_status(ab::execute(&args))),
+        };
+        result.map(|()| ExitCode::SUCCESS)
     }
 }
 

@@ -75,11 +75,13 @@ fn a_run_against_itself_and_a_rerun_pass() {
     let out = compare(base, base, &[]);
     assert_eq!(out.status.code(), Some(0), "{}\n{}", String::from_utf8_lossy(&out.stdout), stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("no regression"));
-    // A rerun of the same configuration: its verdict is statistics (a false alarm stays possible
-    // at alpha per metric), so only the report itself is checked here.
+    // A rerun of the same configuration, taken separately: its verdict is statistics (a false
+    // alarm stays possible, at alpha for the whole family), so only the report is checked here,
+    // and the warning that separate runs drift.
     let out = compare(base, again, &["--format", "markdown"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("| metric | base | head |") && text.contains("`server.syscalls_per_mb`"), "{text}");
+    assert!(stderr(&out).contains("drift"), "{}", stderr(&out));
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
 }
 

@@ -8,6 +8,7 @@
 //! Must not know command-line flags, rendering, or which LUT it runs: it starts executables with
 //! arguments and reports what they said and what they cost.
 
+pub mod ab;
 pub mod backend;
 pub mod calibrate;
 pub mod custom_build;

@@ -3,8 +3,8 @@
 //! calibration as recorded (`calibration`), Nesquic's qlog events (`events`, typed both ways), the
 //! qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
-//! the statistics every command shares (`stats`: the median in one place, Mann-Whitney), and
-//! comparing two runs (`compare`: samples per metric, rules, verdicts), and the CPU cost per
+//! the median every command shares (`stats`), comparing two runs, the CI gate (`compare`: samples
+//! per metric, rules, paired ratio intervals, Holm correction, verdicts), and the CPU cost per
 //! datagram by component over repetitions (`packet_cost`).
 //!
 //! Must not know processes, probes or the command line: it receives what was measured and

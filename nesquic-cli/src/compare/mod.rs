@@ -1,47 +1,69 @@
-//! `nesquic compare BASE HEAD`: the CI regression gate. Counters (syscalls per MB, datagrams per
-//! syscall, crypto calls per packet) are compared against a tolerance (and, given repetitions on
-//! both sides, must also differ significantly); noisy figures
-//! (goodput, time, CPU) need repetitions and a Mann-Whitney U test plus a minimum effect, and
-//! are "inconclusive" with too few samples. Exit codes: 0 pass, 1 regression, 2 bad input.
+//! `nesquic compare BASE HEAD` and the verdict `nesquic ab` shares: the CI regression gate.
+//! Counters are exact and held against a tolerance; noisy figures (goodput, time, CPU) get a
+//! head/base ratio with a confidence interval (paired when the runs were interleaved), Holm-
+//! corrected over the family, and fail only under a rule that names them. The statistics are
+//! `nesquic_record::compare`'s; this module parses the flags and renders (`render`).
 
-use std::path::PathBuf;
+mod render;
+
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use nesquic_record::compare::{compare, load, rules_from_file, Row, Rule, Thresholds, Verdict};
+use nesquic_record::compare::{
+    compare, load, rules_from_file, Pairing, Row, Rule, RunSamples, Thresholds, Verdict, REPORT_VERSION,
+};
 
-/// `nesquic compare` arguments.
-#[derive(Debug, clap::Args)]
-pub struct CompareArgs {
-    /// The reference run: a run directory, its summary.json, or one role's .sqlog.
-    pub base: PathBuf,
-    /// The run under review, same forms.
-    pub head: PathBuf,
+/// Exit status of the gate commands, for their `--help`.
+pub const GATE_EXIT_STATUS: &str = "Exit status: 0 no regression; 1 at least one regression; 2 bad input, a failed \
+run or a usage error (nothing judged). Like other Unix tools it ends quietly when the reader of its output goes away \
+(`nesquic compare A B | head -1`).";
+
+/// The gate's flags, shared by `compare` and `ab`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GateArgs {
     /// A failure rule, repeatable: METRIC>+N% (fail if it grows by more than N%) or METRIC<-N%
-    /// (fail if it shrinks by more). METRIC may carry a role: server.syscalls_per_mb. Rules
-    /// replace the default tolerance for the metrics they name.
+    /// (fail if it shrinks by more). METRIC may carry a role: server.syscalls_per_mb. A rule
+    /// replaces the default limit of the metric it names, and makes a noisy figure (goodput,
+    /// transfer_s, cpu_s, ...) gate: without one, noisy figures are reported, never failed.
     #[arg(long = "fail-on", value_name = "RULE")]
     pub fail_on: Vec<String>,
     /// Rules from a TOML file: a fail_on table with "METRIC" = "+2%" entries.
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
-    /// Default tolerance for counters, percent, in the worse direction.
+    /// Limit for counters (syscalls, datagrams per syscall, crypto calls per packet), percent,
+    /// in the worse direction. Counters are exact: no test, the change itself is held to it.
     #[arg(long, default_value_t = 2.0)]
     pub tolerance: f64,
-    /// Minimum change of a noisy figure that can count, percent.
-    #[arg(long, default_value_t = 1.0)]
-    pub min_effect: f64,
-    /// Significance level of the Mann-Whitney U test, per metric. Kept low because about twenty
-    /// metrics are tested at once; 5 runs per side can reach p = 0.008 at best.
+    /// Limit for noisy figures without a rule, percent: they are "worse" only when the data
+    /// say so beyond this limit with confidence 1 - alpha.
+    #[arg(long, default_value_t = 3.0)]
+    pub noisy_tolerance: f64,
+    /// Family-wise false-alarm rate for noisy figures: the Holm-corrected chance that an
+    /// unchanged commit fails on any gated noisy figure. The intervals are (1 - alpha).
     #[arg(long, default_value_t = 0.01)]
     pub alpha: f64,
-    /// Fewest repetitions per side before noisy figures get a verdict.
+    /// Fewest repetitions (pairs, with `ab`) before noisy figures get a verdict.
     #[arg(long, default_value_t = 5)]
     pub min_samples: usize,
-    /// Output format.
+    /// Output format: text (a table), markdown (for a PR comment; its first line is the
+    /// verdict), json (versioned: report_version).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// `nesquic compare` arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_help = GATE_EXIT_STATUS)]
+pub struct CompareArgs {
+    /// The reference run: a run directory, its summary.json, or one role's .sqlog.
+    pub base: PathBuf,
+    /// The run under review, same forms.
+    pub head: PathBuf,
+    /// The gate.
+    #[command(flatten)]
+    pub gate: GateArgs,
 }
 
 /// Output formats.
@@ -49,13 +71,13 @@ pub struct CompareArgs {
 pub enum Format {
     /// Aligned table for a terminal.
     Text,
-    /// A table for a PR comment.
+    /// A table for a PR comment, after a one-line verdict.
     Markdown,
-    /// Machine-readable.
+    /// Machine-readable, versioned.
     Json,
 }
 
-/// How `compare` ended.
+/// How a gate command ended.
 pub enum Outcome {
     /// No regression.
     Pass,
@@ -63,13 +85,24 @@ pub enum Outcome {
     Regression,
 }
 
+/// Warning shown (and recorded) when the two sides were not interleaved.
+const DRIFT_WARNING: &str = "the two runs were taken separately: on a shared machine separate runs drift apart \
+(CPU time by 10-20% between batches), so noisy figures are compared unpaired and rarely conclusive; \
+`nesquic ab` interleaves the variants and pairs the rounds";
+
+/// What is judged and printed (the JSON of `--format json`).
 #[derive(Serialize)]
-struct Report<'a> {
+pub(crate) struct Report<'a> {
+    report_version: u32,
+    verdict: &'static str,
+    pairing: Pairing,
+    warnings: Vec<&'static str>,
     base: String,
     head: String,
     lut_base: &'a str,
     lut_head: &'a str,
     testcase: &'a str,
+    alpha: f64,
     rules: &'a [Rule],
     rows: &'a [Row],
     regressions: usize,
@@ -79,12 +112,37 @@ struct Report<'a> {
 pub fn execute(args: &CompareArgs) -> Result<Outcome> {
     let base = load(&args.base)?;
     let head = load(&args.head)?;
+    let pairing = if interleaved(&args.base, &args.head) { Pairing::Paired } else { Pairing::Unpaired };
+    judge(&base, &head, (&args.base.display().to_string(), &args.head.display().to_string()), pairing, &args.gate)
+}
+
+/// Whether BASE and HEAD are the two sides of one `nesquic ab` job (`DIR/base`, `DIR/head`
+/// next to `DIR/ab.json`): then their repetitions pair round by round.
+fn interleaved(base: &Path, head: &Path) -> bool {
+    let job = |p: &Path, side: &str| {
+        let dir = if p.is_dir() { p } else { p.parent().unwrap_or(p) };
+        (dir.file_name().is_some_and(|n| n == side)).then(|| dir.parent().map(Path::to_path_buf)).flatten()
+    };
+    match (job(base, "base"), job(head, "head")) {
+        (Some(a), Some(b)) => a == b && a.join("ab.json").is_file(),
+        _ => false,
+    }
+}
+
+/// Compares `base` with `head` under the gate's flags and prints the report.
+pub(crate) fn judge(
+    base: &RunSamples,
+    head: &RunSamples,
+    names: (&str, &str),
+    pairing: Pairing,
+    args: &GateArgs,
+) -> Result<Outcome> {
     if base.testcase != head.testcase {
         bail!(
             "refusing to compare different test cases:\n  base {}: {}\n  head {}: {}",
-            args.base.display(),
+            names.0,
             base.testcase,
-            args.head.display(),
+            names.1,
             head.testcase
         );
     }
@@ -95,97 +153,44 @@ pub fn execute(args: &CompareArgs) -> Result<Outcome> {
     if let Some(path) = &args.thresholds {
         rules.extend(rules_from_file(path)?);
     }
+    if !(args.alpha > 0.0 && args.alpha < 0.5) {
+        bail!("--alpha {}: give a false-alarm rate between 0 and 0.5 (0.01 = 1%)", args.alpha);
+    }
     let thresholds = Thresholds {
         tolerance: args.tolerance,
-        min_effect: args.min_effect,
+        noisy_tolerance: args.noisy_tolerance,
         alpha: args.alpha,
         min_samples: args.min_samples,
     };
-    let rows = compare(&base, &head, &rules, &thresholds);
+    let rows = compare(base, head, &rules, &thresholds, pairing);
     if rows.is_empty() {
         bail!("the two runs share no metric to compare");
     }
     let regressions = rows.iter().filter(|r| r.verdict == Verdict::Regression).count();
+    let mut warnings = Vec::new();
+    if pairing == Pairing::Unpaired {
+        warnings.push(DRIFT_WARNING);
+        eprintln!("nesquic: warning: {DRIFT_WARNING}");
+    }
     let report = Report {
-        base: args.base.display().to_string(),
-        head: args.head.display().to_string(),
+        report_version: REPORT_VERSION,
+        verdict: if regressions > 0 { "fail" } else { "pass" },
+        pairing,
+        warnings,
+        base: names.0.to_string(),
+        head: names.1.to_string(),
         lut_base: &base.lut,
         lut_head: &head.lut,
         testcase: &base.testcase,
+        alpha: args.alpha,
         rules: &rules,
         rows: &rows,
         regressions,
     };
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => print_text(&report),
-        Format::Markdown => print_markdown(&report),
+        Format::Text => render::text(&report)?,
+        Format::Markdown => print!("{}", render::markdown(&report)),
     }
     Ok(if regressions > 0 { Outcome::Regression } else { Outcome::Pass })
-}
-
-fn verdict_text(v: Verdict) -> &'static str {
-    match v {
-        Verdict::Regression => "REGRESSION",
-        Verdict::Improvement => "improvement",
-        Verdict::Unchanged => "ok",
-        Verdict::Inconclusive => "inconclusive",
-    }
-}
-
-fn print_text(r: &Report<'_>) {
-    println!("base {} ({})\nhead {} ({})\ntest case: {}", r.base, r.lut_base, r.head, r.lut_head, r.testcase);
-    println!("{:<32} {:>14} {:>14} {:>14} {:>9}  {:<13} why", "metric", "base", "head", "change", "%", "verdict");
-    for row in r.rows {
-        println!(
-            "{:<32} {:>14.4} {:>14.4} {:>+14.4} {:>+8.2}%  {:<13} {}",
-            row.metric,
-            row.base,
-            row.head,
-            row.change,
-            row.change_pct,
-            verdict_text(row.verdict),
-            row.reason
-        );
-    }
-    println!("{}", headline(r));
-}
-
-fn print_markdown(r: &Report<'_>) {
-    println!("### Nesquic: {}", headline(r));
-    println!();
-    println!("base `{}` ({}), head `{}` ({}); test case: {}", r.base, r.lut_base, r.head, r.lut_head, r.testcase);
-    println!();
-    println!("| metric | base | head | change | verdict | why |");
-    println!("|---|---:|---:|---:|---|---|");
-    for row in r.rows {
-        let verdict = match row.verdict {
-            Verdict::Regression => "**regression**",
-            other => verdict_text(other),
-        };
-        println!(
-            "| `{}` | {:.4} | {:.4} | {:+.2}% | {} | {} |",
-            row.metric, row.base, row.head, row.change_pct, verdict, row.reason
-        );
-    }
-}
-
-fn headline(r: &Report<'_>) -> String {
-    let names: Vec<String> = r
-        .rows
-        .iter()
-        .filter(|x| x.verdict == Verdict::Regression)
-        .map(|x| format!("{} {:+.1}%", x.metric, x.change_pct))
-        .collect();
-    let inconclusive = r.rows.iter().filter(|x| x.verdict == Verdict::Inconclusive).count();
-    let tail = if inconclusive > 0 {
-        format!(" ({inconclusive} inconclusive: more repetitions needed)")
-    } else {
-        String::new()
-    };
-    if names.is_empty() {
-        format!("no regression{tail}")
-    } else {
-        format!("{} regression(s): {}{tail}", names.len(), names.join(", "))
-    }
 }

@@ -161,7 +161,8 @@ pub fn load(path: &Path) -> Result<RunSamples> {
         .map_err(|e| RecordError::Invalid(format!("{} is not a nesquic run summary: {e}", file.display())))
 }
 
-fn from_record(r: &RunRecord) -> Result<RunSamples> {
+/// One run record, as samples (one per repetition, in order).
+pub fn from_record(r: &RunRecord) -> Result<RunSamples> {
     if r.repetitions.is_empty() {
         return Err(RecordError::Invalid("no repetitions".into()));
     }

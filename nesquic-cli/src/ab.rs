@@ -1,0 +1,137 @@
+//! `nesquic ab`: run a base and a head variant in interleaved rounds in one job and judge the
+//! paired rounds with the gate of `nesquic compare`. A variant differs from the other by its
+//! build (`--base-lut-path`/`--head-lut-path`), its commands (`--base-server-cmd`... with
+//! `--lut exec`) or its options (`--base-opt`/`--head-opt`); every other `nesquic run` flag
+//! applies to both.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use nesquic_engine::ab::{AbPlan, Order};
+use nesquic_record::compare::{from_record, Pairing};
+
+use crate::compare::{judge, GateArgs, Outcome};
+use crate::run::{install_signal_flag, RunArgs, Terminal};
+
+/// `nesquic ab` arguments.
+#[derive(Debug, clap::Args)]
+#[command(after_help = crate::compare::GATE_EXIT_STATUS)]
+pub struct AbArgs {
+    /// Rounds: each runs one repetition of base and one of head. Noisy figures need
+    /// --min-samples rounds (5) for a verdict; 10 or more make their intervals useful.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
+    pub rounds: u32,
+    /// Order within rounds: abba (AB, BA, AB, ...) or random (drawn per round from --seed).
+    #[arg(long, value_enum, default_value_t = OrderChoice::Abba)]
+    pub order: OrderChoice,
+    /// Seed of --order random (recorded in OUT/ab.json).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Base variant: build the LUT's adapter against this checkout (see run --lut-path).
+    #[arg(long, value_name = "PATH")]
+    pub base_lut_path: Option<PathBuf>,
+    /// Head variant: build the LUT's adapter against this checkout.
+    #[arg(long, value_name = "PATH")]
+    pub head_lut_path: Option<PathBuf>,
+    /// Base variant with --lut exec: its server command (see run --server-cmd).
+    #[arg(long, value_name = "CMD", requires = "base_client_cmd")]
+    pub base_server_cmd: Option<String>,
+    /// Base variant with --lut exec: its client command.
+    #[arg(long, value_name = "CMD", requires = "base_server_cmd")]
+    pub base_client_cmd: Option<String>,
+    /// Head variant with --lut exec: its server command.
+    #[arg(long, value_name = "CMD", requires = "head_client_cmd")]
+    pub head_server_cmd: Option<String>,
+    /// Head variant with --lut exec: its client command.
+    #[arg(long, value_name = "CMD", requires = "head_server_cmd")]
+    pub head_client_cmd: Option<String>,
+    /// Base variant: a LUT setting KEY=VALUE on top of --lut-opt, repeatable (gso=on).
+    #[arg(long = "base-opt", value_name = "KEY=VALUE")]
+    pub base_opts: Vec<String>,
+    /// Head variant: a LUT setting KEY=VALUE on top of --lut-opt, repeatable (gso=off).
+    #[arg(long = "head-opt", value_name = "KEY=VALUE")]
+    pub head_opts: Vec<String>,
+    /// What both variants share: every `nesquic run` flag. --out is the job's directory
+    /// (OUT/base, OUT/head: run directories; OUT/ab.json: the order).
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The gate.
+    #[command(flatten)]
+    pub gate: GateArgs,
+}
+
+/// `--order`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OrderChoice {
+    /// AB, BA, AB, ...
+    Abba,
+    /// Each round's order drawn from --seed (randomised blocks).
+    Random,
+}
+
+impl AbArgs {
+    /// One side's `nesquic run` flags: the shared ones with the side's variant applied.
+    fn side(&self, lut_path: &Option<PathBuf>, cmds: (&Option<String>, &Option<String>), opts: &[String]) -> RunArgs {
+        let mut run = self.run.clone();
+        if lut_path.is_some() {
+            run.lut_path.clone_from(lut_path);
+        }
+        if let (Some(server), Some(client)) = cmds {
+            (run.server_cmd, run.client_cmd) = (Some(server.clone()), Some(client.clone()));
+        }
+        run.lut_opts.extend(opts.iter().cloned());
+        run.quiet = true;
+        run
+    }
+}
+
+/// What makes a variant: its LUT, its build's source, its options.
+fn describe(plan: &nesquic_engine::run::RunPlan) -> String {
+    let mut text = format!("{} {}", plan.lut.name(), plan.lut.version());
+    if let Some(source) = &plan.lut_source {
+        text.push_str(&format!(" from {} ({})", source.path.display(), source.revision));
+    }
+    if !plan.lut_options.is_empty() {
+        text.push_str(&format!(" [{}]", plan.lut_options.join(" ")));
+    }
+    text
+}
+
+/// Runs `nesquic ab`; bad input or a failed round is an `Err` (exit 2 in main).
+pub fn execute(args: &AbArgs) -> Result<Outcome> {
+    if args.run.repeat != 1 || args.run.json.is_some() || args.run.overhead {
+        bail!("nesquic ab sets the repetitions itself: give --rounds (not --repeat, --json or --overhead)");
+    }
+    let base = args.side(&args.base_lut_path, (&args.base_server_cmd, &args.base_client_cmd), &args.base_opts);
+    let head = args.side(&args.head_lut_path, (&args.head_server_cmd, &args.head_client_cmd), &args.head_opts);
+    let variant = |r: &RunArgs| (r.lut_path.clone(), r.server_cmd.clone(), r.client_cmd.clone(), r.lut_opts.clone());
+    if variant(&base) == variant(&head) {
+        eprintln!("nesquic: warning: base and head are the same variant: this is an A/A comparison");
+    }
+    let out = match &args.run.out {
+        Some(dir) => dir.clone(),
+        None => nesquic_record::recorder::default_out_dir(&format!("ab-{}", args.run.lut))?,
+    };
+    let mut plan = AbPlan {
+        base: base.plan().context("base variant")?,
+        head: head.plan().context("head variant")?,
+        rounds: args.rounds,
+        order: match args.order {
+            OrderChoice::Abba => Order::Abba,
+            OrderChoice::Random => Order::Random { seed: args.seed },
+        },
+        out: out.clone(),
+    };
+    let order = format!("{:?}", args.order).to_lowercase();
+    eprintln!(
+        "nesquic: ab: {} rounds, {order} order; base: {}; head: {}",
+        plan.rounds,
+        describe(&plan.base),
+        describe(&plan.head)
+    );
+    let interrupted = install_signal_flag()?;
+    let record = nesquic_engine::ab::execute(&mut plan, &interrupted, &mut Terminal { quiet: true })?;
+    eprintln!("nesquic: rounds written to {} (base/, head/, ab.json)", out.display());
+    let names = (out.join("base").display().to_string(), out.join("head").display().to_string());
+    judge(&from_record(&record.base)?, &from_record(&record.head)?, (&names.0, &names.1), Pairing::Paired, &args.gate)
+}

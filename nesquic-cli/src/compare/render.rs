@@ -1,0 +1,137 @@
+//! The gate's report as a terminal table (verdicts coloured when stdout is a terminal and
+//! NO_COLOR is unset) or as Markdown for a PR comment, whose first line is the verdict.
+
+use std::io::Write;
+
+use anstyle::{AnsiColor, Style};
+use nesquic_record::compare::{Kind, Pairing, Row, Verdict};
+
+use super::Report;
+
+fn verdict_text(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Regression => "REGRESSION",
+        Verdict::Worse => "worse",
+        Verdict::Improvement => "improvement",
+        Verdict::Unchanged => "ok",
+        Verdict::Inconclusive => "inconclusive",
+    }
+}
+
+fn verdict_style(v: Verdict) -> Style {
+    let colour = match v {
+        Verdict::Regression => AnsiColor::Red,
+        Verdict::Worse => AnsiColor::Yellow,
+        Verdict::Improvement | Verdict::Unchanged => AnsiColor::Green,
+        Verdict::Inconclusive => return Style::new().dimmed(),
+    };
+    Style::new().fg_color(Some(colour.into())).bold()
+}
+
+/// A row's figures, formatted once for both renderings: base, head, change, interval (`exact`
+/// for counters without one), limit.
+fn cells(row: &Row) -> [String; 5] {
+    let interval = match (&row.interval, row.kind) {
+        (Some(e), _) => format!("{:.3}-{:.3}", e.low, e.high),
+        (None, Kind::Counter) => "exact".into(),
+        (None, Kind::Noisy) => "-".into(),
+    };
+    [
+        format!("{:.4}", row.base),
+        format!("{:.4}", row.head),
+        format!("{:+.2}%", row.change_pct),
+        interval,
+        format!("{:+}%", row.limit_pct),
+    ]
+}
+
+/// The one-line verdict: PASS or FAIL, the regressions, and what else needs a look.
+pub(crate) fn headline(r: &Report<'_>) -> String {
+    let list = |v: Verdict| -> Vec<String> {
+        r.rows.iter().filter(|x| x.verdict == v).map(|x| format!("{} {:+.1}%", x.metric, x.change_pct)).collect()
+    };
+    let regressions = list(Verdict::Regression);
+    let worse = list(Verdict::Worse);
+    let inconclusive = r.rows.iter().filter(|x| x.verdict == Verdict::Inconclusive).count();
+    let mut line = if regressions.is_empty() {
+        "PASS: no regression".to_string()
+    } else {
+        format!("FAIL: {} regression(s): {}", regressions.len(), regressions.join(", "))
+    };
+    if !worse.is_empty() {
+        line.push_str(&format!("; worse, report only: {}", worse.join(", ")));
+    }
+    if inconclusive > 0 {
+        line.push_str(&format!("; {inconclusive} inconclusive"));
+    }
+    if r.pairing == Pairing::Unpaired {
+        line.push_str(" (unpaired runs)");
+    }
+    line
+}
+
+/// The terminal table; colour goes through anstream, which strips it where it does not belong.
+pub(crate) fn text(r: &Report<'_>) -> std::io::Result<()> {
+    let mut out = anstream::stdout().lock();
+    writeln!(out, "base {} ({})\nhead {} ({})\ntest case: {}", r.base, r.lut_base, r.head, r.lut_head, r.testcase)?;
+    writeln!(
+        out,
+        "{:<30} {:>13} {:>13} {:>9} {:>13} {:>7}  {:<12} why",
+        "metric",
+        "base",
+        "head",
+        "change",
+        format!("{:.0}% CI", 100.0 * (1.0 - r.alpha)),
+        "limit",
+        "verdict"
+    )?;
+    for row in r.rows {
+        let style = verdict_style(row.verdict);
+        let [base, head, change, interval, limit] = cells(row);
+        let verdict = verdict_text(row.verdict);
+        writeln!(
+            out,
+            "{:<30} {base:>13} {head:>13} {change:>9} {interval:>13} {limit:>7}  {style}{verdict:<12}{style:#} {}",
+            row.metric, row.reason
+        )?;
+    }
+    let verdict = if r.regressions > 0 { Verdict::Regression } else { Verdict::Unchanged };
+    let style = verdict_style(verdict);
+    writeln!(out, "{style}{}{style:#}", headline(r))
+}
+
+/// The PR comment: the verdict on the first line, then what was compared and the table.
+pub(crate) fn markdown(r: &Report<'_>) -> String {
+    let mark = if r.regressions > 0 { "❌" } else { "✅" };
+    let mut md = format!("{mark} **nesquic {}**\n\n", headline(r));
+    md.push_str(&format!(
+        "base `{}` ({}), head `{}` ({}); test case: {}; {} (intervals {:.0}%, Holm-corrected)\n\n",
+        r.base,
+        r.lut_base,
+        r.head,
+        r.lut_head,
+        r.testcase,
+        match r.pairing {
+            Pairing::Paired => "interleaved rounds, paired",
+            Pairing::Unpaired => "separate runs, unpaired",
+        },
+        100.0 * (1.0 - r.alpha)
+    ));
+    for w in &r.warnings {
+        md.push_str(&format!("> **Warning:** {w}\n\n"));
+    }
+    md.push_str("| metric | base | head | change | interval | limit | verdict | why |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---|---|\n");
+    for row in r.rows {
+        let verdict = match row.verdict {
+            Verdict::Regression => "**regression**".to_string(),
+            other => verdict_text(other).to_string(),
+        };
+        let [base, head, change, interval, limit] = cells(row);
+        md.push_str(&format!(
+            "| `{}` | {base} | {head} | {change} | {interval} | {limit} | {verdict} | {} |\n",
+            row.metric, row.reason
+        ));
+    }
+    md
+}

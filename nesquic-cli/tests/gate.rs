@@ -1,0 +1,208 @@
+//! The CI gate end to end: `nesquic ab` on real quinn runs (A/A passes, GSO off fails on a
+//! counter), the report formats, and CLI hygiene every command shares (a closed stdout ends it
+//! quietly, colour only where asked for, exit status in --help). Needs root (io probes).
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::OnceLock;
+
+use common::{nesquic, stderr};
+use serde_json::Value;
+
+fn as_root() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "gate tests use the eBPF io probes: run them as root");
+}
+
+/// `nesquic ab` on quinn, 5 MB, 6 rounds, io probes, into a fresh job directory; JSON report.
+fn ab(name: &str, extra: &[&str]) -> (PathBuf, Output) {
+    as_root();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gate-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = nesquic()
+        .args(["ab", "--size", "5MB", "--rounds", "6", "--probe", "io", "--format", "json", "--out"])
+        .arg(&dir)
+        .args(extra)
+        .output()
+        .expect("run nesquic ab");
+    (dir, out)
+}
+
+fn report(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(out)))
+}
+
+/// Three A/A jobs of unchanged quinn, shared by the tests of this file.
+fn a_a_jobs() -> &'static Vec<(PathBuf, Output)> {
+    static JOBS: OnceLock<Vec<(PathBuf, Output)>> = OnceLock::new();
+    JOBS.get_or_init(|| (1..=3).map(|i| ab(&format!("aa{i}"), &[])).collect())
+}
+
+#[test]
+fn three_a_a_comparisons_of_real_runs_pass() {
+    for (dir, out) in a_a_jobs() {
+        assert_eq!(out.status.code(), Some(0), "{}: {}", dir.display(), String::from_utf8_lossy(&out.stdout));
+        let r = report(out);
+        assert_eq!((r["report_version"].as_u64(), r["verdict"].as_str()), (Some(2), Some("pass")));
+        assert_eq!(r["pairing"], "paired");
+        let rows = r["rows"].as_array().expect("rows");
+        // Every noisy figure got an interval from the six pairs; counters carry their limit.
+        let cpu = rows.iter().find(|x| x["metric"] == "server.cpu_s").expect("server.cpu_s");
+        assert!(cpu["interval"]["low"].as_f64().expect("low") <= cpu["interval"]["high"].as_f64().expect("high"));
+        assert_eq!(cpu["gates"], false, "noisy figures report unless a rule names them");
+        assert!(rows.iter().any(|x| x["metric"] == "server.datagrams_per_send" && x["gates"] == true));
+        // Each side is a run directory of its own, with one directory per round.
+        for side in ["base", "head"] {
+            let summary: Value =
+                serde_json::from_slice(&std::fs::read(dir.join(side).join("summary.json")).expect("summary"))
+                    .expect("json");
+            assert_eq!(summary["repetitions"].as_array().expect("reps").len(), 6);
+            assert!(dir.join(side).join("round-006").join("server.sqlog").is_file());
+        }
+    }
+}
+
+#[test]
+fn gso_off_fails_on_a_counter() {
+    let (_, out) = ab("gso", &["--head-opt", "gso=off"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let r = report(&out);
+    assert_eq!(r["verdict"], "fail");
+    let row = |m: &str| r["rows"].as_array().expect("rows").iter().find(|x| x["metric"] == m).cloned().expect(m);
+    // quinn sends ~9.5 datagrams per sendmsg with GSO, one without: exact, far past 2%.
+    let per_send = row("server.datagrams_per_send");
+    assert_eq!(per_send["verdict"], "regression", "{per_send}");
+    assert!(per_send["change_pct"].as_f64().expect("pct") < -50.0, "{per_send}");
+    assert_eq!(row("server.send_syscalls")["verdict"], "regression");
+    // Only counters failed: without a rule, noisy figures are reported.
+    let failed: Vec<&Value> =
+        r["rows"].as_array().expect("rows").iter().filter(|x| x["verdict"] == "regression").collect();
+    assert!(failed.iter().all(|x| x["kind"] == "counter"), "{failed:?}");
+}
+
+/// `nesquic compare BASE HEAD`, to add flags to.
+fn compare(base: &Path, head: &Path) -> std::process::Command {
+    let mut c = nesquic();
+    c.arg("compare").arg(base).arg(head);
+    c
+}
+
+#[test]
+fn compare_pairs_an_ab_job_and_warns_on_separate_runs() {
+    let jobs = a_a_jobs();
+    let (first, second) = (&jobs[0].0, &jobs[1].0);
+    let out = compare(&first.join("base"), &first.join("head")).args(["--format", "json"]).output().expect("compare");
+    assert_eq!(report(&out)["pairing"], "paired", "{}", stderr(&out));
+    assert!(!stderr(&out).contains("drift"), "{}", stderr(&out));
+    let out =
+        compare(&first.join("base"), &second.join("head")).args(["--format", "markdown"]).output().expect("compare");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first_line = text.lines().next().unwrap_or_default();
+    assert!(first_line.contains("PASS") || first_line.contains("FAIL"), "the verdict comes first: {text}");
+    assert!(first_line.contains("unpaired") && text.contains("drift"), "{text}");
+    assert!(stderr(&out).contains("warning") && stderr(&out).contains("drift"), "{}", stderr(&out));
+}
+
+/// Runs `nesquic ARGS` with its stdout a pipe whose reader is gone before it starts.
+fn with_closed_stdout(args: &[&str], dir: &Path) -> Output {
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    nesquic().args(args).current_dir(dir).stdout(Stdio::from(writer)).output().expect("run nesquic")
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly() {
+    let (job, _) = &a_a_jobs()[0];
+    let (base, head, round) = (job.join("base"), job.join("head"), job.join("base").join("round-001"));
+    let (base, head, round) =
+        (base.to_str().expect("utf-8"), head.to_str().expect("utf-8"), round.to_str().expect("utf-8"));
+    let scratch = tempfile::tempdir().expect("tempdir");
+    let run_dir = scratch.path().join("run");
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["luts"],
+        vec!["testcases"],
+        vec!["probes", "--lut", "quinn"],
+        vec!["compare", base, head],
+        vec!["report", round],
+        // Holds LUT processes and probes while it prints: it unwinds through their cleanup.
+        vec!["run", "--size", "1MB", "--probe", "io", "--out", run_dir.to_str().expect("utf-8")],
+    ];
+    for args in commands {
+        let out = with_closed_stdout(&args, scratch.path());
+        let err = stderr(&out);
+        assert!(!err.contains("panicked") && !err.contains("Broken pipe"), "{args:?}: {err}");
+        assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{args:?} ends as Unix tools do: {:?} {err}", out.status);
+    }
+    // The everyday form.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} compare {base} {head} | head -1", env!("CARGO_BIN_EXE_nesquic")))
+        .output()
+        .expect("sh");
+    assert!(out.status.success() && !stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+#[test]
+fn colour_only_on_request_and_never_under_no_color() {
+    let (job, _) = &a_a_jobs()[0];
+    let text = |env: &[(&str, &str)]| {
+        let mut c = compare(&job.join("base"), &job.join("head"));
+        c.env_remove("NO_COLOR").env_remove("CLICOLOR_FORCE").envs(env.iter().copied());
+        String::from_utf8_lossy(&c.output().expect("compare").stdout).into_owned()
+    };
+    assert!(!text(&[]).contains('\x1b'), "a pipe is not a terminal: no colour");
+    assert!(text(&[("CLICOLOR_FORCE", "1")]).contains('\x1b'), "colour where forced");
+    assert!(!text(&[("CLICOLOR_FORCE", "1"), ("NO_COLOR", "1")]).contains('\x1b'), "NO_COLOR wins");
+}
+
+#[test]
+fn every_help_documents_the_exit_status() {
+    for command in ["run", "luts", "testcases", "probes", "trace", "report", "matrix", "compare", "ab", "doctor"] {
+        let out = nesquic().args([command, "--help"]).env("NO_COLOR", "1").output().expect("help");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success() && text.contains("Exit status: 0"), "{command} --help: {text}");
+    }
+    let out = nesquic().args(["ab", "--help"]).output().expect("help");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("1 at least one regression"));
+}
+
+#[test]
+fn ab_refuses_what_it_cannot_do() {
+    let out = nesquic().args(["ab", "--repeat", "5"]).output().expect("ab");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--rounds"), "{}", stderr(&out));
+    let out = nesquic().args(["ab", "--rounds", "1"]).output().expect("ab");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let out = nesquic().args(["ab", "--head-opt", "speed=max"]).output().expect("ab");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("head variant"), "{}", stderr(&out));
+}
+
+#[test]
+fn exec_command_pairs_are_variants() {
+    // Two command pairs of one executable, head's server without GSO; no probes (the shell
+    // launcher makes them slow to attach), so a rule makes the server's CPU time gate.
+    let quinn = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-lut-quinn");
+    let server = format!("{} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY", quinn.display());
+    let client = format!("{} client --connect $NESQUIC_CONNECT --ca $NESQUIC_CA --size $NESQUIC_SIZE", quinn.display());
+    let head_server = format!("{server} --opt gso=off");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = nesquic()
+        .args(["ab", "--lut", "exec", "--size", "5MB", "--rounds", "5", "--format", "json"])
+        .args(["--base-server-cmd", &server, "--base-client-cmd", &client])
+        .args(["--head-server-cmd", &head_server, "--head-client-cmd", &client])
+        .args(["--fail-on", "server.cpu_s>+10%", "--out"])
+        .arg(dir.path().join("job"))
+        .output()
+        .expect("run nesquic ab");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let r = report(&out);
+    let row = |m: &str| r["rows"].as_array().expect("rows").iter().find(|x| x["metric"] == m).cloned().expect(m);
+    assert_eq!(row("server.cpu_s")["verdict"], "regression", "{r}");
+    assert_eq!(row("client.cpu_s")["gates"], false, "the rule names the server's only");
+    let rounds = std::fs::read_dir(dir.path().join("job").join("head")).expect("head").count();
+    assert_eq!(rounds, 6, "5 round directories and summary.json");
+}
