@@ -13,11 +13,13 @@ setup:
 
 # Build every binary (nesquic and the LUT executables), release profile. The msquic adapter is
 # its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest,
-# as does the quic-go LUT (a Go program; skipped with a warning where Go is missing or too old).
+# as do s2n-quic's (its own workspace; skipped with a warning where Rust is older than it needs),
+# and the quic-go LUT (a Go program; skipped with a warning where Go is missing or too old).
 build: setup
     cargo build --release --workspace --bins
     cargo build --release -p nesquic-agent
     cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
+    ./scripts/build-own-workspace.sh lut-adapters/s2n-quic
     ./lut-adapters/quic-go/build.sh
 
 # The main job: `just run` = nesquic run --lut quinn; extra arguments go to `nesquic run`.
@@ -30,6 +32,7 @@ lint:
     cargo fmt --manifest-path lut-adapters/msquic/Cargo.toml -- --check
     cargo clippy --release --workspace --all-targets -- -D warnings
     cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
+    ./scripts/build-own-workspace.sh --lint lut-adapters/s2n-quic
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
     ./lut-adapters/quic-go/build.sh --lint
 
@@ -37,6 +40,7 @@ lint:
 # then the eBPF + link subset again on Debian 12's kernel in QEMU (test-kernels).
 test: build lint
     cargo test --release --workspace
+    ./scripts/build-own-workspace.sh --test lut-adapters/s2n-quic
     ./scripts/test-kernels.sh
 
 # Payload harness: generator/verifier speed vs memcpy/memcmp, and each LUT's goodput, CPU and

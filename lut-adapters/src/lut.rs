@@ -508,6 +508,7 @@ pub fn all_luts() -> Vec<Box<dyn Lut>> {
         Box::new(QuicheLut),
         Box::new(MsquicLut),
         Box::new(crate::quic_go::QuicGoLut),
+        Box::new(crate::s2n_quic::S2nQuicLut),
         Box::new(crate::tcp_tls::TcpTlsLut),
     ]
 }
