@@ -5,48 +5,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use serde_json::Value;
-
+use common::lut_run::{
+    calls, client_cmd, every_workload_shape_runs_on, exec_run, foreign_certificate, lut_binary, role, server_cmd, syscall, target_dir, verified,
+};
 use common::{nesquic, our_namespaces, run_json, serial, stderr};
-
-fn target_dir() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_nesquic")).parent().expect("binary has a directory").to_path_buf()
-}
 
 /// The Go executable; `just build` builds it (CI has Go).
 fn quic_go() -> PathBuf {
-    let path = target_dir().join("nesquic-lut-quic-go");
-    assert!(
-        path.exists(),
-        "{} missing: `just build` builds it when Go is installed (lut-adapters/quic-go/build.sh)",
-        path.display()
-    );
-    path
-}
-
-fn verified(report: &Value, bytes: u64) {
-    let rep = &report["repetitions"][0];
-    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(bytes), Some(true)), "{rep}");
-}
-
-fn role<'a>(report: &'a Value, name: &str) -> &'a Value {
-    let roles = report["repetitions"][0]["probes"]["roles"].as_array().expect("roles");
-    roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"))
-}
-
-fn calls(role: &Value, category: &str) -> u64 {
-    let functions = role["functions"].as_array().expect("functions");
-    functions.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
-}
-
-/// (calls, datagrams, messages) of one syscall row.
-fn syscall(role: &Value, name: &str) -> (u64, u64, u64) {
-    let rows = role["io"].as_array().expect("io");
-    let s = rows.iter().find(|s| s["syscall"] == name).unwrap_or_else(|| panic!("no {name} in {role}"));
-    let n = |f: &str| s[f].as_u64().unwrap_or_else(|| panic!("{f} in {s}"));
-    (n("calls"), n("datagrams"), n("messages"))
+    lut_binary("quic-go", "`just build` builds it when Go is installed (lut-adapters/quic-go/build.sh)")
 }
 
 #[test]
@@ -66,20 +34,7 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 fn every_workload_shape_runs() {
     let _g = serial();
     quic_go();
-    for (testcase, size, connections, streams) in
-        [("multi-conn", "1MB", 4, 1), ("multi-stream", "500KB", 1, 8), ("handshakes", "1KB", 200, 1)]
-    {
-        let report = run_json(&["--lut", "quic-go", "--testcase", testcase, "--size", size]);
-        let per_stream: u64 = size.trim_end_matches("KB").trim_end_matches("MB").parse::<u64>().expect("size")
-            * if size.ends_with("MB") { 1_000_000 } else { 1_000 };
-        verified(&report, connections * streams * per_stream);
-        let w = &report["repetitions"][0]["workload"];
-        assert_eq!(
-            (w["connections"].as_u64(), w["streams_per_connection"].as_u64()),
-            (Some(connections), Some(streams)),
-            "{testcase}: {w}"
-        );
-    }
+    every_workload_shape_runs_on("quic-go");
 }
 
 #[test]
@@ -149,37 +104,6 @@ fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     }
     assert_eq!(per_call[0], 1.0, "gso=off: {} datagrams per sendmsg", per_call[0]);
     assert!(per_call[1] >= 3.0, "gso=on: {} datagrams per sendmsg", per_call[1]);
-}
-
-/// A self-signed DER certificate for `localhost` that the run did not generate.
-fn foreign_certificate(dir: &Path) -> PathBuf {
-    let (key, cert) = (dir.join("key.pem"), dir.join("other.der"));
-    let out = std::process::Command::new("openssl")
-        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1"])
-        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-outform", "DER", "-keyout"])
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl (scripts/setup.sh installs it)");
-    assert!(out.status.success(), "{}", stderr(&out));
-    cert
-}
-
-/// `nesquic run --lut exec` with these two commands (NESQUIC_* variables as docs/protocol.md says).
-fn exec_run(server: &str, client: &str) -> std::process::Output {
-    nesquic()
-        .args(["run", "--lut", "exec", "--size", "2MB", "--server-cmd", server, "--client-cmd", client])
-        .output()
-        .expect("run nesquic")
-}
-
-fn server_cmd(binary: &Path) -> String {
-    format!("{} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY", binary.display())
-}
-
-fn client_cmd(binary: &Path, ca: &str) -> String {
-    format!("{} client --connect $NESQUIC_CONNECT --ca {ca} --size $NESQUIC_SIZE", binary.display())
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! The UDP socket s2n-quic runs on: bound here so the buffer requests are applied and read back
-//! exactly, then handed to s2n-quic's tokio platform I/O (which adds GSO, GRO, `sendmmsg`/
-//! `recvmmsg`). What s2n-quic itself configured (GSO segments, GRO) is learned from its own
+//! exactly, then handed to s2n-quic's tokio platform I/O (GSO and GRO runs, batched with
+//! `sendmmsg`/`recvmmsg`). What s2n-quic itself configured (GSO segments, GRO) is learned from its own
 //! `platform_feature_configured` events, so the `io` report line says what really runs.
 
 use std::net::{SocketAddr, UdpSocket};
@@ -95,7 +95,8 @@ impl PlatformFeatures {
                 true => u64::from(u16::MAX) / u64::from(seen.max_mtu.saturating_sub(IPV4_UDP_HEADERS).max(1)),
                 false => 1,
             },
-            // s2n-quic's Linux I/O batches both directions with sendmmsg/recvmmsg.
+            // s2n-quic's Linux I/O batches messages with sendmmsg/recvmmsg (its build script
+            // finds them), each message a GSO or GRO run.
             send_mmsg: true,
             recv_mmsg: true,
             recv_buffer: granted.recv as u64,

@@ -1,0 +1,97 @@
+//! Checks the end-to-end tests of each LUT share (quic-go, s2n-quic, ...): where the executables
+//! are, what a run's summary says (payload verified, probe rows per role), certificates the run
+//! did not generate, and `--lut exec` runs of an executable's own server and client.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::{nesquic, run_json, stderr};
+
+/// Where `nesquic` and the LUT executables are.
+pub fn target_dir() -> PathBuf {
+    Path::new(env!("CARGO_BIN_EXE_nesquic")).parent().expect("binary has a directory").to_path_buf()
+}
+
+/// `nesquic-lut-<name>`, which must be built (`how` says how).
+pub fn lut_binary(name: &str, how: &str) -> PathBuf {
+    let path = target_dir().join(format!("nesquic-lut-{name}"));
+    assert!(path.exists(), "{} missing: {how}", path.display());
+    path
+}
+
+/// The first repetition moved `bytes` payload bytes and verified them.
+pub fn verified(report: &Value, bytes: u64) {
+    let rep = &report["repetitions"][0];
+    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(bytes), Some(true)), "{rep}");
+}
+
+/// The probe results of one role (`server`, `client`).
+pub fn role<'a>(report: &'a Value, name: &str) -> &'a Value {
+    let roles = report["repetitions"][0]["probes"]["roles"].as_array().expect("roles");
+    roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// Calls counted for every function of `category` (`crypto.seal`, ...).
+pub fn calls(role: &Value, category: &str) -> u64 {
+    let functions = role["functions"].as_array().expect("functions");
+    functions.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
+}
+
+/// (calls, datagrams, messages) of one syscall row.
+pub fn syscall(role: &Value, name: &str) -> (u64, u64, u64) {
+    let rows = role["io"].as_array().expect("io");
+    let s = rows.iter().find(|s| s["syscall"] == name).unwrap_or_else(|| panic!("no {name} in {role}"));
+    let n = |f: &str| s[f].as_u64().unwrap_or_else(|| panic!("{f} in {s}"));
+    (n("calls"), n("datagrams"), n("messages"))
+}
+
+/// A self-signed DER certificate for `localhost` that the run did not generate.
+pub fn foreign_certificate(dir: &Path) -> PathBuf {
+    let (key, cert) = (dir.join("key.pem"), dir.join("other.der"));
+    let out = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1"])
+        .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-outform", "DER", "-keyout"])
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl (scripts/setup.sh installs it)");
+    assert!(out.status.success(), "{}", stderr(&out));
+    cert
+}
+
+/// `nesquic run --lut exec` with these two commands (NESQUIC_* variables as docs/protocol.md says).
+pub fn exec_run(server: &str, client: &str) -> std::process::Output {
+    nesquic()
+        .args(["run", "--lut", "exec", "--size", "2MB", "--server-cmd", server, "--client-cmd", client])
+        .output()
+        .expect("run nesquic")
+}
+
+/// A LUT executable's server, as an `exec` command.
+pub fn server_cmd(binary: &Path) -> String {
+    format!("{} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY", binary.display())
+}
+
+/// A LUT executable's client trusting `ca`, as an `exec` command.
+pub fn client_cmd(binary: &Path, ca: &str) -> String {
+    format!("{} client --connect $NESQUIC_CONNECT --ca {ca} --size $NESQUIC_SIZE", binary.display())
+}
+
+/// `multi-conn`, `multi-stream` and `handshakes` on `lut` over loopback, small sizes: every byte
+/// of every connection and stream verified, the workload recorded as asked.
+pub fn every_workload_shape_runs_on(lut: &str) {
+    for (testcase, size, connections, streams) in
+        [("multi-conn", 1_000_000u64, 4u64, 1u64), ("multi-stream", 500_000, 1, 8), ("handshakes", 1_000, 200, 1)]
+    {
+        let report = run_json(&["--lut", lut, "--testcase", testcase, "--size", &size.to_string()]);
+        verified(&report, connections * streams * size);
+        let w = &report["repetitions"][0]["workload"];
+        assert_eq!(
+            (w["connections"].as_u64(), w["streams_per_connection"].as_u64()),
+            (Some(connections), Some(streams)),
+            "{lut} {testcase}: {w}"
+        );
+    }
+}
