@@ -13,13 +13,15 @@ setup:
 
 # Build every binary (nesquic and the LUT executables), release profile. The msquic adapter is
 # its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest,
-# as do s2n-quic's (its own workspace; skipped with a warning where Rust is older than it needs),
+# as do s2n-quic's and tquic's (own workspaces; skipped with a warning where Rust is older than
+# they need or cmake is missing),
 # and the quic-go LUT (a Go program; skipped with a warning where Go is missing or too old).
 build: setup
     cargo build --release --workspace --bins
     cargo build --release -p nesquic-agent
     cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
     ./scripts/build-own-workspace.sh lut-adapters/s2n-quic
+    ./scripts/build-own-workspace.sh lut-adapters/tquic
     ./lut-adapters/quic-go/build.sh
 
 # The main job: `just run` = nesquic run --lut quinn; extra arguments go to `nesquic run`.
@@ -33,6 +35,7 @@ lint:
     cargo clippy --release --workspace --all-targets -- -D warnings
     cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
     ./scripts/build-own-workspace.sh --lint lut-adapters/s2n-quic
+    ./scripts/build-own-workspace.sh --lint lut-adapters/tquic
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
     ./lut-adapters/quic-go/build.sh --lint
 

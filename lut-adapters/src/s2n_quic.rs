@@ -70,7 +70,9 @@ mod tests {
             let err = S2nQuicLut.check_options(IoMode::Native, &[refused.into()]).unwrap_err().to_string();
             assert!(err.contains("s2n-quic") && err.contains(refused), "{err}");
         }
-        assert!(S2nQuicLut.check_options(IoMode::Native, &["gso=off".into(), "gro=off".into(), "cc=bbr".into()]).is_ok());
+        assert!(S2nQuicLut
+            .check_options(IoMode::Native, &["gso=off".into(), "gro=off".into(), "cc=bbr".into()])
+            .is_ok());
         let missing = S2nQuicLut.binary_path(std::path::Path::new("/nonexistent")).unwrap_err().to_string();
         assert!(missing.contains("lut-adapters/s2n-quic/Cargo.toml"), "{missing}");
     }

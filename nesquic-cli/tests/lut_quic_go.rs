@@ -8,7 +8,8 @@ mod common;
 use std::path::PathBuf;
 
 use common::lut_run::{
-    calls, client_cmd, every_workload_shape_runs_on, exec_run, foreign_certificate, lut_binary, role, server_cmd, syscall, target_dir, verified,
+    calls, client_cmd, every_workload_shape_runs_on, exec_run, foreign_certificate, lut_binary, role, server_cmd,
+    syscall, target_dir, verified,
 };
 use common::{nesquic, our_namespaces, run_json, serial, stderr};
 

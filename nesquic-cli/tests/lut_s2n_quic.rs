@@ -135,7 +135,8 @@ fn qlog_and_a_cipher_choice_are_refused_with_the_reason() {
         (&["--cipher", "chacha20"], "does not understand --lut-opt cipher=chacha20"),
         (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),
     ] {
-        let out = nesquic().args(["run", "--lut", "s2n-quic", "--size", "1MB"]).args(args).output().expect("run nesquic");
+        let out =
+            nesquic().args(["run", "--lut", "s2n-quic", "--size", "1MB"]).args(args).output().expect("run nesquic");
         assert!(!out.status.success(), "{args:?}");
         let err = stderr(&out);
         assert!(err.contains(why), "{args:?}: {err}");

@@ -63,7 +63,8 @@ mod tests {
     fn known_options_parse_and_others_say_why_not() {
         let o = Options::parse(&["gso=off".into(), "rcvbuf=4000000".into(), "cc=bbr".into()]).unwrap();
         assert_eq!((o.gso, o.gro, o.rcvbuf, o.cc), (Some(false), None, Some(4_000_000), Some(Cc::Bbr)));
-        for (bad, why) in [("cc=newreno", "no NewReno"), ("cipher=chacha20", "security policies"), ("x=1", "supported")] {
+        for (bad, why) in [("cc=newreno", "no NewReno"), ("cipher=chacha20", "security policies"), ("x=1", "supported")]
+        {
             let err = Options::parse(&[bad.into()]).unwrap_err().to_string();
             assert!(err.contains(why), "{bad}: {err}");
         }

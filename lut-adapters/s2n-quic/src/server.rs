@@ -56,7 +56,8 @@ pub async fn run(
     let mut running = tokio::task::JoinSet::new();
     for index in 0..connections {
         let conn = server.accept().await.context("the endpoint closed before every connection arrived")?;
-        running.spawn(async move { serve_connection(conn, streams).await.with_context(|| format!("connection {index}")) });
+        running
+            .spawn(async move { serve_connection(conn, streams).await.with_context(|| format!("connection {index}")) });
         // A failed connection ends the run now, not after the rest were accepted.
         while let Some(done) = running.try_join_next() {
             done??;
