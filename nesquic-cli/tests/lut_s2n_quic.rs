@@ -132,7 +132,7 @@ fn qlog_and_a_cipher_choice_are_refused_with_the_reason() {
     s2n_quic();
     for (args, why) in [
         (&["--lut-qlog"][..], "s2n-quic writes no qlog"),
-        (&["--cipher", "chacha20"], "does not understand --lut-opt cipher=chacha20"),
+        (&["--cipher", "chacha20"], "cannot choose its TLS 1.3 cipher suite"),
         (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),
     ] {
         let out =

@@ -135,7 +135,7 @@ fn shapes_and_options_it_cannot_run_are_refused_with_the_reason() {
     for (args, why) in [
         (&["--testcase", "multi-conn"][..], "runs one connection with one stream"),
         (&["--io", "native"], "does not support --io native"),
-        (&["--cipher", "chacha20"], "does not understand --lut-opt cipher=chacha20"),
+        (&["--cipher", "chacha20"], "cannot choose its TLS 1.3 cipher suite"),
         (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),
     ] {
         let out = nesquic().args(["run", "--lut", "tquic", "--size", "1MB"]).args(args).output().expect("run nesquic");
