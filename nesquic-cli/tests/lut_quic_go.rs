@@ -8,10 +8,11 @@ mod common;
 use std::path::PathBuf;
 
 use common::lut_run::{
-    calls, client_cmd, every_workload_shape_runs_on, exec_run, foreign_certificate, lut_binary, role, server_cmd,
-    syscall, target_dir, verified,
+    a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, calls, every_workload_shape_runs_on, lut_binary,
+    only_the_runs_certificate_is_trusted, payloads_agree_with_quinn, role, server_sends, syscall,
+    the_library_qlog_is_merged,
 };
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::{nesquic, run_json, serial, stderr};
 
 /// The Go executable; `just build` builds it (CI has Go).
 fn quic_go() -> PathBuf {
@@ -22,13 +23,7 @@ fn quic_go() -> PathBuf {
 fn bulk_transfers_are_verified_over_loopback_and_veth() {
     let _g = serial();
     quic_go();
-    for link in ["loopback", "veth"] {
-        let report = run_json(&["--lut", "quic-go", "--size", "5MB", "--link", link]);
-        verified(&report, 5_000_000);
-        assert_eq!(report["lut"]["name"], "quic-go", "{}", report["lut"]);
-        assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with("v0.")), "{}", report["lut"]);
-    }
-    assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
+    bulk_over_loopback_and_veth("quic-go", "v0.");
 }
 
 #[test]
@@ -95,69 +90,30 @@ fn timing_go_functions_is_refused_with_the_reason() {
 fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     quic_go();
-    let mut per_call = Vec::new();
-    for gso in ["off", "on"] {
-        let report =
-            run_json(&["--lut", "quic-go", "--size", "5MB", "--probe", "io", "--lut-opt", &format!("gso={gso}")]);
-        verified(&report, 5_000_000);
-        let (calls, datagrams, _) = syscall(role(&report, "server"), "sendmsg");
-        per_call.push(datagrams as f64 / calls as f64);
-    }
-    assert_eq!(per_call[0], 1.0, "gso=off: {} datagrams per sendmsg", per_call[0]);
-    assert!(per_call[1] >= 3.0, "gso=on: {} datagrams per sendmsg", per_call[1]);
+    let (calls, datagrams, _) = server_sends("quic-go", &["gso=off"], "sendmsg");
+    assert_eq!(calls, datagrams, "gso=off: {datagrams} datagrams in {calls} sendmsg");
+    let (calls, datagrams, _) = server_sends("quic-go", &["gso=on"], "sendmsg");
+    assert!(datagrams >= 3 * calls, "gso=on: {datagrams} datagrams in {calls} sendmsg");
 }
 
 #[test]
 fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
-    let go = quic_go();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let other = foreign_certificate(dir.path());
-    let out = exec_run(&server_cmd(&go), &client_cmd(&go, &other.display().to_string()));
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("client") && err.contains("certificate signed by unknown authority"), "{err}");
-    // The run's own certificate passes with the same commands.
-    let out = exec_run(&server_cmd(&go), &client_cmd(&go, "$NESQUIC_CA"));
-    assert!(out.status.success(), "{}", stderr(&out));
+    only_the_runs_certificate_is_trusted(&quic_go(), "", "certificate signed by unknown authority");
 }
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    let go = quic_go();
-    let quinn = target_dir().join("nesquic-lut-quinn");
-    for (server, client) in [(&quinn, &go), (&go, &quinn)] {
-        let out = exec_run(&server_cmd(server), &client_cmd(client, "$NESQUIC_CA"));
-        assert!(out.status.success(), "{} -> {}: {}", server.display(), client.display(), stderr(&out));
-    }
+    payloads_agree_with_quinn(&quic_go(), "");
 }
 
 #[test]
 fn a_corrupted_byte_is_reported_at_its_offset() {
     quic_go();
-    let out = nesquic()
-        .args(["run", "--lut", "quic-go", "--size", "2MB"])
-        .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
-        .output()
-        .expect("run nesquic");
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("payload mismatch at byte offset 1234567"), "{err}");
+    a_corrupted_byte_is_reported("quic-go");
 }
 
 #[test]
 fn the_qlog_of_quic_go_is_merged_into_the_traces() {
     quic_go();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out_dir = dir.path().join("run");
-    let out = nesquic()
-        .args(["run", "--lut", "quic-go", "--size", "2MB", "--lut-qlog", "--out"])
-        .arg(&out_dir)
-        .output()
-        .expect("run nesquic");
-    assert!(out.status.success(), "{}", stderr(&out));
-    for side in ["server", "client"] {
-        let trace = std::fs::read_to_string(out_dir.join(format!("{side}.sqlog"))).expect("trace");
-        let sent = trace.matches("\"original_name\":\"transport:packet_sent\"").count();
-        assert!(sent > 10, "{side}: {sent} quic-go packet_sent events merged");
-    }
+    the_library_qlog_is_merged("quic-go", "\"original_name\":\"transport:packet_sent\"");
 }

@@ -8,10 +8,11 @@ mod common;
 use std::path::PathBuf;
 
 use common::lut_run::{
-    calls, client_cmd, every_workload_shape_runs_on, exec_run, foreign_certificate, lut_binary, role, server_cmd,
-    syscall, target_dir, verified,
+    a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, calls, every_workload_shape_runs_on, lut_binary,
+    only_the_runs_certificate_is_trusted, payloads_agree_with_quinn, refused_with_the_reason, role, server_sends,
+    syscall,
 };
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::{run_json, serial};
 
 /// `just build` builds it (scripts/build-own-workspace.sh).
 fn s2n_quic() -> PathBuf {
@@ -22,13 +23,7 @@ fn s2n_quic() -> PathBuf {
 fn bulk_transfers_are_verified_over_loopback_and_veth() {
     let _g = serial();
     s2n_quic();
-    for link in ["loopback", "veth"] {
-        let report = run_json(&["--lut", "s2n-quic", "--size", "5MB", "--link", link]);
-        verified(&report, 5_000_000);
-        assert_eq!(report["lut"]["name"], "s2n-quic", "{}", report["lut"]);
-        assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with("1.")), "{}", report["lut"]);
-    }
-    assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
+    bulk_over_loopback_and_veth("s2n-quic", "1.");
 }
 
 #[test]
@@ -79,66 +74,37 @@ fn gso_off_sends_one_datagram_per_message_and_on_batches() {
     s2n_quic();
     // s2n-quic batches messages with sendmmsg either way; GSO decides how many datagrams one
     // message (one kernel send) carries.
-    let mut per_message = Vec::new();
-    for gso in ["off", "on"] {
-        let report =
-            run_json(&["--lut", "s2n-quic", "--size", "5MB", "--probe", "io", "--lut-opt", &format!("gso={gso}")]);
-        verified(&report, 5_000_000);
-        let (_, datagrams, messages) = syscall(role(&report, "server"), "sendmmsg");
-        per_message.push(datagrams as f64 / messages as f64);
-    }
-    assert_eq!(per_message[0], 1.0, "gso=off: {} datagrams per message", per_message[0]);
-    assert!(per_message[1] >= 3.0, "gso=on: {} datagrams per message", per_message[1]);
+    let (_, datagrams, messages) = server_sends("s2n-quic", &["gso=off"], "sendmmsg");
+    assert_eq!(datagrams, messages, "gso=off: {datagrams} datagrams in {messages} messages");
+    let (_, datagrams, messages) = server_sends("s2n-quic", &["gso=on"], "sendmmsg");
+    assert!(datagrams >= 3 * messages, "gso=on: {datagrams} datagrams in {messages} messages");
 }
 
 #[test]
 fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
-    let s2n = s2n_quic();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let other = foreign_certificate(dir.path());
-    let out = exec_run(&server_cmd(&s2n), &client_cmd(&s2n, &other.display().to_string()));
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("client") && err.contains("Certificate is untrusted"), "{err}");
-    let out = exec_run(&server_cmd(&s2n), &client_cmd(&s2n, "$NESQUIC_CA"));
-    assert!(out.status.success(), "{}", stderr(&out));
+    only_the_runs_certificate_is_trusted(&s2n_quic(), "", "Certificate is untrusted");
 }
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    let s2n = s2n_quic();
-    let quinn = target_dir().join("nesquic-lut-quinn");
-    for (server, client) in [(&quinn, &s2n), (&s2n, &quinn)] {
-        let out = exec_run(&server_cmd(server), &client_cmd(client, "$NESQUIC_CA"));
-        assert!(out.status.success(), "{} -> {}: {}", server.display(), client.display(), stderr(&out));
-    }
+    payloads_agree_with_quinn(&s2n_quic(), "");
 }
 
 #[test]
 fn a_corrupted_byte_is_reported_at_its_offset() {
     s2n_quic();
-    let out = nesquic()
-        .args(["run", "--lut", "s2n-quic", "--size", "2MB"])
-        .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
-        .output()
-        .expect("run nesquic");
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("payload mismatch at byte offset 1234567"), "{err}");
+    a_corrupted_byte_is_reported("s2n-quic");
 }
 
 #[test]
 fn qlog_and_a_cipher_choice_are_refused_with_the_reason() {
     s2n_quic();
-    for (args, why) in [
-        (&["--lut-qlog"][..], "s2n-quic writes no qlog"),
-        (&["--cipher", "chacha20"], "cannot choose its TLS 1.3 cipher suite"),
-        (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),
-    ] {
-        let out =
-            nesquic().args(["run", "--lut", "s2n-quic", "--size", "1MB"]).args(args).output().expect("run nesquic");
-        assert!(!out.status.success(), "{args:?}");
-        let err = stderr(&out);
-        assert!(err.contains(why), "{args:?}: {err}");
-    }
+    refused_with_the_reason(
+        "s2n-quic",
+        &[
+            (&["--lut-qlog"], "s2n-quic writes no qlog"),
+            (&["--cipher", "chacha20"], "cannot choose its TLS 1.3 cipher suite"),
+            (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),
+        ],
+    );
 }

@@ -8,8 +8,11 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::lut_run::{calls, client_cmd, exec_run, foreign_certificate, lut_binary, role, server_cmd, syscall, target_dir, verified};
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::lut_run::{
+    a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, calls, lut_binary, only_the_runs_certificate_is_trusted,
+    payloads_agree_with_quinn, refused_with_the_reason, role, server_sends, syscall, the_library_qlog_is_merged,
+};
+use common::{run_json, serial};
 
 /// `just build` builds it (scripts/build-own-workspace.sh; needs cmake).
 fn tquic() -> PathBuf {
@@ -20,13 +23,7 @@ fn tquic() -> PathBuf {
 fn bulk_transfers_are_verified_over_loopback_and_veth() {
     let _g = serial();
     tquic();
-    for link in ["loopback", "veth"] {
-        let report = run_json(&["--lut", "tquic", "--size", "5MB", "--link", link]);
-        verified(&report, 5_000_000);
-        assert_eq!(report["lut"]["name"], "tquic", "{}", report["lut"]);
-        assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with("1.")), "{}", report["lut"]);
-    }
-    assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
+    bulk_over_loopback_and_veth("tquic", "1.");
 }
 
 #[test]
@@ -59,88 +56,45 @@ fn crypto_and_syscalls_are_counted_on_both_sides() {
 fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     tquic();
-    // gso=off with mmsg=off: one sendmsg per datagram. gso=on: GSO runs.
-    let off = run_json(&["--lut", "tquic", "--size", "5MB", "--probe", "io", "--lut-opt", "gso=off", "--lut-opt", "mmsg=off"]);
-    verified(&off, 5_000_000);
-    let (calls_off, datagrams_off, _) = syscall(role(&off, "server"), "sendmsg");
-    assert_eq!(calls_off, datagrams_off, "gso=off, mmsg=off: {datagrams_off} datagrams in {calls_off} sendmsg");
-    let on = run_json(&["--lut", "tquic", "--size", "5MB", "--probe", "io", "--lut-opt", "gso=on"]);
-    verified(&on, 5_000_000);
-    let (_, datagrams_on, messages_on) = syscall(role(&on, "server"), "sendmmsg");
-    assert!(datagrams_on >= 3 * messages_on, "gso=on: {datagrams_on} datagrams in {messages_on} messages");
+    // gso=off with mmsg=off: one sendmsg per datagram; gso=on: GSO runs (batched in sendmmsg).
+    let (calls, datagrams, _) = server_sends("tquic", &["gso=off", "mmsg=off"], "sendmsg");
+    assert_eq!(calls, datagrams, "gso=off, mmsg=off: {datagrams} datagrams in {calls} sendmsg");
+    let (_, datagrams, messages) = server_sends("tquic", &["gso=on"], "sendmmsg");
+    assert!(datagrams >= 3 * messages, "gso=on: {datagrams} datagrams in {messages} messages");
 }
 
 #[test]
 fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
-    let tq = tquic();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let other = foreign_certificate(dir.path());
-    let io = " --io nesquic";
-    let out = exec_run(&(server_cmd(&tq) + io), &(client_cmd(&tq, &other.display().to_string()) + io));
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("client") && err.contains("the handshake failed"), "{err}");
-    let out = exec_run(&(server_cmd(&tq) + io), &(client_cmd(&tq, "$NESQUIC_CA") + io));
-    assert!(out.status.success(), "{}", stderr(&out));
+    only_the_runs_certificate_is_trusted(&tquic(), " --io nesquic", "the handshake failed");
 }
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    let tq = tquic();
-    let quinn = target_dir().join("nesquic-lut-quinn");
-    let with_io = |cmd: String, binary: &PathBuf| if *binary == tq { cmd + " --io nesquic" } else { cmd };
-    for (server, client) in [(&quinn, &tq), (&tq, &quinn)] {
-        let out = exec_run(
-            &with_io(server_cmd(server), server),
-            &with_io(client_cmd(client, "$NESQUIC_CA"), client),
-        );
-        assert!(out.status.success(), "{} -> {}: {}", server.display(), client.display(), stderr(&out));
-    }
+    payloads_agree_with_quinn(&tquic(), " --io nesquic");
 }
 
 #[test]
 fn a_corrupted_byte_is_reported_at_its_offset() {
     tquic();
-    let out = nesquic()
-        .args(["run", "--lut", "tquic", "--size", "2MB"])
-        .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
-        .output()
-        .expect("run nesquic");
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("payload mismatch at byte offset 1234567"), "{err}");
+    a_corrupted_byte_is_reported("tquic");
 }
 
 #[test]
 fn the_qlog_of_tquic_is_merged_into_the_traces() {
     tquic();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out_dir = dir.path().join("run");
-    let out = nesquic()
-        .args(["run", "--lut", "tquic", "--size", "2MB", "--lut-qlog", "--out"])
-        .arg(&out_dir)
-        .output()
-        .expect("run nesquic");
-    assert!(out.status.success(), "{}", stderr(&out));
-    for side in ["server", "client"] {
-        let trace = std::fs::read_to_string(out_dir.join(format!("{side}.sqlog"))).expect("trace");
-        let sent = trace.matches("packet_sent").count();
-        assert!(sent > 10, "{side}: {sent} tquic packet_sent events merged");
-    }
+    the_library_qlog_is_merged("tquic", "packet_sent");
 }
 
 #[test]
 fn shapes_and_options_it_cannot_run_are_refused_with_the_reason() {
     tquic();
-    for (args, why) in [
-        (&["--testcase", "multi-conn"][..], "runs one connection with one stream"),
-        (&["--io", "native"], "does not support --io native"),
-        (&["--cipher", "chacha20"], "cannot choose its TLS 1.3 cipher suite"),
-        (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),
-    ] {
-        let out = nesquic().args(["run", "--lut", "tquic", "--size", "1MB"]).args(args).output().expect("run nesquic");
-        assert!(!out.status.success(), "{args:?}");
-        let err = stderr(&out);
-        assert!(err.contains(why), "{args:?}: {err}");
-    }
+    refused_with_the_reason(
+        "tquic",
+        &[
+            (&["--testcase", "multi-conn"], "runs one connection with one stream"),
+            (&["--io", "native"], "does not support --io native"),
+            (&["--cipher", "chacha20"], "cannot choose its TLS 1.3 cipher suite"),
+            (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),
+        ],
+    );
 }

@@ -95,3 +95,92 @@ pub fn every_workload_shape_runs_on(lut: &str) {
         );
     }
 }
+
+/// `lut` moves 5 MB over loopback and over veth, verified; the summary names it and a version
+/// starting with `version_prefix`; no namespace is left behind.
+pub fn bulk_over_loopback_and_veth(lut: &str, version_prefix: &str) {
+    for link in ["loopback", "veth"] {
+        let report = run_json(&["--lut", lut, "--size", "5MB", "--link", link]);
+        verified(&report, 5_000_000);
+        assert_eq!(report["lut"]["name"], lut, "{}", report["lut"]);
+        let version = report["lut"]["version"].as_str();
+        assert!(version.is_some_and(|v| v.starts_with(version_prefix)), "{}", report["lut"]);
+    }
+    assert!(super::our_namespaces().is_empty(), "left {:?}", super::our_namespaces());
+}
+
+/// The server's (calls, datagrams, messages) on `syscall` in a 5 MB `--probe io` run of `lut`
+/// with these `--lut-opt` settings.
+pub fn server_sends(lut: &str, opts: &[&str], syscall_name: &str) -> (u64, u64, u64) {
+    let mut args = vec!["--lut", lut, "--size", "5MB", "--probe", "io"];
+    for o in opts {
+        args.extend(["--lut-opt", o]);
+    }
+    let report = run_json(&args);
+    verified(&report, 5_000_000);
+    syscall(role(&report, "server"), syscall_name)
+}
+
+/// `binary`'s client refuses a certificate the run did not generate (its error says `why`) and
+/// accepts the run's own, with the same commands (`extra` appended to both).
+pub fn only_the_runs_certificate_is_trusted(binary: &Path, extra: &str, why: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let other = foreign_certificate(dir.path());
+    let server = server_cmd(binary) + extra;
+    let out = exec_run(&server, &(client_cmd(binary, &other.display().to_string()) + extra));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("client") && err.contains(why), "{err}");
+    let out = exec_run(&server, &(client_cmd(binary, "$NESQUIC_CA") + extra));
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// quinn's server feeds `binary`'s client and `binary`'s server feeds quinn's client (`extra`
+/// appended to `binary`'s commands): the payload protocol is the same on both.
+pub fn payloads_agree_with_quinn(binary: &Path, extra: &str) {
+    let quinn = target_dir().join("nesquic-lut-quinn");
+    let out = exec_run(&server_cmd(&quinn), &(client_cmd(binary, "$NESQUIC_CA") + extra));
+    assert!(out.status.success(), "quinn -> {}: {}", binary.display(), stderr(&out));
+    let out = exec_run(&(server_cmd(binary) + extra), &client_cmd(&quinn, "$NESQUIC_CA"));
+    assert!(out.status.success(), "{} -> quinn: {}", binary.display(), stderr(&out));
+}
+
+/// A byte the server flips (NESQUIC_FAULT_SERVER_CORRUPT_AT) is reported at its offset.
+pub fn a_corrupted_byte_is_reported(lut: &str) {
+    let out = nesquic()
+        .args(["run", "--lut", lut, "--size", "2MB"])
+        .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
+        .output()
+        .expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("payload mismatch at byte offset 1234567"), "{err}");
+}
+
+/// With `--lut-qlog`, each side's trace holds more than 10 occurrences of `marker` (the
+/// library's own packet_sent events, merged).
+pub fn the_library_qlog_is_merged(lut: &str, marker: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("run");
+    let out = nesquic()
+        .args(["run", "--lut", lut, "--size", "2MB", "--lut-qlog", "--out"])
+        .arg(&out_dir)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    for side in ["server", "client"] {
+        let trace = std::fs::read_to_string(out_dir.join(format!("{side}.sqlog"))).expect("trace");
+        let sent = trace.matches(marker).count();
+        assert!(sent > 10, "{lut} {side}: {sent} of the library's {marker} events merged");
+    }
+}
+
+/// `nesquic run --lut LUT --size 1MB ARGS` fails, saying `why`, for each pair.
+pub fn refused_with_the_reason(lut: &str, cases: &[(&[&str], &str)]) {
+    for (args, why) in cases {
+        let out = nesquic().args(["run", "--lut", lut, "--size", "1MB"]).args(*args).output().expect("run nesquic");
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}
