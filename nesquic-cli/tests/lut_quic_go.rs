@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use common::lut_run::{
     a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, calls, every_workload_shape_runs_on, lut_binary,
     only_the_runs_certificate_is_trusted, payloads_agree_with_quinn, role, server_sends, syscall,
-    the_library_qlog_is_merged,
+    the_library_qlog_is_merged, verified,
 };
 use common::{nesquic, run_json, serial, stderr};
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use common::lut_run::{
     a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, calls, every_workload_shape_runs_on, lut_binary,
     only_the_runs_certificate_is_trusted, payloads_agree_with_quinn, refused_with_the_reason, role, server_sends,
-    syscall,
+    syscall, verified,
 };
 use common::{run_json, serial};
 

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use common::lut_run::{
     a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, calls, lut_binary, only_the_runs_certificate_is_trusted,
     payloads_agree_with_quinn, refused_with_the_reason, role, server_sends, syscall, the_library_qlog_is_merged,
+    verified,
 };
 use common::{run_json, serial};
 
