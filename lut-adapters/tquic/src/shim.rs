@@ -77,7 +77,9 @@ impl PacketSendHandler for Sender {
             }
             let written = batch.push_with(now, packet.len(), |buf| {
                 buf[..packet.len()].copy_from_slice(packet);
-                Ok::<_, ()>(Some((packet.len(), info.dst, Some(info.time))))
+                // `info.time` is when tquic built the packet, not a time to send it at (tquic
+                // paces inside, holding packets back until its pacer allows): due now.
+                Ok::<_, ()>(Some((packet.len(), info.dst, None)))
             });
             if !matches!(written, Ok(true)) {
                 break;
@@ -94,8 +96,8 @@ pub struct TquicEndpoint<A> {
     /// The concrete local address a client's path was created with: the socket may be bound to
     /// the unspecified address, and tquic matches every datagram's destination to the path.
     local: Option<SocketAddr>,
-    /// The loop turn's time, as last seen: an expired timer is reported due at it (tquic only
-    /// says how long remains, and "zero from now" would always lie after the loop's `now`).
+    /// The loop turn's time, as last seen: due work is reported due at it (tquic only says how
+    /// long remains, and "zero from now" would always lie after the loop's `now`).
     last_turn: Instant,
     outbox: Rc<RefCell<Outbox>>,
     app: Rc<RefCell<A>>,
@@ -148,7 +150,10 @@ impl<A: App> Endpoint for TquicEndpoint<A> {
 
     fn next_timeout(&mut self) -> Option<Instant> {
         let remaining = self.endpoint.timeout()?;
-        Some(if remaining.is_zero() { self.last_turn } else { Instant::now() + remaining })
+        // tquic answers exactly its timer granularity when work is pending (queued packets, a
+        // connection with more to do): that work is due now, not a millisecond from now.
+        let due_now = remaining.is_zero() || remaining == tquic::TIMER_GRANULARITY;
+        Some(if due_now { self.last_turn } else { Instant::now() + remaining })
     }
 
     fn handle_timeout(&mut self, now: Instant) {
