@@ -184,3 +184,27 @@ pub fn refused_with_the_reason(lut: &str, cases: &[(&[&str], &str)]) {
         assert!(err.contains(why), "{args:?}: {err}");
     }
 }
+
+/// The packet crypto of a `--probe io,crypto` run of a stack that seals and opens each packet
+/// once: seal, open, header protection and handshake counted on both sides; one header
+/// protection per seal or open; one seal per datagram the server sent on `send` (GSO runs, several
+/// per message) and one open per datagram the client received on `recv`, give or take the
+/// handshake packets that share a datagram. Datagrams a full receive buffer dropped are neither
+/// received nor opened, so this holds with loss too.
+pub fn one_seal_or_open_per_datagram(report: &Value, send: &str, recv: &str) {
+    let (server, client) = (role(report, "server"), role(report, "client"));
+    for (name, r) in [("server", server), ("client", client)] {
+        for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
+            assert!(calls(r, category) > 0, "{name}: no {category}");
+        }
+        let (seal, open, hp) = (calls(r, "crypto.seal"), calls(r, "crypto.open"), calls(r, "crypto.header_protection"));
+        assert!(hp.abs_diff(seal + open) <= 16, "{name}: {hp} header protections for {seal} seals + {open} opens");
+    }
+    let (_, sent, messages) = syscall(server, send);
+    let seals = calls(server, "crypto.seal");
+    assert!(seals >= sent && seals <= sent + 16, "server: {seals} seals for {sent} datagrams sent");
+    assert!(sent >= 3 * messages, "GSO packs several datagrams per message: {sent} in {messages}");
+    let (_, received, _) = syscall(client, recv);
+    let opens = calls(client, "crypto.open");
+    assert!(opens.abs_diff(received) <= 16, "client: {opens} opens for {received} datagrams received");
+}
