@@ -13,13 +13,16 @@ setup:
 
 # Build every binary (nesquic and the LUT executables), release profile. The msquic adapter is
 # its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest,
-# as does the quic-go LUT (a Go program; skipped with a warning where Go is missing or too old),
-# the aioquic LUT (a Python venv from PyPI) and the ngtcp2 LUT (C against Debian's packages), each
-# skipped with a warning where its toolchain or packages are missing.
+# as do s2n-quic's and tquic's (own workspaces; skipped with a warning where Rust is older than
+# they need or cmake is missing), the quic-go LUT (a Go program; skipped with a warning where Go is
+# missing or too old), the aioquic LUT (a Python venv from PyPI) and the ngtcp2 LUT (C against
+# Debian's packages), each skipped with a warning where its toolchain or packages are missing.
 build: setup
     cargo build --release --workspace --bins
     cargo build --release -p nesquic-agent
     cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
+    ./scripts/build-own-workspace.sh lut-adapters/s2n-quic
+    ./scripts/build-own-workspace.sh lut-adapters/tquic
     ./lut-adapters/quic-go/build.sh
     ./lut-adapters/aioquic/build.sh
     ./lut-adapters/ngtcp2/build.sh
@@ -34,6 +37,8 @@ lint:
     cargo fmt --manifest-path lut-adapters/msquic/Cargo.toml -- --check
     cargo clippy --release --workspace --all-targets -- -D warnings
     cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
+    ./scripts/build-own-workspace.sh --lint lut-adapters/s2n-quic
+    ./scripts/build-own-workspace.sh --lint lut-adapters/tquic
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
     ./lut-adapters/quic-go/build.sh --lint
     ./lut-adapters/aioquic/build.sh --lint
@@ -43,6 +48,7 @@ lint:
 # then the eBPF + link subset again on Debian 12's kernel in QEMU (test-kernels).
 test: build lint
     cargo test --release --workspace
+    ./scripts/build-own-workspace.sh --test lut-adapters/s2n-quic
     ./scripts/test-kernels.sh
 
 # Payload harness: generator/verifier speed vs memcpy/memcmp, and each LUT's goodput, CPU and

@@ -11,13 +11,16 @@ const TRACKED: &[(&str, &str)] = &[
     ("ring", "NESQUIC_RING_VERSION"),
     ("quiche", "NESQUIC_QUICHE_VERSION"),
     ("msquic", "NESQUIC_MSQUIC_VERSION"),
+    ("s2n-quic", "NESQUIC_S2N_QUIC_VERSION"),
+    ("tquic", "NESQUIC_TQUIC_VERSION"),
 ];
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
-    // The workspace's lock, then the msquic adapter's own (it is a separate workspace).
+    // The workspace's lock, then those of the adapters that are workspaces of their own.
     let mut text = String::new();
-    for lock in [manifest.join("../Cargo.lock"), manifest.join("msquic/Cargo.lock")] {
+    let own_workspaces = ["msquic", "s2n-quic", "tquic"].map(|dir| manifest.join(dir).join("Cargo.lock"));
+    for lock in std::iter::once(manifest.join("../Cargo.lock")).chain(own_workspaces) {
         println!("cargo:rerun-if-changed={}", lock.display());
         text.push_str(&std::fs::read_to_string(&lock).unwrap_or_default());
     }

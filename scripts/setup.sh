@@ -75,6 +75,13 @@ if [ -z "$go_have" ] || [ "$(printf '%s\n%s\n' "$go_need" "$go_have" | sort -V |
     echo "setup: warning: Go >= $go_need not found (have: ${go_have:-none}); the quic-go LUT will not be built (https://go.dev/dl/)" >&2
 fi
 
+# The s2n-quic LUT needs the Rust its Cargo.toml names (s2n-quic 1.91 needs 1.95).
+rust_need="$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../lut-adapters/s2n-quic/Cargo.toml" | head -n1)"
+rust_have="$(rustc --version | awk '{print $2}')"
+if [ "$(printf '%s\n%s\n' "$rust_need" "$rust_have" | sort -V | head -n1)" != "$rust_need" ]; then
+    echo "setup: warning: rustc $rust_have is older than $rust_need; the s2n-quic LUT will not be built (rustup update)" >&2
+fi
+
 # tracefs is needed by tracepoint probes; a fresh boot may not have it mounted.
 if [ "$(id -u)" -eq 0 ] && [ ! -e /sys/kernel/tracing/events ]; then
     mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null || \

@@ -4,7 +4,7 @@
 //! building its server and client command lines, and generating the run's certificate ([`tls`]).
 //!
 //! Every LUT runs as its own executable (`nesquic-lut-<name>`, built by `nesquic-lut-bins`, the
-//! msquic workspace, `quic-go/build.sh`, `aioquic/build.sh` and `ngtcp2/build.sh`; `tcp-tls` is the TCP+TLS baseline) with `server` and
+//! msquic, s2n-quic and tquic workspaces, `quic-go/build.sh`, `aioquic/build.sh` and `ngtcp2/build.sh`; `tcp-tls` is the TCP+TLS baseline) with `server` and
 //! `client` subcommands, so probes can attach to its binary and tell server and client apart by
 //! pid. The protocol those executables speak is
 //! `nesquic-protocol`'s, re-exported here under its old paths ([`protocol`], [`report`]). This
@@ -17,7 +17,9 @@ pub mod exec;
 pub mod lut;
 pub mod ngtcp2;
 pub mod quic_go;
+pub mod s2n_quic;
 pub mod tcp_tls;
+pub mod tquic;
 /// The benchmark protocol's payload (`nesquic-protocol`'s [`payload`](nesquic_protocol::payload)).
 pub use nesquic_protocol::payload as protocol;
 /// The report lines (`nesquic-protocol`'s `report`).
@@ -29,4 +31,6 @@ pub use exec::ExecLut;
 pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, MsquicLut, QuicheLut, QuinnLut};
 pub use ngtcp2::Ngtcp2Lut;
 pub use quic_go::QuicGoLut;
+pub use s2n_quic::S2nQuicLut;
 pub use tcp_tls::TcpTlsLut;
+pub use tquic::TquicLut;

@@ -336,8 +336,8 @@ pub(crate) const SNDBUF_NATIVE: LutOption = LutOption {
     meaning: "SO_SNDBUF to request (also --sndbuf)",
     io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
 };
-const RCVBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..RCVBUF_NATIVE };
-const SNDBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..SNDBUF_NATIVE };
+pub(crate) const RCVBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..RCVBUF_NATIVE };
+pub(crate) const SNDBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..SNDBUF_NATIVE };
 
 const CC_ALL: LutOption = LutOption {
     key: "cc",
@@ -432,19 +432,19 @@ impl Lut for QuinnLut {
     }
 }
 
-const NESQUIC_IO_GSO: LutOption = LutOption {
+pub(crate) const NESQUIC_IO_GSO: LutOption = LutOption {
     key: "gso",
     values: &["on", "off"],
     meaning: "the I/O layer's UDP GSO (default on)",
     io: &[IoMode::Nesquic],
 };
-const NESQUIC_IO_GRO: LutOption = LutOption {
+pub(crate) const NESQUIC_IO_GRO: LutOption = LutOption {
     key: "gro",
     values: &["on", "off"],
     meaning: "the I/O layer's UDP GRO (default on)",
     io: &[IoMode::Nesquic],
 };
-const NESQUIC_IO_MMSG: LutOption = LutOption {
+pub(crate) const NESQUIC_IO_MMSG: LutOption = LutOption {
     key: "mmsg",
     values: &["on", "off"],
     meaning: "the I/O layer's sendmmsg/recvmmsg batching (default on)",
@@ -539,6 +539,8 @@ pub fn all_luts() -> Vec<Box<dyn Lut>> {
         Box::new(QuicheLut),
         Box::new(MsquicLut),
         Box::new(crate::quic_go::QuicGoLut),
+        Box::new(crate::s2n_quic::S2nQuicLut),
+        Box::new(crate::tquic::TquicLut),
         Box::new(crate::tcp_tls::TcpTlsLut),
         // Scripted and C stacks (lut-adapters/aioquic, lut-adapters/ngtcp2).
         Box::new(crate::aioquic::AioquicLut),

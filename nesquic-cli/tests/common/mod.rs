@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod lut;
+pub mod lut_run;
 
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
