@@ -1,6 +1,7 @@
 //! `nesquic-protocol`: what a library under test (LUT) and the orchestrator agree on, and nothing
 //! else (docs/protocol.md). It owns the benchmark protocol's payload ([`payload`]: request
-//! encoding, the pattern, the verifier) and its per-stream harness ([`stream`]), the command line
+//! encoding, the pattern, the verifier), its per-stream harness ([`stream`]) and the client's
+//! bookkeeping of a whole workload ([`client`]: connections `parallel` at a time, their figures), the command line
 //! every LUT executable accepts ([`cli`]), the report lines a LUT writes on stdout ([`report`]),
 //! the one [`Role`] type, and the TLS files LUTs are handed ([`tls`], [`pem`]).
 //!
@@ -11,6 +12,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod client;
 pub mod payload;
 pub mod pem;
 pub mod report;
@@ -21,4 +23,4 @@ pub mod tls;
 pub use cli::{IoMode, LutCli, LutCommand};
 pub use report::LutEvent;
 pub use role::{Role, LUT_ROLES};
-pub use stream::ClientOutcome;
+pub use client::{ClientConnection, ClientRun, ClientShape};
