@@ -523,7 +523,8 @@ impl Endpoint for QuicheClient {
     }
 
     fn progress(&self) -> u64 {
-        let open: u64 = self.conns.entries.iter().flatten().filter_map(|(_, r)| r.app.as_ref()).map(|a| a.received()).sum();
+        let open: u64 =
+            self.conns.entries.iter().flatten().filter_map(|(_, r)| r.app.as_ref()).map(|a| a.received()).sum();
         open + self.run.finished_bytes()
     }
 }

@@ -105,7 +105,8 @@ impl ClientConnection {
             verified: self.streams.iter().filter(|s| s.is_verified()).count(),
             streams: self.streams.len(),
         };
-        let streams = self.streams.iter().map(ClientStream::result).collect::<Option<Vec<_>>>().ok_or_else(unverified)?;
+        let streams =
+            self.streams.iter().map(ClientStream::result).collect::<Option<Vec<_>>>().ok_or_else(unverified)?;
         let established = self.established.ok_or_else(unverified)?;
         // First request sent to last byte verified (the quinn client's figure: its requests go
         // out right after the handshake).

@@ -21,6 +21,6 @@ pub mod stream;
 pub mod tls;
 
 pub use cli::{IoMode, LutCli, LutCommand};
+pub use client::{ClientConnection, ClientRun, ClientShape};
 pub use report::LutEvent;
 pub use role::{Role, LUT_ROLES};
-pub use client::{ClientConnection, ClientRun, ClientShape};
