@@ -1,5 +1,5 @@
 //! The quic-go LUT (a Go executable, `lut-adapters/quic-go/`) end to end: bulk transfers over
-//! loopback and veth, every workload shape, its Go crypto counted by the kernel probes (Go
+//! loopback and veth (every workload shape is in testcases.rs with every other LUT), its Go crypto counted by the kernel probes (Go
 //! binaries are static: no user-space agent; no return probes: counting only), GSO on and off,
 //! the trust anchor really checked, and payloads that agree with quinn's in both directions.
 
@@ -60,26 +60,6 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
         assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with("v0.")), "{}", report["lut"]);
     }
     assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
-}
-
-#[test]
-fn every_workload_shape_runs() {
-    let _g = serial();
-    quic_go();
-    for (testcase, size, connections, streams) in
-        [("multi-conn", "1MB", 4, 1), ("multi-stream", "500KB", 1, 8), ("handshakes", "1KB", 200, 1)]
-    {
-        let report = run_json(&["--lut", "quic-go", "--testcase", testcase, "--size", size]);
-        let per_stream: u64 = size.trim_end_matches("KB").trim_end_matches("MB").parse::<u64>().expect("size")
-            * if size.ends_with("MB") { 1_000_000 } else { 1_000 };
-        verified(&report, connections * streams * per_stream);
-        let w = &report["repetitions"][0]["workload"];
-        assert_eq!(
-            (w["connections"].as_u64(), w["streams_per_connection"].as_u64()),
-            (Some(connections), Some(streams)),
-            "{testcase}: {w}"
-        );
-    }
 }
 
 #[test]
