@@ -32,7 +32,7 @@ table() { # title, matrix arguments...
         --lut quinn,msquic,quiche --size 25MB --repeat 10 --probe io --json bench/luts-25MB.json
     table "Stacks on their default I/O, 1 GB" \
         --lut quinn,msquic,quiche --size 1GB --repeat 3 --probe io --json bench/luts-1GB.json
-    table "Testcases, quinn (every LUT: `just bench-testcases`, bench/testcases.md)" \
+    table "Testcases, quinn (every LUT: just bench-testcases, bench/testcases.md)" \
         --lut quinn --testcase bulk,multi-conn,handshakes,multi-stream --repeat 5 --probe io --json bench/luts-testcases.json
     table "Crypto per packet, timed uprobes, calibrated probe cost subtracted (docs/probes.md)" \
         --lut quinn,msquic,quiche --size 25MB --repeat 3 --probe crypto:time --json bench/luts-crypto.json
