@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nesquic_io::{Counters, IoConfig, UdpIo};
-use nesquic_protocol::client::{ClientRun, ClientShape};
+use nesquic_protocol::client::{ClientRun, Workload};
 use nesquic_protocol::report::ClientResult;
 
 pub use driver::{Endpoint, Impairment, LoopStats};
@@ -191,7 +191,7 @@ pub fn download<S: Stack>(
     io: &UdpIo,
     server: SocketAddr,
     ca: &Path,
-    shape: ClientShape,
+    shape: Workload,
     options: &StackOptions,
     impairment: &Impairment,
     progress: &mut dyn FnMut(u64),

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use nesquic_io::{Counters, IoConfig, IoSwitches};
-use nesquic_protocol::client::ClientShape;
+use nesquic_protocol::client::Workload;
 use nesquic_protocol::report::ClientResult;
 use nesquic_translation::quiche_shim::Quiche;
 use nesquic_translation::quinn_shim::QuinnProtoStack as QuinnProto;
@@ -31,7 +31,7 @@ fn certs() -> Certs {
 
 /// Runs one transfer; returns (server, client) summaries.
 fn transfer<S: Stack>(switches: IoSwitches, client_impairment: Impairment, size: u64) -> (Summary, Summary) {
-    let (server, client) = workload::<S>(switches, client_impairment, ClientShape::single(size));
+    let (server, client) = workload::<S>(switches, client_impairment, Workload::bulk(size));
     let done = client.report.as_ref().unwrap();
     assert_eq!(done.bytes, size, "verified bytes");
     assert!(done.transfer_ns > 0 && done.handshake_ns > 0 && done.connections.is_empty(), "{done:?}");
@@ -39,7 +39,7 @@ fn transfer<S: Stack>(switches: IoSwitches, client_impairment: Impairment, size:
 }
 
 /// Runs the client workload `shape` against a server expecting its connections and streams.
-fn workload<S: Stack>(switches: IoSwitches, client_impairment: Impairment, shape: ClientShape) -> (Summary, Summary) {
+fn workload<S: Stack>(switches: IoSwitches, client_impairment: Impairment, shape: Workload) -> (Summary, Summary) {
     let certs = certs();
     let config = IoConfig { switches, ..IoConfig::default() };
     let server_io = nesquic_translation::bind("127.0.0.1:0".parse().unwrap(), &config).unwrap();
@@ -151,7 +151,7 @@ fn recovers<S: Stack>() {
 
 /// Every connection and stream is in the report, each with its verified bytes, and the
 /// per-connection sums add up to the total.
-fn check_shape(done: &ClientResult, shape: ClientShape, stack: &str) {
+fn check_shape(done: &ClientResult, shape: Workload, stack: &str) {
     assert_eq!(done.connections.len(), shape.connections as usize, "{stack}: {done:?}");
     for c in &done.connections {
         assert_eq!(c.streams.len(), shape.streams as usize, "{stack}: {c:?}");
@@ -169,10 +169,10 @@ fn check_shape(done: &ClientResult, shape: ClientShape, stack: &str) {
 fn runs_every_shape<S: Stack>() {
     for shape in [
         // multi-conn, handshakes (more connections than run at once), multi-stream; small sizes.
-        ClientShape { connections: 4, parallel: 4, streams: 1, size: 500_000 },
-        ClientShape { connections: 12, parallel: 3, streams: 1, size: 1000 },
-        ClientShape { connections: 1, parallel: 1, streams: 8, size: 300_000 },
-        ClientShape { connections: 3, parallel: 2, streams: 3, size: 100_000 },
+        Workload { connections: 4, parallel: 4, streams: 1, size: 500_000 },
+        Workload { connections: 12, parallel: 3, streams: 1, size: 1000 },
+        Workload { connections: 1, parallel: 1, streams: 8, size: 300_000 },
+        Workload { connections: 3, parallel: 2, streams: 3, size: 100_000 },
     ] {
         let (_, client) = workload::<S>(IoSwitches::default(), Impairment::default(), shape);
         check_shape(client.report.as_ref().unwrap(), shape, S::NAME);
@@ -180,12 +180,8 @@ fn runs_every_shape<S: Stack>() {
 }
 
 #[test]
-fn quiche_runs_many_connections_and_streams() {
+fn quiche_and_quinn_proto_run_many_connections_and_streams() {
     runs_every_shape::<Quiche>();
-}
-
-#[test]
-fn quinn_proto_runs_many_connections_and_streams() {
     runs_every_shape::<QuinnProto>();
 }
 
@@ -220,7 +216,7 @@ fn refuses_wrong_anchor<S: Stack>() {
             &client_io,
             addr,
             &other,
-            ClientShape::single(1000),
+            Workload::bulk(1000),
             &StackOptions::default(),
             &Impairment::default(),
             &mut |_| {},

@@ -24,7 +24,7 @@ use msquic::{
     StreamStartFlags,
 };
 use nesquic_protocol::cli::{IoMode, LutCli, LutCommand};
-use nesquic_protocol::client::{ClientConnection, ClientRun, ClientShape};
+use nesquic_protocol::client::{ClientConnection, ClientRun, Workload};
 use nesquic_protocol::payload::{ALPN, SERVER_NAME};
 use nesquic_protocol::pem;
 use nesquic_protocol::report::LutEvent;
@@ -90,7 +90,7 @@ fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
 }
 
 fn run(command: LutCommand) -> Result<()> {
-    let shape = command.shape();
+    let shape = command.workload();
     match command {
         LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;
@@ -138,7 +138,7 @@ fn server(
     listen: SocketAddr,
     cert: &std::path::Path,
     key: &std::path::Path,
-    shape: ClientShape,
+    shape: Workload,
     o: &Options,
 ) -> Result<()> {
     let registration = registration(o.profile.clone())?;
@@ -290,7 +290,7 @@ enum ClientSignal {
 /// A started client connection: MsQuic's handle (closed when dropped) and its state.
 type Open = (Connection, Arc<Mutex<ClientState>>);
 
-fn client(connect: SocketAddr, ca: &std::path::Path, shape: ClientShape, o: &Options) -> Result<()> {
+fn client(connect: SocketAddr, ca: &std::path::Path, shape: Workload, o: &Options) -> Result<()> {
     let registration = registration(o.profile.clone())?;
     let alpn = [BufferRef::from(ALPN)];
     let config = Configuration::open(&registration, &alpn, Some(&settings(o, shape.streams)))

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::client::ClientShape;
+use crate::client::Workload;
 use crate::role::Role;
 
 /// Which UDP I/O path a LUT runs on.
@@ -162,9 +162,10 @@ impl LutCommand {
         }
     }
 
-    /// The client's workload (a server's: its connections and streams, size 0).
-    pub fn shape(&self) -> ClientShape {
-        ClientShape {
+    /// The workload a LUT command asks for; a server's has `size` 0 (it learns sizes from the
+    /// requests).
+    pub fn workload(&self) -> Workload {
+        Workload {
             connections: self.connections(),
             parallel: self.parallel(),
             streams: self.streams(),
@@ -200,7 +201,7 @@ mod tests {
         .command;
         assert_eq!((server.role(), server.io(), server.size()), (Role::Server, IoMode::Nesquic, 0));
         assert_eq!(server.opts(), ["gso=off"]);
-        assert!(server.shape().is_single());
+        assert!(server.workload().is_single());
         let client = LutCli::try_parse_from([
             "lut",
             "client",
@@ -221,6 +222,6 @@ mod tests {
             (client.role(), client.io(), client.parallel(), client.size()),
             (Role::Client, IoMode::Native, 2, 10)
         );
-        assert_eq!(client.shape(), ClientShape { connections: 4, parallel: 2, streams: 1, size: 10 });
+        assert_eq!(client.workload(), Workload { connections: 4, parallel: 2, streams: 1, size: 10 });
     }
 }

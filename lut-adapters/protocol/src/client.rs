@@ -8,33 +8,10 @@
 
 use std::time::Instant;
 
+pub use nesquic_testcases::Workload;
+
 use crate::report::{ClientResult, ConnectionResult};
 use crate::stream::ClientStream;
-
-/// What the client was asked to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientShape {
-    /// Connections in total.
-    pub connections: u32,
-    /// Connections open at once.
-    pub parallel: u32,
-    /// Concurrent streams per connection.
-    pub streams: u32,
-    /// Bytes requested per stream.
-    pub size: u64,
-}
-
-impl ClientShape {
-    /// One connection with one stream of `size` bytes.
-    pub fn single(size: u64) -> Self {
-        Self { connections: 1, parallel: 1, streams: 1, size }
-    }
-
-    /// Whether this is the protocol's original one-connection, one-stream shape.
-    pub fn is_single(&self) -> bool {
-        self.connections == 1 && self.streams == 1
-    }
-}
 
 /// A connection given back before all its streams were verified.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -124,7 +101,7 @@ impl ClientConnection {
 /// The whole workload on the client: hands out connections, collects their figures.
 #[derive(Debug)]
 pub struct ClientRun {
-    shape: ClientShape,
+    shape: Workload,
     first: Option<Instant>,
     started: u32,
     open: u32,
@@ -135,8 +112,8 @@ pub struct ClientRun {
 
 impl ClientRun {
     /// A run of `shape` (counts below 1 count as 1).
-    pub fn new(shape: ClientShape) -> Self {
-        let shape = ClientShape {
+    pub fn new(shape: Workload) -> Self {
+        let shape = Workload {
             connections: shape.connections.max(1),
             parallel: shape.parallel.clamp(1, shape.connections.max(1)),
             streams: shape.streams.max(1),
@@ -146,7 +123,7 @@ impl ClientRun {
     }
 
     /// What it runs.
-    pub fn shape(&self) -> ClientShape {
+    pub fn shape(&self) -> Workload {
         self.shape
     }
 
@@ -228,7 +205,7 @@ mod tests {
 
     #[test]
     fn connections_start_parallel_at_a_time_and_report_in_start_order() {
-        let mut run = ClientRun::new(ClientShape { connections: 3, parallel: 2, streams: 2, size: 1000 });
+        let mut run = ClientRun::new(Workload { connections: 3, parallel: 2, streams: 2, size: 1000 });
         let mut a = run.next_connection().unwrap();
         let mut b = run.next_connection().unwrap();
         assert!(run.next_connection().is_none(), "two at a time");
@@ -254,12 +231,12 @@ mod tests {
 
     #[test]
     fn an_unverified_connection_is_an_error_and_one_connection_reports_the_short_form() {
-        let mut run = ClientRun::new(ClientShape::single(10));
+        let mut run = ClientRun::new(Workload::bulk(10));
         let mut c = run.next_connection().unwrap();
         c.on_established();
         let err = run.finish(c).unwrap_err();
         assert_eq!(err, Unverified { index: 0, verified: 0, streams: 1 });
-        let mut run = ClientRun::new(ClientShape::single(10));
+        let mut run = ClientRun::new(Workload::bulk(10));
         let mut c = run.next_connection().unwrap();
         serve(&mut c, 10);
         run.finish(c).unwrap();

@@ -7,8 +7,9 @@
 //!
 //! Adapters in any language depend only on this crate (or on docs/protocol.md). It must not know
 //! any QUIC library, async runtime or TLS stack, how LUTs are started or probed, or how results
-//! are summarised: its dependencies are serde, clap, thiserror and `nesquic-io` (for the type of
-//! the I/O layer's counters in [`report::LutEvent::IoCounters`]).
+//! are summarised: its dependencies are serde, clap, thiserror, `nesquic-io` (for the type of
+//! the I/O layer's counters in [`report::LutEvent::IoCounters`]) and `nesquic-testcases` (for
+//! [`Workload`], what a client runs).
 #![warn(missing_docs)]
 
 pub mod cli;
@@ -21,6 +22,6 @@ pub mod stream;
 pub mod tls;
 
 pub use cli::{IoMode, LutCli, LutCommand};
-pub use client::{ClientConnection, ClientRun, ClientShape};
+pub use client::{ClientConnection, ClientRun, Workload};
 pub use report::LutEvent;
 pub use role::{Role, LUT_ROLES};

@@ -77,7 +77,7 @@ fn report_io(io: &UdpIo) {
 pub fn run<S: Stack>(command: LutCommand) -> Result<()> {
     let library = S::NAME;
     let impairment = Impairment::from_env()?;
-    let shape = command.shape();
+    let shape = command.workload();
     match command {
         LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;
