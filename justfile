@@ -78,7 +78,7 @@ bench-tcp-tls ROUNDS="9": build
 
 # Every testcase across LUTs, alternating rounds, TCP+TLS as the reference row: multi-conn
 # goodput + Jain fairness, handshakes/s + p50/p99, multi-stream goodput -> bench/testcases.md
-bench-testcases ROUNDS="5": build
+bench-testcases ROUNDS="15": build
     ./scripts/bench-testcases.sh {{ROUNDS}}
 
 # What frame pointers cost: the LUT executables of a build without them (OLD_LUT_DIR) against
