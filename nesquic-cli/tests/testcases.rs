@@ -70,7 +70,8 @@ fn every_testcase(lut: &[&str]) {
 }
 
 /// The LUT executable's own `done` report (run directly, `extra`: its `--io`) lists every
-/// connection and stream, and they add up to the aggregate.
+/// connection and stream, and they add up to the aggregate; a flipped payload byte on every
+/// stream fails the client, naming its offset.
 fn done_reports_add_up(executable: &str, extra: &[&str]) {
     let binary = common::lut_binary(executable);
     for (connections, parallel, streams) in [(6, 3, 1), (2, 2, 4), (3, 1, 3)] {
@@ -79,10 +80,15 @@ fn done_reports_add_up(executable: &str, extra: &[&str]) {
             common::direct(&binary, extra, None, shape).unwrap_or_else(|e| panic!("{executable} {extra:?}: {e}"));
         assert_done_adds_up(&done, shape);
     }
+    let shape = Shape { connections: 2, parallel: 2, streams: 2, size: 300_000 };
+    let corrupt = [("NESQUIC_FAULT_SERVER_CORRUPT_AT", "123457")];
+    let err = common::direct_with(&binary, extra, None, shape, &corrupt)
+        .expect_err(&format!("{executable} {extra:?}: a corrupted payload was accepted"));
+    assert!(err.contains("123457"), "{executable} {extra:?}: {err}");
 }
 
 /// One test per LUT and I/O path: every testcase on loopback and veth, and its executable's
-/// `done` report adding up.
+/// `done` report adding up (and failing on a corrupted byte).
 macro_rules! every_lut {
     ($($name:ident: $executable:literal, [$($arg:literal),*];)*) => {$(
         #[test]

@@ -78,6 +78,16 @@ pub enum TranslationError {
     /// The benchmark protocol was violated (wrong request, payload mismatch).
     #[error(transparent)]
     Protocol(#[from] app::ProtocolError),
+    /// A client stream's payload failed verification.
+    #[error("connection {connection}, stream {stream}: {error}")]
+    Payload {
+        /// The connection (0-based, in start order).
+        connection: u32,
+        /// The stream (0-based, in opening order).
+        stream: usize,
+        /// What was wrong (not `source`: the message already says it).
+        error: app::ProtocolError,
+    },
     /// A fault-injection variable is malformed.
     #[error("{var}={value:?}: expected comma-separated datagram indices")]
     BadFault {

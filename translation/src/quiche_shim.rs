@@ -492,7 +492,9 @@ impl Endpoint for QuicheClient {
                 }
                 while !stream.is_verified() && conn.stream_readable(id) {
                     match conn.stream_recv(id, &mut self.scratch) {
-                        Ok((n, fin)) => stream.on_payload(&self.scratch[..n], fin)?,
+                        Ok((n, fin)) => stream.on_payload(&self.scratch[..n], fin).map_err(|source| {
+                            TranslationError::Payload { connection: requested.index, stream: i, error: source }
+                        })?,
                         Err(quiche::Error::Done) => break,
                         Err(e) => return Err(TranslationError::Quiche { context: "read payload", source: e }),
                     }

@@ -471,7 +471,8 @@ fn request(conn: &mut Connection, requested: &mut Requested, now: Instant) -> Re
         let Some(id) = conn.streams().open(Dir::Bi) else { break };
         requested.ids.push(id);
     }
-    for (stream, id) in app.streams_mut().iter_mut().zip(&requested.ids) {
+    let connection = app.index();
+    for (i, (stream, id)) in app.streams_mut().iter_mut().zip(&requested.ids).enumerate() {
         if let Some(request) = stream.request() {
             let mut send = conn.send_stream(*id);
             let n = send.write(&request).map_err(|e| TranslationError::Stream(e.to_string()))?;
@@ -479,7 +480,12 @@ fn request(conn: &mut Connection, requested: &mut Requested, now: Instant) -> Re
             send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
         }
         if !stream.is_verified() {
-            read_stream(conn, *id, |data, fin| stream.on_payload(data, fin))?;
+            read_stream(conn, *id, |data, fin| stream.on_payload(data, fin)).map_err(|e| match e {
+                TranslationError::Protocol(source) => {
+                    TranslationError::Payload { connection, stream: i, error: source }
+                }
+                other => other,
+            })?;
         }
     }
     if app.is_verified() {

@@ -76,6 +76,17 @@ pub fn direct(
     client_ca: Option<&Path>,
     shape: Shape,
 ) -> Result<serde_json::Value, String> {
+    direct_with(binary, extra, client_ca, shape, &[])
+}
+
+/// [`direct`], with environment variables for the server (fault injection).
+pub fn direct_with(
+    binary: &Path,
+    extra: &[&str],
+    client_ca: Option<&Path>,
+    shape: Shape,
+    server_env: &[(&str, &str)],
+) -> Result<serde_json::Value, String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let certs = nesquic_lut_adapters::tls::generate(dir.path()).expect("certificate");
     let counts = |client: bool| {
@@ -93,6 +104,7 @@ pub fn direct(
         .arg(&certs.key)
         .args(counts(false))
         .args(extra)
+        .envs(server_env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
