@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use common::lut::{calls, role};
 use common::{nesquic, run_json, serial, stderr, Shape};
 
 /// TLS 1.3 record plaintext limit (rustls' default fragment size).
@@ -17,7 +18,7 @@ const RECORD: u64 = 16_384;
 const PERIOD: u64 = 131_071;
 
 fn lut_binary() -> PathBuf {
-    common::lut_binary("tcp-tls")
+    common::lut::lut_binary("tcp-tls", "`just build` builds it (cargo build --release -p nesquic-lut-bins)")
 }
 
 #[test]
@@ -28,17 +29,6 @@ fn a_wrong_trust_anchor_fails_the_handshake() {
     let shape = Shape { connections: 1, parallel: 1, streams: 1, size: 1000 };
     let err = common::direct(&lut_binary(), &[], Some(&stranger.cert), shape).expect_err("must not connect");
     assert!(err.contains("handshake") && err.contains("invalid peer certificate"), "{err}");
-}
-
-/// One role's probe figures.
-fn role<'a>(report: &'a Value, name: &str) -> &'a Value {
-    let roles = report["repetitions"][0]["probes"]["roles"].as_array().expect("roles");
-    roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"))
-}
-
-fn calls(role: &Value, category: &str) -> u64 {
-    let functions = role["functions"].as_array().expect("functions");
-    functions.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
 }
 
 /// (calls, bytes) over one role's I/O rows of one direction.

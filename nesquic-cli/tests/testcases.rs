@@ -1,5 +1,5 @@
 //! Testcases end to end: every built-in scenario on every LUT (quinn native and quinn-proto over
-//! Nesquic's I/O and the plain loop, quiche, msquic, quic-go, tcp-tls), on loopback and on a veth
+//! Nesquic's I/O and the plain loop, quiche, msquic, quic-go, aioquic, ngtcp2, tcp-tls), on loopback and on a veth
 //! link (root), payloads verified and the per-connection figures consistent with what was asked;
 //! each LUT executable's own report listing every connection and stream and adding up; users'
 //! scenario files and overrides; clear errors for what cannot run.
@@ -73,7 +73,7 @@ fn every_testcase(lut: &[&str]) {
 /// connection and stream, and they add up to the aggregate; a flipped payload byte on every
 /// stream fails the client, naming its offset.
 fn done_reports_add_up(executable: &str, extra: &[&str]) {
-    let binary = common::lut_binary(executable);
+    let binary = common::lut::lut_binary(executable, "`just build` builds every LUT executable");
     for (connections, parallel, streams) in [(6, 3, 1), (2, 2, 4), (3, 1, 3)] {
         let shape = Shape { connections, parallel, streams, size: 300_000 };
         let done =
@@ -107,6 +107,8 @@ every_lut! {
     quiche_over_nesquic_io: "quiche", [];
     msquic: "msquic", [];
     quic_go: "quic-go", [];
+    aioquic: "aioquic", [];
+    ngtcp2: "ngtcp2", [];
     tcp_tls: "tcp-tls", [];
 }
 

@@ -1,6 +1,7 @@
 //! The one run model. Owns the typed run record (`run::RunRecord`, summary.json, with
 //! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
-//! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader;
+//! calibration as recorded (`calibration`), Nesquic's qlog events (`events`, typed both ways), the
+//! qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
 //! the statistics every command shares (`stats`: the median in one place, Mann-Whitney), and
 //! comparing two runs (`compare`: samples per metric, rules, verdicts).
@@ -11,6 +12,7 @@
 pub mod calibration;
 pub mod compare;
 mod error;
+pub mod events;
 pub mod figures;
 pub mod io;
 pub mod qlog;

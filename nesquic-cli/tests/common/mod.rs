@@ -1,8 +1,10 @@
 //! Helpers the end-to-end test files share (each file is its own crate and uses a subset).
 #![allow(dead_code)]
 
+pub mod lut;
+
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
@@ -52,11 +54,6 @@ pub fn run_json(args: &[&str]) -> serde_json::Value {
         .expect("run nesquic");
     assert!(out.status.success(), "{args:?}: {}", stderr(&out));
     serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
-}
-
-/// A LUT executable next to the `nesquic` binary (`nesquic-lut-quinn`, ...).
-pub fn lut_binary(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name(format!("nesquic-lut-{name}"))
 }
 
 /// A workload for [`direct`]: connections, connections at once, streams each, bytes per stream.
