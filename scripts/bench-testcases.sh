@@ -6,9 +6,13 @@
 set -euo pipefail
 bin=${CARGO_TARGET_DIR:-target}/release
 rounds=${1:-15}
-luts=quinn,quiche,msquic,tcp-tls
-# quic-go needs Go to build (`just build` skips it without); run it when it is there.
-if [[ -x $bin/nesquic-lut-quic-go ]]; then luts=quinn,quiche,msquic,quic-go,tcp-tls; fi
+# quic-go, aioquic and ngtcp2 need Go, python3-venv and Debian's ngtcp2 packages to build
+# (`just build` skips them without); each runs when its executable is there.
+luts=quinn,quiche,msquic
+for optional in quic-go aioquic ngtcp2; do
+    if [[ -x $bin/nesquic-lut-$optional ]]; then luts=$luts,$optional; fi
+done
+luts=$luts,tcp-tls
 args=(matrix --lut "$luts" --io native,nesquic --testcase multi-conn,handshakes,multi-stream
     --repeat "$rounds" --baseline tcp-tls --json bench/testcases.json)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -21,8 +25,8 @@ load_after=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "$(date -u +%F). Loopback, every payload verified. \`nesquic ${args[*]}\`: every combination"
     echo "runs once per round, in rotating order, so drift on a shared machine hits all alike; figures"
     echo "are medians over rounds (min-max in brackets). quinn runs natively and as quinn-proto over"
-    echo "Nesquic's I/O (translation layer); quiche only over Nesquic's I/O; msquic, quic-go and tcp-tls"
-    echo "on their own I/O. tcp-tls runs M streams as M TCP+TLS connections (M handshakes). Load average"
+    echo "Nesquic's I/O (translation layer); quiche only over Nesquic's I/O; the others on their own"
+    echo "I/O. tcp-tls runs M streams as M TCP+TLS connections (M handshakes). Load average"
     echo "(1/5/15 min) before: $load_before, after: $load_after (other work on the machine shows here)."
     echo
     python3 scripts/testcases-table.py bench/testcases.json
