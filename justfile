@@ -88,13 +88,18 @@ bench-profile: build
 bench-tcp-tls ROUNDS="9": build
     ./scripts/tcp-tls-vs-quinn.sh {{ROUNDS}} > bench/tcp-tls-vs-quinn.md
 
+# Every testcase across LUTs, alternating rounds, TCP+TLS as the reference row: multi-conn
+# goodput + Jain fairness, handshakes/s + p50/p99, multi-stream goodput -> bench/testcases.md
+bench-testcases ROUNDS="15": build
+    ./scripts/bench-testcases.sh {{ROUNDS}}
+
 # What frame pointers cost: the LUT executables of a build without them (OLD_LUT_DIR) against
 # this build, alternating rounds -> docs/frame-pointers.md
 bench-frame-pointers OLD_LUT_DIR: build
     ./scripts/bench-frame-pointers.sh {{OLD_LUT_DIR}}
 
 # Every benchmark (bench-frame-pointers needs an old build, so it is not among them).
-bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf bench-profile bench-tcp-tls
+bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf bench-profile bench-tcp-tls bench-testcases
 
 # The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.

@@ -63,6 +63,9 @@ impl Lut for ExecLut {
         found.ok_or_else(|| LutError::ExecNotFound { command: self.server_cmd.clone() })
     }
 
+    fn single_workload_reason(&self) -> &'static str {
+        "the commands are given one NESQUIC_SIZE and no connection or stream counts"
+    }
     fn runs_user_commands(&self) -> bool {
         true
     }

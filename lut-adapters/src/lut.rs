@@ -52,10 +52,12 @@ pub enum LutError {
     #[error("--lut exec needs --server-cmd and --client-cmd (see docs/protocol.md for the NESQUIC_* variables)")]
     ExecWithoutCommands,
     /// The LUT's executable speaks only the one-connection, one-stream protocol on this path.
-    #[error("LUT '{lut}' with --io {io} runs one connection with one stream; this testcase asks for {connections} connection(s) with {streams} stream(s) each{hint}")]
+    #[error("LUT '{lut}' with --io {io} runs one connection with one stream ({why}); this testcase asks for {connections} connection(s) with {streams} stream(s) each{hint}")]
     UnsupportedWorkload {
         /// The LUT.
         lut: &'static str,
+        /// Why ([`Lut::single_workload_reason`]).
+        why: &'static str,
         /// The I/O path.
         io: IoMode,
         /// Connections asked for.
@@ -64,16 +66,6 @@ pub enum LutError {
         streams: u32,
         /// Where it is supported, if anywhere.
         hint: String,
-    },
-    /// A LUT executable asked directly for more than it runs.
-    #[error("{library} runs one connection with one stream (asked for {connections} connections, {streams} streams)")]
-    SingleWorkloadOnly {
-        /// The library (and I/O path).
-        library: String,
-        /// Connections asked for.
-        connections: u32,
-        /// Streams per connection asked for.
-        streams: u32,
     },
     /// A socket buffer request that is neither a size nor a multiple of the kernel's default.
     #[error("{text}: {why}")]
@@ -247,6 +239,11 @@ pub trait Lut: Send + Sync {
         &[]
     }
 
+    /// Why the executable runs only one connection with one stream off [`Lut::multi_workload_io`].
+    fn single_workload_reason(&self) -> &'static str {
+        "its executable is not given connection or stream counts"
+    }
+
     /// Checks that the LUT can run `workload` on `io`.
     fn check_workload(&self, io: IoMode, workload: &Workload) -> Result<(), LutError> {
         if workload.is_single() || self.multi_workload_io().contains(&io) {
@@ -260,6 +257,7 @@ pub trait Lut: Send + Sync {
         };
         Err(LutError::UnsupportedWorkload {
             lut: self.name(),
+            why: self.single_workload_reason(),
             io,
             connections: workload.connections,
             streams: workload.streams,
@@ -428,7 +426,7 @@ impl Lut for QuinnLut {
         &[IoMode::Native, IoMode::Nesquic, IoMode::Plain]
     }
     fn multi_workload_io(&self) -> &'static [IoMode] {
-        &[IoMode::Native]
+        self.io_modes()
     }
 }
 
@@ -490,6 +488,9 @@ impl Lut for QuicheLut {
     fn io_modes(&self) -> &'static [IoMode] {
         &[IoMode::Nesquic, IoMode::Plain]
     }
+    fn multi_workload_io(&self) -> &'static [IoMode] {
+        self.io_modes()
+    }
 }
 
 /// MsQuic (Microsoft, C) on its own datapath, built from the `msquic` crate's vendored sources
@@ -529,6 +530,9 @@ impl Lut for MsquicLut {
     }
     fn io_modes(&self) -> &'static [IoMode] {
         &[IoMode::Native]
+    }
+    fn multi_workload_io(&self) -> &'static [IoMode] {
+        self.io_modes()
     }
 }
 
@@ -588,12 +592,6 @@ pub mod args {
     /// process everywhere.
     #[deprecated(note = "use LutCommand (the subcommand) or nesquic_protocol::Role (the side)")]
     pub type Role = LutCommand;
-}
-
-impl From<nesquic_protocol::cli::SingleWorkloadOnly> for LutError {
-    fn from(e: nesquic_protocol::cli::SingleWorkloadOnly) -> Self {
-        LutError::SingleWorkloadOnly { library: e.library, connections: e.connections, streams: e.streams }
-    }
 }
 
 #[cfg(test)]

@@ -1,18 +1,16 @@
-//! The TCP+TLS baseline (`--lut tcp-tls`) end to end: every testcase on loopback and veth with
-//! the payload verified; the executable's own `done` report with every connection and stream
-//! (one TCP connection each) summing to the aggregate; probes that count its TCP syscalls and
+//! The TCP+TLS baseline (`--lut tcp-tls`) end to end (every testcase on loopback and veth, and its
+//! `done` report adding up, are in testcases.rs with every other LUT): probes that count its TCP syscalls and
 //! TLS records the same on both backends; a wrong trust anchor failing the handshake; `--cc`,
 //! `--rcvbuf` and `ktls=on` (root: namespaces and probes).
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::lut::{calls, role};
+use common::{nesquic, run_json, serial, stderr, Shape};
 
 /// TLS 1.3 record plaintext limit (rustls' default fragment size).
 const RECORD: u64 = 16_384;
@@ -20,125 +18,7 @@ const RECORD: u64 = 16_384;
 const PERIOD: u64 = 131_071;
 
 fn lut_binary() -> PathBuf {
-    Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-lut-tcp-tls")
-}
-
-fn u64_at(v: &Value, pointer: &str) -> u64 {
-    v.pointer(pointer).and_then(Value::as_u64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))
-}
-
-#[test]
-fn every_testcase_runs_on_loopback_and_veth() {
-    let _g = serial();
-    for link in ["loopback", "veth"] {
-        for (testcase, size, connections, streams) in [
-            ("bulk", 2_000_000u64, 1u64, 1u64),
-            ("multi-conn", 1_000_000, 4, 1),
-            ("handshakes", 1_000, 200, 1),
-            ("multi-stream", 1_000_000, 1, 8),
-        ] {
-            let report =
-                run_json(&["--lut", "tcp-tls", "--testcase", testcase, "--size", &size.to_string(), "--link", link]);
-            let rep = &report["repetitions"][0];
-            let total = size * connections * streams;
-            assert_eq!(rep["bytes"].as_u64(), Some(total), "{link} {testcase}");
-            assert_eq!(rep["payload_verified"], true, "{link} {testcase}");
-            assert!(rep["handshake_ms"].as_f64().expect("handshake") > 0.0);
-            if connections * streams > 1 {
-                let w = &rep["workload"];
-                assert_eq!(
-                    (w["connections"].as_u64(), w["streams_per_connection"].as_u64()),
-                    (Some(connections), Some(streams)),
-                    "{link} {testcase}"
-                );
-            }
-        }
-    }
-    assert!(our_namespaces().is_empty(), "namespaces left behind: {:?}", our_namespaces());
-}
-
-/// Runs the executable's server and client directly; returns the client's `done` line, or its
-/// stderr when it fails.
-fn direct(client_ca: Option<&Path>, size: u64, connections: u32, parallel: u32, streams: u32) -> Result<Value, String> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let certs = nesquic_lut_adapters::tls::generate(dir.path()).expect("certificate");
-    let shape = |client: bool| {
-        let mut args = vec!["--connections".to_string(), connections.to_string()];
-        args.extend(["--streams".to_string(), streams.to_string()]);
-        if client {
-            args.extend(["--parallel".to_string(), parallel.to_string()]);
-        }
-        args
-    };
-    let mut server = Command::new(lut_binary())
-        .args(["server", "--listen", "127.0.0.1:0", "--cert"])
-        .arg(&certs.cert)
-        .arg("--key")
-        .arg(&certs.key)
-        .args(shape(false))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start server");
-    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
-    let addr = lines
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|l| {
-            let v: Value = serde_json::from_str(&l).ok()?;
-            (v["event"] == "listening").then(|| v["addr"].as_str().map(str::to_string)).flatten()
-        })
-        .expect("listening line");
-    let client = Command::new(lut_binary())
-        .args(["client", "--connect", &addr, "--size", &size.to_string(), "--ca"])
-        .arg(client_ca.unwrap_or(&certs.cert))
-        .args(shape(true))
-        .output()
-        .expect("run client");
-    if !client.status.success() {
-        let _ = server.kill();
-        let _ = server.wait();
-        return Err(stderr(&client));
-    }
-    let status = server.wait().expect("server");
-    assert!(status.success(), "server failed");
-    let stdout = String::from_utf8_lossy(&client.stdout);
-    let done = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["event"] == "done")
-        .expect("done line");
-    Ok(done)
-}
-
-#[test]
-fn per_connection_and_per_stream_figures_add_up() {
-    let _g = serial();
-    for (connections, parallel, streams) in [(6u32, 3u32, 1u32), (2, 2, 4), (3, 1, 3)] {
-        let size = 300_000u64;
-        let done = direct(None, size, connections, parallel, streams).expect("run");
-        let list = done["connections"].as_array().expect("connections");
-        assert_eq!(list.len(), connections as usize, "{done}");
-        let mut sum = 0;
-        let (mut first_request, mut last_byte) = (u64::MAX, 0);
-        for c in list {
-            let s = c["streams"].as_array().expect("streams");
-            assert_eq!(s.len(), streams as usize, "{c}");
-            for stream in s {
-                assert_eq!(stream["bytes"].as_u64(), Some(size), "every stream's TCP connection verified {size} B");
-                // Each stream's own TCP connection: request to last byte, inside its connection's window.
-                assert!(u64_at(stream, "/transfer_ns") <= u64_at(c, "/transfer_ns"), "{c}");
-            }
-            sum += s.iter().map(|s| u64_at(s, "/bytes")).sum::<u64>();
-            let start = u64_at(c, "/start_ns") + u64_at(c, "/handshake_ns");
-            first_request = first_request.min(start);
-            last_byte = last_byte.max(start + u64_at(c, "/transfer_ns"));
-        }
-        assert_eq!(u64_at(&done, "/bytes"), sum);
-        assert_eq!(sum, size * u64::from(connections * streams));
-        assert_eq!(u64_at(&done, "/transfer_ns"), last_byte - first_request);
-        assert!(u64_at(&done, "/elapsed_ns") >= last_byte, "{done}");
-    }
+    common::lut::lut_binary("tcp-tls", "`just build` builds it (cargo build --release -p nesquic-lut-bins)")
 }
 
 #[test]
@@ -146,19 +26,9 @@ fn a_wrong_trust_anchor_fails_the_handshake() {
     let _g = serial();
     let other = tempfile::tempdir().expect("tempdir");
     let stranger = nesquic_lut_adapters::tls::generate(other.path()).expect("certificate");
-    let err = direct(Some(&stranger.cert), 1000, 1, 1, 1).expect_err("must not connect");
+    let shape = Shape { connections: 1, parallel: 1, streams: 1, size: 1000 };
+    let err = common::direct(&lut_binary(), &[], Some(&stranger.cert), shape).expect_err("must not connect");
     assert!(err.contains("handshake") && err.contains("invalid peer certificate"), "{err}");
-}
-
-/// One role's probe figures.
-fn role<'a>(report: &'a Value, name: &str) -> &'a Value {
-    let roles = report["repetitions"][0]["probes"]["roles"].as_array().expect("roles");
-    roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"))
-}
-
-fn calls(role: &Value, category: &str) -> u64 {
-    let functions = role["functions"].as_array().expect("functions");
-    functions.iter().filter(|f| f["category"] == category).map(|f| f["calls"].as_u64().expect("calls")).sum()
 }
 
 /// (calls, bytes) over one role's I/O rows of one direction.

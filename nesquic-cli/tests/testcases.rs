@@ -1,12 +1,14 @@
-//! Testcases end to end: every built-in scenario with quinn on loopback and on a veth link
-//! (root), payloads verified and the per-connection figures consistent with what was asked;
-//! users' scenario files and overrides; clear errors for what cannot run.
+//! Testcases end to end: every built-in scenario on every LUT (quinn native and quinn-proto over
+//! Nesquic's I/O and the plain loop, quiche, msquic, quic-go, aioquic, ngtcp2, tcp-tls), on loopback and on a veth
+//! link (root), payloads verified and the per-connection figures consistent with what was asked;
+//! each LUT executable's own report listing every connection and stream and adding up; users'
+//! scenario files and overrides; clear errors for what cannot run.
 
 mod common;
 
 use serde_json::Value;
 
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::{assert_done_adds_up, nesquic, our_namespaces, run_json, serial, stderr, Shape};
 
 fn f64_at(v: &Value, pointer: &str) -> f64 {
     v.pointer(pointer).and_then(Value::as_f64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))
@@ -39,31 +41,75 @@ fn check(report: &Value, testcase: &str, connections: u64, streams: u64, size: u
     rep
 }
 
-#[test]
-fn every_testcase_runs_with_quinn_on_loopback_and_veth() {
+/// Every testcase with `lut` (its `--lut`/`--io` arguments) on loopback and veth, small sizes.
+fn every_testcase(lut: &[&str]) {
     let _g = serial();
     for link in ["loopback", "veth"] {
-        let report = run_json(&["--testcase", "bulk", "--size", "2MB", "--link", link]);
+        let run = |args: &[&str]| run_json(&[lut, args, &["--link", link]].concat());
+        let report = run(&["--testcase", "bulk", "--size", "2MB"]);
         check(&report, "bulk", 1, 1, 2_000_000);
 
-        let report = run_json(&["--testcase", "multi-conn", "--size", "2MB", "--link", link]);
+        let report = run(&["--testcase", "multi-conn", "--size", "2MB"]);
         let rep = check(&report, "multi-conn", 4, 1, 2_000_000);
         let fairness = f64_at(&rep, "/workload/connection_fairness");
-        assert!(fairness > 0.25 && fairness <= 1.0, "{link}: Jain index {fairness}");
+        assert!(fairness > 0.25 && fairness <= 1.0, "{lut:?} {link}: Jain index {fairness}");
         assert!(report["summary"]["workload"]["connection_fairness"].is_object());
 
-        let report = run_json(&["--testcase", "handshakes", "--link", link]);
+        let report = run(&["--testcase", "handshakes"]);
         let rep = check(&report, "handshakes", 200, 1, 1_000);
         // 4 at a time out of 200: not a sharing experiment, so no fairness figure.
         assert!(rep["workload"].get("connection_fairness").is_none(), "{rep}");
         assert!(f64_at(&rep, "/workload/handshakes_per_s") > 10.0);
 
-        let report = run_json(&["--testcase", "multi-stream", "--size", "1MB", "--link", link]);
+        let report = run(&["--testcase", "multi-stream", "--size", "1MB"]);
         let rep = check(&report, "multi-stream", 1, 8, 1_000_000);
         let fairness = f64_at(&rep, "/workload/stream_fairness");
-        assert!(fairness > 0.125 && fairness <= 1.0, "{link}: Jain index {fairness}");
+        assert!(fairness > 0.125 && fairness <= 1.0, "{lut:?} {link}: Jain index {fairness}");
     }
     assert!(our_namespaces().is_empty(), "namespaces left behind: {:?}", our_namespaces());
+}
+
+/// The LUT executable's own `done` report (run directly, `extra`: its `--io`) lists every
+/// connection and stream, and they add up to the aggregate; a flipped payload byte on every
+/// stream fails the client, naming its offset.
+fn done_reports_add_up(executable: &str, extra: &[&str]) {
+    let binary = common::lut::lut_binary(executable, "`just build` builds every LUT executable");
+    for (connections, parallel, streams) in [(6, 3, 1), (2, 2, 4), (3, 1, 3)] {
+        let shape = Shape { connections, parallel, streams, size: 300_000 };
+        let done =
+            common::direct(&binary, extra, None, shape).unwrap_or_else(|e| panic!("{executable} {extra:?}: {e}"));
+        assert_done_adds_up(&done, shape);
+    }
+    let shape = Shape { connections: 2, parallel: 2, streams: 2, size: 300_000 };
+    let corrupt = [("NESQUIC_FAULT_SERVER_CORRUPT_AT", "123457")];
+    let err = common::direct_with(&binary, extra, None, shape, &corrupt)
+        .expect_err(&format!("{executable} {extra:?}: a corrupted payload was accepted"));
+    assert!(err.contains("123457"), "{executable} {extra:?}: {err}");
+}
+
+/// One test per LUT and I/O path: every testcase on loopback and veth, and its executable's
+/// `done` report adding up (and failing on a corrupted byte).
+macro_rules! every_lut {
+    ($($name:ident: $executable:literal, [$($arg:literal),*];)*) => {$(
+        #[test]
+        fn $name() {
+            let io: &[&str] = &[$($arg),*];
+            every_testcase(&[&["--lut", $executable], io].concat());
+            done_reports_add_up($executable, io);
+        }
+    )*};
+}
+
+every_lut! {
+    quinn_native: "quinn", [];
+    quinn_proto_over_nesquic_io: "quinn", ["--io", "nesquic"];
+    quinn_proto_over_plain_io: "quinn", ["--io", "plain"];
+    quiche_over_nesquic_io: "quiche", [];
+    msquic: "msquic", [];
+    quic_go: "quic-go", [];
+    aioquic: "aioquic", [];
+    ngtcp2: "ngtcp2", [];
+    tcp_tls: "tcp-tls", [];
 }
 
 #[test]
@@ -93,8 +139,10 @@ fn what_cannot_run_is_refused_with_the_reason() {
             &["--testcase", "nope"],
             "unknown testcase 'nope'; known testcases: bulk, multi-conn, handshakes, multi-stream",
         ),
-        (&["--testcase", "multi-conn", "--lut", "quiche"], "runs one connection with one stream"),
-        (&["--testcase", "multi-stream", "--io", "nesquic"], "(it does with --io native)"),
+        (
+            &["--testcase", "multi-conn", "--lut", "exec", "--server-cmd", "/bin/true", "--client-cmd", "/bin/true"],
+            "runs one connection with one stream (the commands are given one NESQUIC_SIZE",
+        ),
         (&["--testcase", "bulk", "--parallel", "2"], "parallel = 2 exceeds connections = 1"),
         (&["--testcase-file", "/nonexistent/x.toml"], "read testcase file /nonexistent/x.toml"),
     ];

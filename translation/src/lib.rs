@@ -4,7 +4,8 @@
 //!
 //! It owns the event loop ([`driver`]: timers, receive batches split back into datagrams,
 //! outgoing datagrams batched into GSO sends in [`batch`], pacing), each library's connection
-//! table and stream calls ([`quiche_shim`], [`quinn_shim`]), and the benchmark's rustls
+//! table and stream calls ([`quiche_shim`], [`quinn_shim`]: many connections and streams per
+//! endpoint, visited in [`fair`] order), and the benchmark's rustls
 //! configuration ([`rustls_config`], also used by the TCP+TLS baseline). The benchmark protocol it serves
 //! ([`protocol`], [`app`], [`pem`]) is `nesquic-protocol`'s, re-exported under its old paths. It
 //! knows each library's public API, never its internals, and it never
@@ -15,6 +16,7 @@
 pub use nesquic_protocol::stream as app;
 pub mod batch;
 pub mod driver;
+pub mod fair;
 pub use nesquic_protocol::payload as protocol;
 pub use nesquic_protocol::pem;
 #[cfg(feature = "quiche")]
@@ -27,8 +29,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nesquic_io::{Counters, IoConfig, UdpIo};
+use nesquic_protocol::client::{ClientRun, Workload};
+use nesquic_protocol::report::ClientResult;
 
-pub use app::ClientOutcome;
 pub use driver::{Endpoint, Impairment, LoopStats};
 
 /// Errors from the shims.
@@ -75,6 +78,16 @@ pub enum TranslationError {
     /// The benchmark protocol was violated (wrong request, payload mismatch).
     #[error(transparent)]
     Protocol(#[from] app::ProtocolError),
+    /// A client stream's payload failed verification.
+    #[error("connection {connection}, stream {stream}: {error}")]
+    Payload {
+        /// The connection (0-based, in start order).
+        connection: u32,
+        /// The stream (0-based, in opening order).
+        stream: usize,
+        /// What was wrong (not `source`: the message already says it).
+        error: app::ProtocolError,
+    },
     /// A fault-injection variable is malformed.
     #[error("{var}={value:?}: expected comma-separated datagram indices")]
     BadFault {
@@ -91,28 +104,29 @@ pub enum TranslationError {
 pub trait Stack {
     /// The library's name in messages.
     const NAME: &'static str;
-    /// A server for one benchmark connection.
+    /// A server that serves `connections` benchmark connections (every stream each opens).
     fn server(
         io: &UdpIo,
         cert: &Path,
         key: &Path,
+        connections: u32,
         options: &StackOptions,
     ) -> Result<Box<dyn Endpoint>, TranslationError>;
-    /// A client that connects from `local` to `server` and downloads `size` bytes.
+    /// A client that runs `run`'s connections from `local` to `server`.
     fn client(
         io: &UdpIo,
         local: SocketAddr,
         server: SocketAddr,
         ca: &Path,
-        size: u64,
+        run: ClientRun,
         options: &StackOptions,
     ) -> Result<Box<dyn ClientEndpoint>, TranslationError>;
 }
 
 /// A client endpoint: an [`Endpoint`] that ends with the protocol's measurements.
 pub trait ClientEndpoint: Endpoint {
-    /// The measurements, once the payload was verified.
-    fn outcome(&self) -> Option<ClientOutcome>;
+    /// The `done` report, once every connection's payloads were verified.
+    fn report(&self) -> Option<ClientResult>;
     /// Upcast for the driver.
     fn as_endpoint(&mut self) -> &mut dyn Endpoint;
 }
@@ -137,17 +151,20 @@ pub struct StackOptions {
     /// TLS 1.3 cipher suite: `aes128gcm`, `aes256gcm`, `chacha20` (quinn-proto; quiche's
     /// BoringSSL does not let it be chosen). `None`: the library's preference.
     pub cipher: Option<String>,
+    /// Concurrent bidirectional streams a peer may open (the workload's `--streams`); the
+    /// library's default when lower.
+    pub max_streams: u32,
 }
 
 /// What one side of a transfer did.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Summary {
     /// The I/O layer's own counters for the socket.
     pub io: Counters,
     /// The loop's counters.
     pub stats: LoopStats,
-    /// The client's measurements (clients only).
-    pub outcome: Option<ClientOutcome>,
+    /// The client's `done` report (clients only).
+    pub report: Option<ClientResult>,
 }
 
 /// How often the client reports verified bytes.
@@ -163,26 +180,28 @@ pub(crate) fn max_datagrams(io: &UdpIo) -> usize {
     io.capabilities().max_gso_segments
 }
 
-/// Serves one benchmark connection on `io`, then returns.
+/// Serves `connections` benchmark connections on `io`, then returns.
 pub fn serve<S: Stack>(
     io: &UdpIo,
     cert: &Path,
     key: &Path,
+    connections: u32,
     options: &StackOptions,
     impairment: &Impairment,
 ) -> Result<Summary, TranslationError> {
-    let mut endpoint = S::server(io, cert, key, options)?;
+    let mut endpoint = S::server(io, cert, key, connections, options)?;
     let stats = driver::run(io, endpoint.as_mut(), impairment, PROGRESS_EVERY, &mut |_| {})?;
-    Ok(Summary { io: io.counters(), stats, outcome: None })
+    Ok(Summary { io: io.counters(), stats, report: None })
 }
 
-/// Downloads and verifies `size` bytes from `server` over `io`; `progress` gets verified bytes.
+/// Runs the client workload `shape` against `server` over `io`, verifying every payload;
+/// `progress` gets the bytes verified so far.
 #[allow(clippy::too_many_arguments)] // one call site per LUT binary; a struct would only rename them
 pub fn download<S: Stack>(
     io: &UdpIo,
     server: SocketAddr,
     ca: &Path,
-    size: u64,
+    shape: Workload,
     options: &StackOptions,
     impairment: &Impairment,
     progress: &mut dyn FnMut(u64),
@@ -191,10 +210,10 @@ pub fn download<S: Stack>(
     // Libraries that track paths (quiche) need the concrete address they will see; a socket
     // bound to the unspecified address talks to `server` from the same IP.
     let local = if local.ip().is_unspecified() { SocketAddr::new(server.ip(), local.port()) } else { local };
-    let mut client = S::client(io, local, server, ca, size, options)?;
+    let mut client = S::client(io, local, server, ca, ClientRun::new(shape), options)?;
     let stats = driver::run(io, client.as_endpoint(), impairment, PROGRESS_EVERY, progress)?;
-    let outcome = client.outcome().ok_or_else(|| TranslationError::Closed("the payload was not verified".into()))?;
-    Ok(Summary { io: io.counters(), stats, outcome: Some(outcome) })
+    let report = client.report().ok_or_else(|| TranslationError::Closed("the payload was not verified".into()))?;
+    Ok(Summary { io: io.counters(), stats, report: Some(report) })
 }
 
 /// Fills `buf` from the kernel's random source (connection IDs).

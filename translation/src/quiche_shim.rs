@@ -1,15 +1,24 @@
 //! quiche (Cloudflare, BoringSSL) over the I/O layer. quiche has no I/O of its own: the
-//! application routes datagrams to connections by connection ID, drives its timers and sends what
-//! `Connection::send` produces, honouring `SendInfo::at` (pacing).
+//! application routes datagrams to connections by connection ID (both sides keep a table, the
+//! client routes by the IDs it chose), drives each connection's timers and sends what
+//! `Connection::send` produces, honouring `SendInfo::at` (pacing). Connections are visited
+//! starting one further along on every turn, and a connection's streams likewise, so none is
+//! always served first. A server serves its expected number of connections; a client runs its
+//! workload's connections, `parallel` at a time, each writing all its requests at once
+//! (client-initiated bidirectional streams 0, 4, 8, ...).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::app::{ClientOutcome, ClientStream, ServerStream};
+use nesquic_protocol::client::{ClientConnection, ClientRun};
+use nesquic_protocol::report::ClientResult;
+
+use crate::app::ServerStream;
 use crate::batch::TxBatch;
 use crate::driver::Endpoint;
+use crate::fair::Rotation;
 use crate::pem;
 use crate::protocol::{ALPN, SERVER_NAME};
 use crate::{random_bytes, ClientEndpoint, Stack, StackOptions, TranslationError};
@@ -36,7 +45,8 @@ fn config(options: &StackOptions) -> Result<quiche::Config, TranslationError> {
     c.set_initial_max_data(CONNECTION_WINDOW);
     c.set_initial_max_stream_data_bidi_local(STREAM_WINDOW);
     c.set_initial_max_stream_data_bidi_remote(STREAM_WINDOW);
-    c.set_initial_max_streams_bidi(16);
+    // The client opens every stream of a connection at once (`--streams`).
+    c.set_initial_max_streams_bidi(u64::from(options.max_streams).max(16));
     c.set_initial_max_streams_uni(16);
     c.set_max_connection_window(CONNECTION_WINDOW);
     c.set_max_stream_window(STREAM_WINDOW);
@@ -84,6 +94,11 @@ impl<A> ConnTable<A> {
 
     fn iter_mut(&mut self) -> impl Iterator<Item = &mut (quiche::Connection, A)> {
         self.entries.iter_mut().flatten()
+    }
+
+    /// Slots (some empty), for visiting them in a [`Rotation`]'s order with [`ConnTable::get`].
+    fn slots(&self) -> usize {
+        self.entries.len()
     }
 
     /// Drops closed connections and their IDs; returns how many were removed.
@@ -153,9 +168,10 @@ impl Stack for Quiche {
         _io: &nesquic_io::UdpIo,
         cert: &Path,
         key: &Path,
+        connections: u32,
         options: &StackOptions,
     ) -> Result<Box<dyn Endpoint>, TranslationError> {
-        Ok(Box::new(QuicheServer::new(cert, key, options)?))
+        Ok(Box::new(QuicheServer::new(cert, key, connections, options)?))
     }
 
     fn client(
@@ -163,29 +179,54 @@ impl Stack for Quiche {
         local: SocketAddr,
         server: SocketAddr,
         ca: &Path,
-        size: u64,
+        run: ClientRun,
         options: &StackOptions,
     ) -> Result<Box<dyn ClientEndpoint>, TranslationError> {
-        Ok(Box::new(QuicheClient::new(local, server, ca, size, options)?))
+        Ok(Box::new(QuicheClient::new(local, server, ca, run, options)?))
     }
 }
 
-/// quiche serving the benchmark protocol on one socket (one connection, then done).
+/// A server connection's streams, each with its request and payload.
+#[derive(Debug, Default)]
+struct Served {
+    streams: Vec<(u64, ServerStream)>,
+    rotation: Rotation,
+}
+
+impl Served {
+    /// The stream `id`, added when the client's first bytes on it arrive.
+    fn stream(&mut self, id: u64) -> &mut ServerStream {
+        let i = match self.streams.iter().position(|(s, _)| *s == id) {
+            Some(i) => i,
+            None => {
+                self.streams.push((id, ServerStream::new()));
+                self.streams.len() - 1
+            }
+        };
+        &mut self.streams[i].1
+    }
+}
+
+/// quiche serving the benchmark protocol on one socket: `expected` connections, then done.
 pub struct QuicheServer {
     config: quiche::Config,
-    conns: ConnTable<Option<(u64, ServerStream)>>,
+    conns: ConnTable<Served>,
     /// Version negotiation packets waiting to go out.
     responses: Vec<(SocketAddr, Vec<u8>)>,
+    /// quiche writes one qlog per connection: the first connection's goes to this file.
     qlog: Option<std::path::PathBuf>,
-    served: usize,
+    expected: u32,
+    served: u32,
+    rotation: Rotation,
     scratch: Vec<u8>,
     /// Datagrams that matched no connection and could not start one.
     pub unroutable: u64,
 }
 
 impl QuicheServer {
-    /// A server with the DER certificate and PKCS#8 key at `cert` and `key`.
-    pub fn new(cert: &Path, key: &Path, options: &StackOptions) -> Result<Self, TranslationError> {
+    /// A server for `connections` connections with the DER certificate and PKCS#8 key at `cert`
+    /// and `key`.
+    pub fn new(cert: &Path, key: &Path, connections: u32, options: &StackOptions) -> Result<Self, TranslationError> {
         let mut config = config(options)?;
         let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
         config.load_cert_chain_from_pem_file(&cert_pem.path_str()?).map_err(err("load certificate"))?;
@@ -195,7 +236,9 @@ impl QuicheServer {
             conns: ConnTable::new(),
             responses: Vec::new(),
             qlog: options.qlog.clone(),
+            expected: connections.max(1),
             served: 0,
+            rotation: Rotation::default(),
             scratch: vec![0u8; 64 * 1024],
             unroutable: 0,
         })
@@ -233,8 +276,8 @@ impl Endpoint for QuicheServer {
                 random_bytes(&mut scid);
                 let scid = quiche::ConnectionId::from_ref(&scid);
                 let mut conn = quiche::accept(&scid, None, local, from, &mut self.config).map_err(err("accept"))?;
-                set_qlog(&mut conn, self.qlog.as_deref(), "server")?;
-                self.conns.insert(conn, None, &[&scid, &header.dcid])
+                set_qlog(&mut conn, self.qlog.take().as_deref(), "server")?;
+                self.conns.insert(conn, Served::default(), &[&scid, &header.dcid])
             }
         };
         if let Some((conn, _)) = self.conns.get(index) {
@@ -258,7 +301,7 @@ impl Endpoint for QuicheServer {
     }
 
     fn drive_app(&mut self, _now: Instant) -> Result<(), TranslationError> {
-        for (conn, stream) in self.conns.iter_mut() {
+        for (conn, served) in self.conns.iter_mut() {
             if !conn.is_established() && !conn.is_in_early_data() {
                 continue;
             }
@@ -266,8 +309,7 @@ impl Endpoint for QuicheServer {
                 loop {
                     match conn.stream_recv(id, &mut self.scratch) {
                         Ok((n, fin)) => {
-                            let (_, app) = stream.get_or_insert_with(|| (id, ServerStream::new()));
-                            app.on_request(&self.scratch[..n], fin)?;
+                            served.stream(id).on_request(&self.scratch[..n], fin)?;
                             if fin {
                                 break;
                             }
@@ -277,23 +319,12 @@ impl Endpoint for QuicheServer {
                     }
                 }
             }
-            if let Some((id, app)) = stream.as_mut() {
-                while let Some((data, last)) = app.pending() {
-                    let len = data.len();
-                    match conn.stream_send(*id, data, last) {
-                        Ok(n) => {
-                            app.accepted(n, last && n == len);
-                            if n < len {
-                                break;
-                            }
-                        }
-                        Err(quiche::Error::Done) => break,
-                        Err(e) => return Err(TranslationError::Quiche { context: "write payload", source: e }),
-                    }
-                }
+            for i in served.rotation.order(served.streams.len()) {
+                let (id, app) = &mut served.streams[i];
+                send_payload(conn, *id, app)?;
             }
         }
-        self.served += self.conns.remove_closed();
+        self.served += self.conns.remove_closed() as u32;
         Ok(())
     }
 
@@ -301,60 +332,111 @@ impl Endpoint for QuicheServer {
         for (to, packet) in self.responses.drain(..) {
             batch.push_owned(to, packet, None);
         }
-        for (conn, _) in self.conns.iter_mut() {
-            if let Err(e) = fill_from(conn, now, batch) {
-                eprintln!("nesquic-translation: quiche server: {e}");
+        for index in self.rotation.order(self.conns.slots()) {
+            if let Some((conn, _)) = self.conns.get(index) {
+                if let Err(e) = fill_from(conn, now, batch) {
+                    eprintln!("nesquic-translation: quiche server: {e}");
+                }
             }
         }
         Ok(())
     }
 
     fn is_done(&self) -> bool {
-        self.served > 0 && self.conns.is_empty()
+        self.served >= self.expected && self.conns.is_empty()
     }
 }
 
-/// quiche downloading and verifying one payload.
+/// Offers stream `id` its payload until quiche's stream or connection window pushes back.
+fn send_payload(conn: &mut quiche::Connection, id: u64, app: &mut ServerStream) -> Result<(), TranslationError> {
+    while let Some((data, last)) = app.pending() {
+        let len = data.len();
+        match conn.stream_send(id, data, last) {
+            Ok(n) => {
+                app.accepted(n, last && n == len);
+                if n < len {
+                    break;
+                }
+            }
+            Err(quiche::Error::Done) => break,
+            Err(e) => return Err(TranslationError::Quiche { context: "write payload", source: e }),
+        }
+    }
+    Ok(())
+}
+
+/// A client connection: the workload's view of it until every stream is verified.
+struct Requested {
+    app: Option<ClientConnection>,
+    index: u32,
+}
+
+/// quiche running the client's workload: connections `parallel` at a time, every stream verified.
 pub struct QuicheClient {
-    conn: quiche::Connection,
-    stream: ClientStream,
+    config: quiche::Config,
+    run: ClientRun,
+    conns: ConnTable<Requested>,
+    qlog: Option<std::path::PathBuf>,
+    rotation: Rotation,
     scratch: Vec<u8>,
-    close_sent: bool,
-    /// The concrete local address quiche's path was created with (the socket may be bound to
+    server: SocketAddr,
+    /// The concrete local address quiche's paths are created with (the socket may be bound to
     /// the unspecified address; quiche must see the same address on every datagram).
     local: SocketAddr,
 }
 
-/// The stream the client opens (the first client-initiated bidirectional stream).
-const CLIENT_STREAM: u64 = 0;
+/// Client-initiated bidirectional stream `i` (RFC 9000 2.1: 0, 4, 8, ...).
+fn client_stream(i: usize) -> u64 {
+    4 * i as u64
+}
 
 impl QuicheClient {
-    /// Connects from `local` to `server`, trusting only the DER certificate `ca`.
+    /// Runs `run` from `local` against `server`, trusting only the DER certificate `ca`.
     pub fn new(
         local: SocketAddr,
         server: SocketAddr,
         ca: &Path,
-        size: u64,
+        run: ClientRun,
         options: &StackOptions,
     ) -> Result<Self, TranslationError> {
         let mut config = config(options)?;
         let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
         config.load_verify_locations_from_file(&ca_pem.path_str()?).map_err(err("load trust anchor"))?;
         config.verify_peer(true);
-        let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
-        random_bytes(&mut scid);
-        let stream = ClientStream::new(size);
-        let mut conn =
-            quiche::connect(Some(SERVER_NAME), &quiche::ConnectionId::from_ref(&scid), local, server, &mut config)
+        let mut this = Self {
+            config,
+            run,
+            conns: ConnTable::new(),
+            qlog: options.qlog.clone(),
+            rotation: Rotation::default(),
+            scratch: vec![0u8; 64 * 1024],
+            server,
+            local,
+        };
+        this.start_connections()?;
+        Ok(this)
+    }
+
+    /// Starts as many of the workload's connections as may run now.
+    fn start_connections(&mut self) -> Result<(), TranslationError> {
+        while let Some(app) = self.run.next_connection() {
+            let mut scid = [0u8; quiche::MAX_CONN_ID_LEN];
+            random_bytes(&mut scid);
+            let id = quiche::ConnectionId::from_ref(&scid);
+            let mut conn = quiche::connect(Some(SERVER_NAME), &id, self.local, self.server, &mut self.config)
                 .map_err(err("connect"))?;
-        set_qlog(&mut conn, options.qlog.as_deref(), "client")?;
-        Ok(Self { conn, stream, scratch: vec![0u8; 64 * 1024], close_sent: false, local })
+            set_qlog(&mut conn, self.qlog.take().as_deref(), "client")?;
+            let index = app.index();
+            // The server's packets carry the ID we chose as their destination.
+            self.conns.insert(conn, Requested { app: Some(app), index }, &[&scid]);
+        }
+        Ok(())
     }
 }
 
 impl ClientEndpoint for QuicheClient {
-    fn outcome(&self) -> Option<ClientOutcome> {
-        self.stream.outcome()
+    fn report(&self) -> Option<ClientResult> {
+        self.run.report()
     }
     fn as_endpoint(&mut self) -> &mut dyn Endpoint {
         self
@@ -369,56 +451,83 @@ impl Endpoint for QuicheClient {
         _local: SocketAddr,
         datagram: &mut [u8],
     ) -> Result<(), TranslationError> {
-        let _ = self.conn.recv(datagram, quiche::RecvInfo { from, to: self.local });
+        let Ok(header) = quiche::Header::from_slice(datagram, quiche::MAX_CONN_ID_LEN) else { return Ok(()) };
+        let Some(index) = self.conns.lookup(&header.dcid) else { return Ok(()) };
+        if let Some((conn, _)) = self.conns.get(index) {
+            let _ = conn.recv(datagram, quiche::RecvInfo { from, to: self.local });
+        }
         Ok(())
     }
 
     fn next_timeout(&mut self) -> Option<Instant> {
-        self.conn.timeout_instant()
+        self.conns.entries.iter().flatten().filter_map(|(c, _)| c.timeout_instant()).min()
     }
 
-    fn handle_timeout(&mut self, _now: Instant) {
-        self.conn.on_timeout();
+    fn handle_timeout(&mut self, now: Instant) {
+        for (conn, _) in self.conns.iter_mut() {
+            if conn.timeout_instant().is_some_and(|t| t <= now) {
+                conn.on_timeout();
+            }
+        }
     }
 
     fn drive_app(&mut self, _now: Instant) -> Result<(), TranslationError> {
-        if self.conn.is_closed() {
-            if self.stream.outcome().is_none() {
-                return Err(TranslationError::Closed(closed_reason(&self.conn)));
+        for (conn, requested) in self.conns.iter_mut() {
+            let Some(app) = requested.app.as_mut() else { continue };
+            if conn.is_closed() {
+                return Err(TranslationError::Closed(format!(
+                    "connection {}: {}",
+                    requested.index,
+                    closed_reason(conn)
+                )));
             }
-            return Ok(());
-        }
-        if !self.conn.is_established() {
-            return Ok(());
-        }
-        self.stream.on_established();
-        if let Some(request) = self.stream.request() {
-            self.conn.stream_send(CLIENT_STREAM, &request, true).map_err(err("write request"))?;
-        }
-        while self.conn.stream_readable(CLIENT_STREAM) {
-            match self.conn.stream_recv(CLIENT_STREAM, &mut self.scratch) {
-                Ok((n, fin)) => self.stream.on_payload(&self.scratch[..n], fin)?,
-                Err(quiche::Error::Done) => break,
-                Err(e) => return Err(TranslationError::Quiche { context: "read payload", source: e }),
+            if !conn.is_established() {
+                continue;
+            }
+            app.on_established();
+            for (i, stream) in app.streams_mut().iter_mut().enumerate() {
+                let id = client_stream(i);
+                if let Some(request) = stream.request() {
+                    conn.stream_send(id, &request, true).map_err(err("write request"))?;
+                }
+                while !stream.is_verified() && conn.stream_readable(id) {
+                    match conn.stream_recv(id, &mut self.scratch) {
+                        Ok((n, fin)) => stream.on_payload(&self.scratch[..n], fin).map_err(|source| {
+                            TranslationError::Payload { connection: requested.index, stream: i, error: source }
+                        })?,
+                        Err(quiche::Error::Done) => break,
+                        Err(e) => return Err(TranslationError::Quiche { context: "read payload", source: e }),
+                    }
+                }
+            }
+            if app.is_verified() {
+                if let Some(app) = requested.app.take() {
+                    self.run.finish(app).map_err(|e| TranslationError::Closed(e.to_string()))?;
+                }
+                let _ = conn.close(true, 0, b"done");
             }
         }
-        if self.stream.outcome().is_some() && !self.close_sent {
-            self.close_sent = true;
-            let _ = self.conn.close(true, 0, b"done");
+        self.conns.remove_closed();
+        self.start_connections()
+    }
+
+    fn fill_transmits(&mut self, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
+        for index in self.rotation.order(self.conns.slots()) {
+            if let Some((conn, _)) = self.conns.get(index) {
+                fill_from(conn, now, batch)?;
+            }
         }
         Ok(())
     }
 
-    fn fill_transmits(&mut self, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
-        fill_from(&mut self.conn, now, batch)
-    }
-
     fn is_done(&self) -> bool {
-        self.conn.is_closed()
+        self.run.is_complete() && self.conns.is_empty()
     }
 
     fn progress(&self) -> u64 {
-        self.stream.received()
+        let open: u64 =
+            self.conns.entries.iter().flatten().filter_map(|(_, r)| r.app.as_ref()).map(|a| a.received()).sum();
+        open + self.run.finished_bytes()
     }
 }
 

@@ -3,7 +3,10 @@
 //! quinn-proto routes datagrams to connections itself (its `Endpoint` keeps the connection-ID
 //! index); the shim keeps the connection table keyed by `ConnectionHandle`, pumps endpoint and
 //! connection events between them, and asks each connection for GSO batches of as many datagrams
-//! as one UDP send can carry. quinn itself caps that at 10 (`MAX_TRANSMIT_SEGMENTS`); here the
+//! as one UDP send can carry, starting with a different connection each time (and a different
+//! stream when it offers payload) so none is always served first. A server serves its expected
+//! number of connections and every stream they open; a client runs its workload's connections,
+//! `parallel` at a time, each opening all its streams at once. quinn itself caps that at 10 (`MAX_TRANSMIT_SEGMENTS`); here the
 //! cap is the I/O layer's, which is what lets the two be compared without patching quinn.
 
 use std::collections::HashMap;
@@ -19,9 +22,13 @@ use quinn_proto::{
     ReadError, ServerConfig, StreamEvent, StreamId, TransportConfig, WriteError,
 };
 
-use crate::app::{ClientOutcome, ClientStream, PayloadChunk, ServerStream};
+use nesquic_protocol::client::{ClientConnection, ClientRun};
+use nesquic_protocol::report::ClientResult;
+
+use crate::app::{PayloadChunk, ServerStream};
 use crate::batch::TxBatch;
 use crate::driver::Endpoint;
+use crate::fair::Rotation;
 use crate::protocol::SERVER_NAME;
 use crate::{max_datagrams, ClientEndpoint, Stack, StackOptions, TranslationError};
 
@@ -38,6 +45,10 @@ fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<Transpo
         Some(_) => return Err(TranslationError::Config("congestion control: cubic, newreno or bbr")),
     };
     t.congestion_controller_factory(factory);
+    // quinn-proto allows 100 concurrent streams by default; a multi-stream workload may want more.
+    if options.max_streams > 100 {
+        t.max_concurrent_bidi_streams(options.max_streams.into());
+    }
     t.max_idle_timeout(Some(Duration::from_secs(10).try_into().map_err(|_| TranslationError::Config("idle timeout"))?));
     if let Some(path) = &options.qlog {
         let file =
@@ -89,9 +100,10 @@ impl Stack for QuinnProtoStack {
         io: &nesquic_io::UdpIo,
         cert: &Path,
         key: &Path,
+        connections: u32,
         options: &StackOptions,
     ) -> Result<Box<dyn Endpoint>, TranslationError> {
-        Ok(Box::new(QuinnProto::server(cert, key, max_datagrams(io), options)?))
+        Ok(Box::new(QuinnProto::server(cert, key, connections, max_datagrams(io), options)?))
     }
 
     fn client(
@@ -99,23 +111,44 @@ impl Stack for QuinnProtoStack {
         _local: SocketAddr,
         server: SocketAddr,
         ca: &Path,
-        size: u64,
+        run: ClientRun,
         options: &StackOptions,
     ) -> Result<Box<dyn ClientEndpoint>, TranslationError> {
-        Ok(Box::new(QuinnProto::client(server, ca, size, max_datagrams(io), options)?))
+        Ok(Box::new(QuinnProto::client(server, ca, run, max_datagrams(io), options)?))
     }
+}
+
+/// A server connection's streams, each with its request and payload.
+#[derive(Default)]
+struct Served {
+    streams: Vec<(StreamId, ServerStream)>,
+    rotation: Rotation,
+}
+
+/// A client connection: the workload's view of it (until every stream is verified) and the
+/// streams opened so far, in opening order.
+struct Requested {
+    app: Option<ClientConnection>,
+    ids: Vec<StreamId>,
 }
 
 /// Which side of the benchmark a connection plays.
 enum Role {
-    Server(Option<(StreamId, ServerStream)>),
-    Client(ClientStream, Option<StreamId>),
+    Server(Served),
+    Client(Requested),
 }
 
 struct Entry {
     conn: Connection,
     role: Role,
     lost: Option<String>,
+}
+
+/// The client's workload and how to start its connections.
+struct ClientSide {
+    run: ClientRun,
+    config: ClientConfig,
+    server: SocketAddr,
 }
 
 /// quinn-proto endpoint (server or client) with its connections.
@@ -125,57 +158,74 @@ pub struct QuinnProto {
     /// Datagrams the endpoint itself answered with (stateless resets, version negotiation, ...).
     responses: Vec<(SocketAddr, Vec<u8>)>,
     max_datagrams: usize,
-    served: usize,
-    is_server: bool,
+    /// Server: connections to serve, and how many were served (closed and drained).
+    expected: u32,
+    served: u32,
+    client: Option<ClientSide>,
+    rotation: Rotation,
     scratch: Vec<u8>,
 }
 
 impl QuinnProto {
-    /// A server with the DER certificate and PKCS#8 key. `max_datagrams`: most datagrams per
-    /// GSO batch (1 without GSO).
+    /// A server for `connections` connections with the DER certificate and PKCS#8 key.
+    /// `max_datagrams`: most datagrams per GSO batch (1 without GSO).
     pub fn server(
         cert: &Path,
         key: &Path,
+        connections: u32,
         max_datagrams: usize,
         options: &StackOptions,
     ) -> Result<Self, TranslationError> {
         let mut config = ServerConfig::with_crypto(Arc::new(server_tls(cert, key, options.cipher.as_deref())?));
         config.transport_config(transport(options, max_datagrams)?);
         let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(config)), true, None);
-        Ok(Self::with(endpoint, max_datagrams, true))
+        let mut this = Self::with(endpoint, max_datagrams, None);
+        this.expected = connections.max(1);
+        Ok(this)
     }
 
-    /// A client connecting to `server` for `size` bytes, trusting only the DER certificate `ca`.
+    /// A client running `run` against `server`, trusting only the DER certificate `ca`.
     pub fn client(
         server: SocketAddr,
         ca: &Path,
-        size: u64,
+        run: ClientRun,
         max_datagrams: usize,
         options: &StackOptions,
     ) -> Result<Self, TranslationError> {
         let mut config = ClientConfig::new(Arc::new(client_tls(ca, options.cipher.as_deref())?));
         config.transport_config(transport(options, max_datagrams)?);
-        let mut this =
-            Self::with(ProtoEndpoint::new(Arc::new(EndpointConfig::default()), None, true, None), max_datagrams, false);
-        let stream = ClientStream::new(size);
-        let (handle, conn) = this
-            .endpoint
-            .connect(Instant::now(), config, server, SERVER_NAME)
-            .map_err(|e| TranslationError::Connect(e.to_string()))?;
-        this.conns.insert(handle, Entry { conn, role: Role::Client(stream, None), lost: None });
+        let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
+        let mut this = Self::with(endpoint, max_datagrams, Some(ClientSide { run, config, server }));
+        this.start_connections(Instant::now())?;
         Ok(this)
     }
 
-    fn with(endpoint: ProtoEndpoint, max_datagrams: usize, is_server: bool) -> Self {
+    fn with(endpoint: ProtoEndpoint, max_datagrams: usize, client: Option<ClientSide>) -> Self {
         Self {
             endpoint,
             conns: HashMap::new(),
             responses: Vec::new(),
             max_datagrams: max_datagrams.clamp(1, nesquic_io::MAX_UDP_PAYLOAD / MAX_DATAGRAM),
+            expected: 0,
             served: 0,
-            is_server,
+            client,
+            rotation: Rotation::default(),
             scratch: Vec::new(),
         }
+    }
+
+    /// Starts as many of the client's connections as its workload lets run now.
+    fn start_connections(&mut self, now: Instant) -> Result<(), TranslationError> {
+        let Some(side) = self.client.as_mut() else { return Ok(()) };
+        while let Some(app) = side.run.next_connection() {
+            let (handle, conn) = self
+                .endpoint
+                .connect(now, side.config.clone(), side.server, SERVER_NAME)
+                .map_err(|e| TranslationError::Connect(format!("connection {}: {e}", app.index())))?;
+            let role = Role::Client(Requested { app: Some(app), ids: Vec::new() });
+            self.conns.insert(handle, Entry { conn, role, lost: None });
+        }
+        Ok(())
     }
 
     /// Passes a connection's endpoint events to the endpoint and the answers back.
@@ -190,6 +240,45 @@ impl QuinnProto {
 
     fn respond(&mut self, transmit: quinn_proto::Transmit, buf: &[u8]) {
         self.responses.push((transmit.destination, buf[..transmit.size].to_vec()));
+    }
+
+    /// The connection handles in a fair order: a different one first on every call.
+    fn fair_handles(&mut self) -> Vec<ConnectionHandle> {
+        let mut handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        handles.sort_unstable();
+        let order = self.rotation.order(handles.len());
+        order.map(|i| handles[i]).collect()
+    }
+
+    /// After a connection's events were handled: hands a verified client connection back to
+    /// the workload, removes drained connections (counting the server's), and fails a client
+    /// connection that ended before its payload was verified.
+    fn settle(&mut self, handle: ConnectionHandle) -> Result<(), TranslationError> {
+        let Some(entry) = self.conns.get_mut(&handle) else { return Ok(()) };
+        let drained = entry.conn.is_drained();
+        match &mut entry.role {
+            Role::Client(requested) => {
+                if let Some(app) = requested.app.take_if(|app| app.is_verified()) {
+                    if let Some(side) = self.client.as_mut() {
+                        side.run.finish(app).map_err(|e| TranslationError::Closed(e.to_string()))?;
+                    }
+                } else if let Some(app) = &requested.app {
+                    if entry.lost.is_some() || drained {
+                        let why = entry.lost.clone().unwrap_or_else(|| "drained".into());
+                        return Err(TranslationError::Closed(format!("connection {}: {why}", app.index())));
+                    }
+                }
+            }
+            Role::Server(_) => {
+                if drained {
+                    self.served += 1;
+                }
+            }
+        }
+        if drained {
+            self.conns.remove(&handle);
+        }
+        Ok(())
     }
 }
 
@@ -213,7 +302,7 @@ impl Endpoint for QuinnProto {
             }
             Some(DatagramEvent::NewConnection(incoming)) => match self.endpoint.accept(incoming, now, &mut buf, None) {
                 Ok((handle, conn)) => {
-                    self.conns.insert(handle, Entry { conn, role: Role::Server(None), lost: None });
+                    self.conns.insert(handle, Entry { conn, role: Role::Server(Served::default()), lost: None });
                     self.pump(handle);
                 }
                 Err(e) => {
@@ -247,31 +336,22 @@ impl Endpoint for QuinnProto {
     }
 
     fn drive_app(&mut self, now: Instant) -> Result<(), TranslationError> {
-        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
-        for handle in handles {
+        for handle in self.fair_handles() {
             if let Some(entry) = self.conns.get_mut(&handle) {
                 drive_connection(entry, now)?;
             }
             self.pump(handle);
-            let Some(entry) = self.conns.get(&handle) else { continue };
-            if let Role::Client(stream, _) = &entry.role {
-                // A client connection that ends before its payload is verified is a failure.
-                if stream.outcome().is_none() && (entry.lost.is_some() || entry.conn.is_drained()) {
-                    return Err(TranslationError::Closed(entry.lost.clone().unwrap_or_else(|| "drained".into())));
-                }
-            } else if entry.conn.is_drained() {
-                self.conns.remove(&handle);
-                self.served += 1;
-            }
+            self.settle(handle)?;
         }
-        Ok(())
+        self.start_connections(now)
     }
 
     fn fill_transmits(&mut self, now: Instant, batch: &mut TxBatch) -> Result<(), TranslationError> {
         for (to, packet) in self.responses.drain(..) {
             batch.push_owned(to, packet, None);
         }
-        for entry in self.conns.values_mut() {
+        for handle in self.fair_handles() {
+            let Some(entry) = self.conns.get_mut(&handle) else { continue };
             while !batch.is_full() {
                 let mut buf = batch.take_buffer();
                 match entry.conn.poll_transmit(now, self.max_datagrams, &mut buf) {
@@ -290,30 +370,28 @@ impl Endpoint for QuinnProto {
     }
 
     fn is_done(&self) -> bool {
-        if self.is_server {
-            self.served > 0 && self.conns.is_empty()
-        } else {
-            self.conns.values().all(|e| e.conn.is_drained())
+        match &self.client {
+            Some(side) => side.run.is_complete() && self.conns.is_empty(),
+            None => self.served >= self.expected && self.conns.is_empty(),
         }
     }
 
     fn progress(&self) -> u64 {
-        self.conns
+        let open: u64 = self
+            .conns
             .values()
-            .map(|e| match &e.role {
-                Role::Client(s, _) => s.received(),
-                Role::Server(_) => 0,
+            .filter_map(|e| match &e.role {
+                Role::Client(Requested { app: Some(app), .. }) => Some(app.received()),
+                _ => None,
             })
-            .sum()
+            .sum();
+        open + self.client.as_ref().map_or(0, |side| side.run.finished_bytes())
     }
 }
 
 impl ClientEndpoint for QuinnProto {
-    fn outcome(&self) -> Option<ClientOutcome> {
-        self.conns.values().find_map(|e| match &e.role {
-            Role::Client(s, _) => s.outcome(),
-            Role::Server(_) => None,
-        })
+    fn report(&self) -> Option<ClientResult> {
+        self.client.as_ref().and_then(|side| side.run.report())
     }
     fn as_endpoint(&mut self) -> &mut dyn Endpoint {
         self
@@ -354,18 +432,15 @@ fn drive_connection(entry: &mut Entry, now: Instant) -> Result<(), TranslationEr
     while let Some(event) = entry.conn.poll() {
         match event {
             Event::Connected => {
-                if let Role::Client(stream, id) = &mut entry.role {
-                    stream.on_established();
-                    if id.is_none() {
-                        *id = entry.conn.streams().open(Dir::Bi);
-                    }
+                if let Role::Client(Requested { app: Some(app), .. }) = &mut entry.role {
+                    app.on_established();
                 }
             }
             Event::ConnectionLost { reason } => entry.lost = Some(reason.to_string()),
             Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
-                if let Role::Server(slot @ None) = &mut entry.role {
-                    if let Some(id) = entry.conn.streams().accept(Dir::Bi) {
-                        *slot = Some((id, ServerStream::new()));
+                if let Role::Server(served) = &mut entry.role {
+                    while let Some(id) = entry.conn.streams().accept(Dir::Bi) {
+                        served.streams.push((id, ServerStream::new()));
                     }
                 }
             }
@@ -373,46 +448,79 @@ fn drive_connection(entry: &mut Entry, now: Instant) -> Result<(), TranslationEr
         }
     }
     match &mut entry.role {
-        Role::Client(stream, Some(id)) => {
-            if let Some(request) = stream.request() {
-                let mut send = entry.conn.send_stream(*id);
-                let n = send.write(&request).map_err(|e| TranslationError::Stream(e.to_string()))?;
-                debug_assert_eq!(n, request.len(), "a fresh stream takes 8 bytes");
-                send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
+        Role::Client(requested) => request(&mut entry.conn, requested, now),
+        Role::Server(served) => {
+            for i in served.rotation.order(served.streams.len()) {
+                let (id, app) = &mut served.streams[i];
+                serve_stream(&mut entry.conn, *id, app)?;
             }
-            let verified_all = read_stream(&mut entry.conn, *id, |data, fin| stream.on_payload(data, fin))?;
-            if verified_all {
-                entry.conn.close(now, 0u32.into(), Bytes::from_static(b"done"));
-            }
+            Ok(())
         }
-        Role::Server(Some((id, app))) => {
-            if !app.has_request() {
-                read_stream(&mut entry.conn, *id, |data, fin| app.on_request(data, fin))?;
-            }
-            while let Some((chunk, last)) = app.pending_shared() {
-                // quinn-proto keeps `Bytes` as they are: a static pattern slice costs no copy.
-                let mut bufs = [match chunk {
-                    PayloadChunk::Shared(window) => Bytes::from_static(window),
-                    PayloadChunk::Owned(altered) => Bytes::from(altered),
-                }];
-                let len = bufs[0].len();
-                let mut send = entry.conn.send_stream(*id);
-                let n = match send.write_chunks(&mut bufs) {
-                    Ok(written) => written.bytes,
-                    Err(WriteError::Blocked) => break,
-                    Err(e) => return Err(TranslationError::Stream(e.to_string())),
-                };
-                let all = n == len;
-                if last && all {
-                    send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
-                }
-                app.accepted(n, last && all);
-                if !all {
-                    break;
-                }
-            }
+    }
+}
+
+/// A client connection: opens its streams once established (as many as the server allows so
+/// far), writes each request once, verifies what arrived, and closes with code 0 once every
+/// stream is verified.
+fn request(conn: &mut Connection, requested: &mut Requested, now: Instant) -> Result<(), TranslationError> {
+    let Some(app) = requested.app.as_mut() else { return Ok(()) };
+    if !app.is_established() {
+        return Ok(());
+    }
+    while requested.ids.len() < app.stream_count() {
+        let Some(id) = conn.streams().open(Dir::Bi) else { break };
+        requested.ids.push(id);
+    }
+    let connection = app.index();
+    for (i, (stream, id)) in app.streams_mut().iter_mut().zip(&requested.ids).enumerate() {
+        if let Some(request) = stream.request() {
+            let mut send = conn.send_stream(*id);
+            let n = send.write(&request).map_err(|e| TranslationError::Stream(e.to_string()))?;
+            debug_assert_eq!(n, request.len(), "a fresh stream takes 8 bytes");
+            send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
         }
-        _ => {}
+        if !stream.is_verified() {
+            read_stream(conn, *id, |data, fin| stream.on_payload(data, fin)).map_err(|e| match e {
+                TranslationError::Protocol(source) => {
+                    TranslationError::Payload { connection, stream: i, error: source }
+                }
+                other => other,
+            })?;
+        }
+    }
+    if app.is_verified() {
+        conn.close(now, 0u32.into(), Bytes::from_static(b"done"));
+    }
+    Ok(())
+}
+
+/// A server stream: reads the request, then offers the payload until the stream or the
+/// connection pushes back.
+fn serve_stream(conn: &mut Connection, id: StreamId, app: &mut ServerStream) -> Result<(), TranslationError> {
+    if !app.has_request() {
+        read_stream(conn, id, |data, fin| app.on_request(data, fin))?;
+    }
+    while let Some((chunk, last)) = app.pending_shared() {
+        // quinn-proto keeps `Bytes` as they are: a static pattern slice costs no copy.
+        let mut bufs = [match chunk {
+            PayloadChunk::Shared(window) => Bytes::from_static(window),
+            PayloadChunk::Owned(altered) => Bytes::from(altered),
+        }];
+        let len = bufs[0].len();
+        let mut send = conn.send_stream(id);
+        let n = match send.write_chunks(&mut bufs) {
+            Ok(written) => written.bytes,
+            Err(WriteError::Blocked) => break,
+            Err(e) => return Err(TranslationError::Stream(e.to_string())),
+        };
+        let all = n == len;
+        if last && all {
+            send.finish().map_err(|e| TranslationError::Stream(e.to_string()))?;
+        }
+        app.accepted(n, last && all);
+        if !all {
+            break;
+        }
     }
     Ok(())
 }

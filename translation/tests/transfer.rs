@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use nesquic_io::{Counters, IoConfig, IoSwitches};
+use nesquic_protocol::client::Workload;
+use nesquic_protocol::report::ClientResult;
 use nesquic_translation::quiche_shim::Quiche;
 use nesquic_translation::quinn_shim::QuinnProtoStack as QuinnProto;
 use nesquic_translation::{Impairment, Stack, StackOptions, Summary};
@@ -29,15 +31,25 @@ fn certs() -> Certs {
 
 /// Runs one transfer; returns (server, client) summaries.
 fn transfer<S: Stack>(switches: IoSwitches, client_impairment: Impairment, size: u64) -> (Summary, Summary) {
+    let (server, client) = workload::<S>(switches, client_impairment, Workload::bulk(size));
+    let done = client.report.as_ref().unwrap();
+    assert_eq!(done.bytes, size, "verified bytes");
+    assert!(done.transfer_ns > 0 && done.handshake_ns > 0 && done.connections.is_empty(), "{done:?}");
+    (server, client)
+}
+
+/// Runs the client workload `shape` against a server expecting its connections and streams.
+fn workload<S: Stack>(switches: IoSwitches, client_impairment: Impairment, shape: Workload) -> (Summary, Summary) {
     let certs = certs();
     let config = IoConfig { switches, ..IoConfig::default() };
     let server_io = nesquic_translation::bind("127.0.0.1:0".parse().unwrap(), &config).unwrap();
     let server_addr: SocketAddr = server_io.local_addr().unwrap();
-    let options = StackOptions { pacing: true, ..StackOptions::default() };
+    let options = StackOptions { pacing: true, max_streams: shape.streams, ..StackOptions::default() };
     let (cert, key) = (certs.cert.clone(), certs.key.clone());
     let server_options = options.clone();
     let server = std::thread::spawn(move || {
-        nesquic_translation::serve::<S>(&server_io, &cert, &key, &server_options, &Impairment::default())
+        let connections = shape.connections;
+        nesquic_translation::serve::<S>(&server_io, &cert, &key, connections, &server_options, &Impairment::default())
     });
     let client_io = nesquic_translation::bind("0.0.0.0:0".parse().unwrap(), &config).unwrap();
     let mut last_progress = 0;
@@ -45,17 +57,17 @@ fn transfer<S: Stack>(switches: IoSwitches, client_impairment: Impairment, size:
         &client_io,
         server_addr,
         &certs.cert,
-        size,
+        shape,
         &options,
         &client_impairment,
         &mut |bytes| last_progress = bytes,
     )
     .unwrap_or_else(|e| panic!("{} client: {e}", S::NAME));
     let server = server.join().unwrap().unwrap_or_else(|e| panic!("{} server: {e}", S::NAME));
-    let outcome = client.outcome.unwrap();
-    assert_eq!(outcome.bytes, size, "verified bytes");
-    assert_eq!(last_progress, size, "final progress report");
-    assert!(outcome.transfer > std::time::Duration::ZERO && outcome.handshake > std::time::Duration::ZERO);
+    let done = client.report.as_ref().unwrap();
+    let total = u64::from(shape.connections) * u64::from(shape.streams) * shape.size;
+    assert_eq!(done.bytes, total, "verified bytes");
+    assert_eq!(last_progress, total, "final progress report");
     (server, client)
 }
 
@@ -137,6 +149,42 @@ fn recovers<S: Stack>() {
     }
 }
 
+/// Every connection and stream is in the report, each with its verified bytes, and the
+/// per-connection sums add up to the total.
+fn check_shape(done: &ClientResult, shape: Workload, stack: &str) {
+    assert_eq!(done.connections.len(), shape.connections as usize, "{stack}: {done:?}");
+    for c in &done.connections {
+        assert_eq!(c.streams.len(), shape.streams as usize, "{stack}: {c:?}");
+        assert!(c.streams.iter().all(|s| s.bytes == shape.size && s.transfer_ns > 0 && s.transfer_ns <= c.transfer_ns));
+        assert!(c.handshake_ns > 0, "{stack}: {c:?}");
+    }
+    assert_eq!(done.connections.iter().map(|c| c.bytes()).sum::<u64>(), done.bytes, "{stack}");
+    assert!(done.elapsed_ns >= done.transfer_ns, "{stack}: {done:?}");
+    let mut starts: Vec<u64> = done.connections.iter().map(|c| c.start_ns).collect();
+    assert_eq!(starts[0], 0, "{stack}: start times count from the first connection");
+    starts.dedup();
+    assert!(starts.windows(2).all(|w| w[0] <= w[1]), "{stack}: listed in start order: {starts:?}");
+}
+
+fn runs_every_shape<S: Stack>() {
+    for shape in [
+        // multi-conn, handshakes (more connections than run at once), multi-stream; small sizes.
+        Workload { connections: 4, parallel: 4, streams: 1, size: 500_000 },
+        Workload { connections: 12, parallel: 3, streams: 1, size: 1000 },
+        Workload { connections: 1, parallel: 1, streams: 8, size: 300_000 },
+        Workload { connections: 3, parallel: 2, streams: 3, size: 100_000 },
+    ] {
+        let (_, client) = workload::<S>(IoSwitches::default(), Impairment::default(), shape);
+        check_shape(client.report.as_ref().unwrap(), shape, S::NAME);
+    }
+}
+
+#[test]
+fn quiche_and_quinn_proto_run_many_connections_and_streams() {
+    runs_every_shape::<Quiche>();
+    runs_every_shape::<QuinnProto>();
+}
+
 #[test]
 fn a_wrong_trust_anchor_fails_the_handshake() {
     refuses_wrong_anchor::<Quiche>();
@@ -158,6 +206,7 @@ fn refuses_wrong_anchor<S: Stack>() {
                 &server_io,
                 &cert,
                 &key,
+                1,
                 &StackOptions::default(),
                 &Impairment::default(),
             );
@@ -167,7 +216,7 @@ fn refuses_wrong_anchor<S: Stack>() {
             &client_io,
             addr,
             &other,
-            1000,
+            Workload::bulk(1000),
             &StackOptions::default(),
             &Impairment::default(),
             &mut |_| {},

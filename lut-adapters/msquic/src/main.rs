@@ -3,11 +3,15 @@
 //! `nesquic run --lut msquic`; see docs/protocol.md.
 //!
 //! MsQuic is callback-driven: its worker threads call the listener, connection and stream
-//! handlers below; the main thread waits on a channel for the outcome.
+//! handlers below; the main thread waits on a channel for each connection's end. The server
+//! serves `--connections` connections, every stream each opens; the client runs its workload
+//! (`nesquic_protocol::client`): connections `--parallel` at a time, each opening its
+//! `--streams` streams at once.
 
+use std::collections::HashMap;
 use std::ffi::c_void;
 use std::net::SocketAddr;
-use std::sync::mpsc::{channel, Sender};
+use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -20,10 +24,11 @@ use msquic::{
     StreamStartFlags,
 };
 use nesquic_protocol::cli::{IoMode, LutCli, LutCommand};
+use nesquic_protocol::client::{ClientConnection, ClientRun, Workload};
 use nesquic_protocol::payload::{ALPN, SERVER_NAME};
 use nesquic_protocol::pem;
-use nesquic_protocol::report::{ClientResult, LutEvent};
-use nesquic_protocol::stream::{ClientStream, PayloadChunk, ServerStream};
+use nesquic_protocol::report::LutEvent;
+use nesquic_protocol::stream::{PayloadChunk, ServerStream};
 
 /// Payload sends in flight per stream: enough to keep MsQuic's send buffer full.
 const SENDS_IN_FLIGHT: usize = 8;
@@ -85,15 +90,15 @@ fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
 }
 
 fn run(command: LutCommand) -> Result<()> {
-    command.require_single_workload("msquic")?;
+    let shape = command.workload();
     match command {
         LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;
-            server(listen, &cert, &key, &options(&opts)?)
+            server(listen, &cert, &key, shape, &options(&opts)?)
         }
-        LutCommand::Client { connect, ca, size, io, qlog, opts, .. } => {
+        LutCommand::Client { connect, ca, io, qlog, opts, .. } => {
             native_only(io, qlog.is_some())?;
-            client(connect, &ca, size, &options(&opts)?)
+            client(connect, &ca, shape, &options(&opts)?)
         }
     }
 }
@@ -113,8 +118,14 @@ fn registration(profile: ExecutionProfile) -> Result<Registration> {
     Registration::new(&config).map_err(status("open registration"))
 }
 
-fn settings(o: &Options) -> Settings {
-    Settings::new().set_PeerBidiStreamCount(1).set_IdleTimeoutMs(IDLE_TIMEOUT_MS).set_CongestionControlAlgorithm(o.cc)
+/// `streams`: how many bidirectional streams the peer may open at once (the workload's
+/// `--streams`, at most `nesquic_testcases::MAX_STREAMS` = 1000, which fits MsQuic's u16).
+fn settings(o: &Options, streams: u32) -> Settings {
+    let streams = u16::try_from(streams.max(1)).unwrap_or(u16::MAX);
+    Settings::new()
+        .set_PeerBidiStreamCount(streams)
+        .set_IdleTimeoutMs(IDLE_TIMEOUT_MS)
+        .set_CongestionControlAlgorithm(o.cc)
 }
 
 /// How a side's work ended, sent from MsQuic's threads to the main thread.
@@ -123,10 +134,17 @@ enum Outcome {
     Failed(String),
 }
 
-fn server(listen: SocketAddr, cert: &std::path::Path, key: &std::path::Path, o: &Options) -> Result<()> {
+fn server(
+    listen: SocketAddr,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    shape: Workload,
+    o: &Options,
+) -> Result<()> {
     let registration = registration(o.profile.clone())?;
     let alpn = [BufferRef::from(ALPN)];
-    let config = Configuration::open(&registration, &alpn, Some(&settings(o))).map_err(status("open configuration"))?;
+    let config = Configuration::open(&registration, &alpn, Some(&settings(o, shape.streams)))
+        .map_err(status("open configuration"))?;
     // MsQuic's quictls backend loads PEM files; they are only needed while loading.
     let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
     let credential = Credential::CertificateFile(CertificateFile::new(key_pem.path_str()?, cert_pem.path_str()?));
@@ -153,12 +171,16 @@ fn server(listen: SocketAddr, cert: &std::path::Path, key: &std::path::Path, o: 
     let addr = if addr.ip().is_unspecified() { SocketAddr::new(listen.ip(), addr.port()) } else { addr };
     LutEvent::Listening { addr }.emit();
 
-    let outcome = rx.recv().context("MsQuic dropped the server's callbacks")?;
-    listener.stop();
-    match outcome {
-        Outcome::Finished => Ok(()),
-        Outcome::Failed(why) => bail!(why),
+    // Every connection reports its end once; streams report protocol errors.
+    let mut served = 0;
+    while served < shape.connections.max(1) {
+        match rx.recv().context("MsQuic dropped the server's callbacks")? {
+            Outcome::Finished => served += 1,
+            Outcome::Failed(why) => bail!("after {served} connection(s) served: {why}"),
+        }
     }
+    listener.stop();
+    Ok(())
 }
 
 /// The server's connection callback: accepts the benchmark stream, reports the end.
@@ -250,23 +272,29 @@ fn server_stream(tx: Sender<Outcome>) -> impl FnMut(StreamRef, StreamEvent) -> R
     }
 }
 
-/// Client state shared by the connection and stream callbacks.
+/// One client connection's state, shared by its connection and stream callbacks.
 struct ClientState {
-    stream: ClientStream,
+    /// The workload's view of the connection until every stream is verified.
+    app: Option<ClientConnection>,
+    index: u32,
     tx: Sender<ClientSignal>,
-    last_progress: Instant,
 }
 
+/// What a client connection's callbacks tell the main thread, by connection index.
 enum ClientSignal {
-    Verified,
-    Closed { handshake_completed: bool },
-    Failed(String),
+    Verified(u32),
+    Closed { index: u32, handshake_completed: bool },
+    Failed(u32, String),
 }
 
-fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, o: &Options) -> Result<()> {
+/// A started client connection: MsQuic's handle (closed when dropped) and its state.
+type Open = (Connection, Arc<Mutex<ClientState>>);
+
+fn client(connect: SocketAddr, ca: &std::path::Path, shape: Workload, o: &Options) -> Result<()> {
     let registration = registration(o.profile.clone())?;
     let alpn = [BufferRef::from(ALPN)];
-    let config = Configuration::open(&registration, &alpn, Some(&settings(o))).map_err(status("open configuration"))?;
+    let config = Configuration::open(&registration, &alpn, Some(&settings(o, shape.streams)))
+        .map_err(status("open configuration"))?;
     let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
     // Default validation (no NO_CERTIFICATE_VALIDATION flag) against exactly this trust anchor.
     let credential = o.restrict(CredentialConfig::new_client().set_ca_certificate_file(ca_pem.path_str()?));
@@ -274,10 +302,87 @@ fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, o: &Options) -> 
     drop(ca_pem);
 
     let (tx, rx) = channel::<ClientSignal>();
-    let state =
-        Arc::new(Mutex::new(ClientState { stream: ClientStream::new(size), tx, last_progress: Instant::now() }));
+    let mut run = ClientRun::new(shape);
+    let mut open: HashMap<u32, Open> = HashMap::new();
+    let mut last_progress = Instant::now();
+    loop {
+        while let Some(app) = run.next_connection() {
+            let index = app.index();
+            let started = start_connection(&registration, &config, connect, app, tx.clone())
+                .with_context(|| format!("connection {index}"))?;
+            open.insert(index, started);
+        }
+        if run.is_complete() && open.is_empty() {
+            break;
+        }
+        if last_progress.elapsed() >= PROGRESS_EVERY {
+            LutEvent::Progress { bytes: verified_bytes(&run, &open) }.emit();
+            last_progress = Instant::now();
+        }
+        let signal = match rx.recv_timeout(PROGRESS_EVERY.saturating_sub(last_progress.elapsed())) {
+            Ok(signal) => signal,
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => bail!("MsQuic dropped the client's callbacks"),
+        };
+        match signal {
+            ClientSignal::Verified(index) => {
+                let Some((connection, state)) = open.get(&index) else { continue };
+                let app = state.lock().map_err(|_| anyhow!("connection {index}: state poisoned"))?.app.take();
+                if let Some(app) = app {
+                    run.finish(app)?;
+                    connection.shutdown(ConnectionShutdownFlags::NONE, 0);
+                }
+            }
+            ClientSignal::Closed { index, handshake_completed } => {
+                let Some((connection, state)) = open.remove(&index) else { continue };
+                let unverified = state.lock().map_err(|_| anyhow!("connection {index}: state poisoned"))?.app.is_some();
+                if unverified {
+                    bail!(
+                        "connection {index}: {}",
+                        if handshake_completed {
+                            "the connection closed before the payload was verified"
+                        } else {
+                            "the handshake failed (certificate not trusted or server unreachable)"
+                        }
+                    );
+                }
+                // After ShutdownComplete MsQuic calls no more handlers: closing the handle is safe.
+                drop(connection);
+            }
+            ClientSignal::Failed(index, why) => {
+                if let Some((connection, _)) = open.get(&index) {
+                    connection.shutdown(ConnectionShutdownFlags::NONE, 1);
+                }
+                bail!("connection {index}: {why}");
+            }
+        }
+    }
+    LutEvent::Progress { bytes: verified_bytes(&run, &open) }.emit();
+    let done = run.report().context("payload not verified")?;
+    LutEvent::Done(done).emit();
+    Ok(())
+}
+
+/// Bytes verified on finished and open connections.
+fn verified_bytes(run: &ClientRun, open: &HashMap<u32, Open>) -> u64 {
+    let open: u64 = open
+        .values()
+        .filter_map(|(_, state)| state.lock().ok().and_then(|s| s.app.as_ref().map(ClientConnection::received)))
+        .sum();
+    run.finished_bytes() + open
+}
+
+/// Opens and starts one connection of the workload.
+fn start_connection(
+    registration: &Registration,
+    config: &Configuration,
+    connect: SocketAddr,
+    app: ClientConnection,
+    tx: Sender<ClientSignal>,
+) -> Result<Open> {
+    let state = Arc::new(Mutex::new(ClientState { index: app.index(), app: Some(app), tx }));
     let conn_state = state.clone();
-    let connection = Connection::open(&registration, move |connection, event| {
+    let connection = Connection::open(registration, move |connection, event| {
         client_connection_event(&conn_state, connection, event)
     })
     .map_err(status("open connection"))?;
@@ -294,35 +399,8 @@ fn client(connect: SocketAddr, ca: &std::path::Path, size: u64, o: &Options) -> 
         )
     }
     .map_err(status("set remote address"))?;
-    connection.start(&config, SERVER_NAME, connect.port()).map_err(status("start connection"))?;
-
-    let mut verified = false;
-    loop {
-        match rx.recv().context("MsQuic dropped the client's callbacks")? {
-            ClientSignal::Verified => {
-                verified = true;
-                connection.shutdown(ConnectionShutdownFlags::NONE, 0);
-            }
-            ClientSignal::Closed { handshake_completed } => {
-                if !verified {
-                    bail!(if handshake_completed {
-                        "the connection closed before the payload was verified"
-                    } else {
-                        "the handshake failed (certificate not trusted or server unreachable)"
-                    });
-                }
-                break;
-            }
-            ClientSignal::Failed(why) => {
-                connection.shutdown(ConnectionShutdownFlags::NONE, 1);
-                bail!(why);
-            }
-        }
-    }
-    let outcome = state.lock().map_err(|_| anyhow!("client state poisoned"))?.stream.outcome();
-    let outcome = outcome.context("payload not verified")?;
-    LutEvent::Done(ClientResult::from(outcome)).emit();
-    Ok(())
+    connection.start(config, SERVER_NAME, connect.port()).map_err(status("start connection"))?;
+    Ok((connection, state))
 }
 
 fn client_connection_event(
@@ -332,15 +410,19 @@ fn client_connection_event(
 ) -> Result<(), Status> {
     match event {
         ConnectionEvent::Connected { .. } => {
-            let request = {
+            // Every stream's request, written while holding the lock (callbacks for these
+            // streams run on this worker thread after this handler returns).
+            let requests: Vec<_> = {
                 let Ok(mut s) = state.lock() else { return Ok(()) };
-                s.stream.on_established();
-                s.stream.request()
+                let Some(app) = s.app.as_mut() else { return Ok(()) };
+                app.on_established();
+                app.streams_mut().iter_mut().map(|stream| stream.request()).collect()
             };
-            if let Some(request) = request {
+            for (i, request) in requests.into_iter().enumerate() {
+                let Some(request) = request else { continue };
                 let stream_state = state.clone();
                 let stream = Stream::open(&connection, StreamOpenFlags::NONE, move |stream, event| {
-                    client_stream_event(&stream_state, stream, event)
+                    client_stream_event(&stream_state, i, stream, event)
                 })?;
                 stream.start(StreamStartFlags::NONE)?;
                 send_owned(&stream, PayloadChunk::Owned(request.to_vec()), SendFlags::FIN)?;
@@ -350,7 +432,7 @@ fn client_connection_event(
         }
         ConnectionEvent::ShutdownComplete { handshake_completed, .. } => {
             if let Ok(s) = state.lock() {
-                let _ = s.tx.send(ClientSignal::Closed { handshake_completed });
+                let _ = s.tx.send(ClientSignal::Closed { index: s.index, handshake_completed });
             }
         }
         _ => {}
@@ -358,28 +440,39 @@ fn client_connection_event(
     Ok(())
 }
 
-fn client_stream_event(state: &Arc<Mutex<ClientState>>, stream: StreamRef, event: StreamEvent) -> Result<(), Status> {
+/// Stream `i` of a client connection: verifies its payload; says when the connection's last
+/// stream was verified.
+fn client_stream_event(
+    state: &Arc<Mutex<ClientState>>,
+    i: usize,
+    stream: StreamRef,
+    event: StreamEvent,
+) -> Result<(), Status> {
     let Ok(mut s) = state.lock() else { return Ok(()) };
+    let ClientState { app, index, tx } = &mut *s;
     match event {
         StreamEvent::Receive { buffers, .. } => {
-            for b in buffers {
-                if let Err(e) = s.stream.on_payload(b.as_bytes(), false) {
-                    let _ = s.tx.send(ClientSignal::Failed(format!("payload: {e}")));
+            if let Some(verifier) = app.as_mut().and_then(|a| a.stream_mut(i)) {
+                for b in buffers {
+                    if let Err(e) = verifier.on_payload(b.as_bytes(), false) {
+                        let _ = tx.send(ClientSignal::Failed(*index, format!("stream {i}: payload: {e}")));
+                    }
                 }
             }
-            if s.last_progress.elapsed() >= PROGRESS_EVERY {
-                LutEvent::Progress { bytes: s.stream.received() }.emit();
-                s.last_progress = Instant::now();
+        }
+        StreamEvent::PeerSendShutdown => {
+            if let Some(app) = app.as_mut() {
+                match app.stream_mut(i).map(|v| v.on_payload(&[], true)) {
+                    Some(Err(e)) => {
+                        let _ = tx.send(ClientSignal::Failed(*index, format!("stream {i}: payload: {e}")));
+                    }
+                    _ if app.is_verified() => {
+                        let _ = tx.send(ClientSignal::Verified(*index));
+                    }
+                    _ => {}
+                }
             }
         }
-        StreamEvent::PeerSendShutdown => match s.stream.on_payload(&[], true) {
-            Ok(()) => {
-                let _ = s.tx.send(ClientSignal::Verified);
-            }
-            Err(e) => {
-                let _ = s.tx.send(ClientSignal::Failed(format!("payload: {e}")));
-            }
-        },
         StreamEvent::SendComplete { client_context, .. } => {
             // SAFETY: the request's context is the Box<SendContext> leaked on Connected.
             drop(unsafe { Box::from_raw(client_context as *mut SendContext) });

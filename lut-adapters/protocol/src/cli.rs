@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::client::Workload;
 use crate::role::Role;
 
 /// Which UDP I/O path a LUT runs on.
@@ -101,18 +102,6 @@ pub enum LutCommand {
     },
 }
 
-/// A LUT executable asked directly for more than it runs.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{library} runs one connection with one stream (asked for {connections} connections, {streams} streams)")]
-pub struct SingleWorkloadOnly {
-    /// The library (and I/O path).
-    pub library: String,
-    /// Connections asked for.
-    pub connections: u32,
-    /// Streams per connection asked for.
-    pub streams: u32,
-}
-
 impl LutCommand {
     /// Server or client.
     pub fn role(&self) -> Role {
@@ -173,22 +162,15 @@ impl LutCommand {
         }
     }
 
-    /// Whether this is the one-connection, one-stream shape every LUT speaks.
-    pub fn is_single_workload(&self) -> bool {
-        self.connections() == 1 && self.streams() == 1
-    }
-
-    /// For executables that run one connection with one stream: an error naming `library` when
-    /// asked for more (nesquic refuses such testcases before starting them; this guards direct use).
-    pub fn require_single_workload(&self, library: &str) -> Result<(), SingleWorkloadOnly> {
-        if self.is_single_workload() {
-            return Ok(());
-        }
-        Err(SingleWorkloadOnly {
-            library: library.to_string(),
+    /// The workload a LUT command asks for; a server's has `size` 0 (it learns sizes from the
+    /// requests).
+    pub fn workload(&self) -> Workload {
+        Workload {
             connections: self.connections(),
+            parallel: self.parallel(),
             streams: self.streams(),
-        })
+            size: self.size(),
+        }
     }
 }
 
@@ -219,7 +201,7 @@ mod tests {
         .command;
         assert_eq!((server.role(), server.io(), server.size()), (Role::Server, IoMode::Nesquic, 0));
         assert_eq!(server.opts(), ["gso=off"]);
-        assert!(server.require_single_workload("x").is_ok());
+        assert!(server.workload().is_single());
         let client = LutCli::try_parse_from([
             "lut",
             "client",
@@ -240,7 +222,6 @@ mod tests {
             (client.role(), client.io(), client.parallel(), client.size()),
             (Role::Client, IoMode::Native, 2, 10)
         );
-        let err = client.require_single_workload("msquic").unwrap_err().to_string();
-        assert!(err.contains("msquic runs one connection") && err.contains("4 connections"), "{err}");
+        assert_eq!(client.workload(), Workload { connections: 4, parallel: 2, streams: 1, size: 10 });
     }
 }

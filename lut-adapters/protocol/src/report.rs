@@ -145,18 +145,6 @@ impl ClientResult {
     }
 }
 
-impl From<crate::stream::ClientOutcome> for ClientResult {
-    fn from(o: crate::stream::ClientOutcome) -> Self {
-        Self {
-            bytes: o.bytes,
-            handshake_ns: o.handshake.as_nanos() as u64,
-            transfer_ns: o.transfer.as_nanos() as u64,
-            elapsed_ns: 0,
-            connections: Vec::new(),
-        }
-    }
-}
-
 impl LutEvent {
     /// Writes the event as one line on stdout (flushed, so the orchestrator sees it at once).
     pub fn emit(&self) {

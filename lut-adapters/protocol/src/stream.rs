@@ -1,7 +1,9 @@
 //! The benchmark protocol's stream handling (docs/protocol.md), independent of any QUIC library:
 //! the shims move bytes between these and their library's stream API.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use crate::report::StreamResult;
 
 use crate::payload::{self as protocol, Verifier, VerifyError, REQUEST_LEN};
 
@@ -145,51 +147,20 @@ impl ServerStream {
     }
 }
 
-/// The client side: sends the request, verifies the payload, keeps the protocol's timings.
+/// The client side of one stream: sends the request, verifies the payload, keeps the stream's
+/// timings. Connections and their handshakes are [`crate::client`]'s.
 #[derive(Debug)]
 pub struct ClientStream {
     size: u64,
-    started: Instant,
-    handshake: Option<Duration>,
     request_sent: Option<Instant>,
-    transfer: Option<Duration>,
+    verified_at: Option<Instant>,
     verifier: Verifier,
 }
 
-/// What the client measured (docs/protocol.md).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientOutcome {
-    /// Bytes verified.
-    pub bytes: u64,
-    /// Connect to handshake complete.
-    pub handshake: Duration,
-    /// Request written to last byte verified.
-    pub transfer: Duration,
-}
-
 impl ClientStream {
-    /// A client about to connect (the handshake clock starts now).
+    /// A stream that will ask for `size` bytes.
     pub fn new(size: u64) -> Self {
-        Self {
-            size,
-            started: Instant::now(),
-            handshake: None,
-            request_sent: None,
-            transfer: None,
-            verifier: Verifier::default(),
-        }
-    }
-
-    /// The handshake completed (first call counts).
-    pub fn on_established(&mut self) {
-        if self.handshake.is_none() {
-            self.handshake = Some(self.started.elapsed());
-        }
-    }
-
-    /// Whether the handshake completed.
-    pub fn is_established(&self) -> bool {
-        self.handshake.is_some()
+        Self { size, request_sent: None, verified_at: None, verifier: Verifier::default() }
     }
 
     /// The request to write (with fin), once.
@@ -206,7 +177,7 @@ impl ClientStream {
         self.verifier.update(data)?;
         if fin {
             self.verifier.finish(self.size)?;
-            self.transfer = self.request_sent.map(|t| t.elapsed());
+            self.verified_at = Some(Instant::now());
         }
         Ok(())
     }
@@ -216,9 +187,25 @@ impl ClientStream {
         self.verifier.received()
     }
 
-    /// The result, once the whole payload is verified.
-    pub fn outcome(&self) -> Option<ClientOutcome> {
-        Some(ClientOutcome { bytes: self.verifier.received(), handshake: self.handshake?, transfer: self.transfer? })
+    /// Whether the whole payload was verified.
+    pub fn is_verified(&self) -> bool {
+        self.verified_at.is_some()
+    }
+
+    /// When the request went out.
+    pub fn request_sent(&self) -> Option<Instant> {
+        self.request_sent
+    }
+
+    /// When the last byte was verified.
+    pub fn verified_at(&self) -> Option<Instant> {
+        self.verified_at
+    }
+
+    /// Bytes and request-to-last-byte time, once the whole payload is verified.
+    pub fn result(&self) -> Option<StreamResult> {
+        let transfer = self.verified_at?.duration_since(self.request_sent?);
+        Some(StreamResult { bytes: self.verifier.received(), transfer_ns: transfer.as_nanos() as u64 })
     }
 }
 
@@ -231,7 +218,6 @@ mod tests {
     fn server_and_client_agree_through_partial_writes() {
         let size = 200_000u64;
         let mut client = ClientStream::new(size);
-        client.on_established();
         let request = client.request().unwrap();
         assert!(client.request().is_none(), "the request is written once");
         let mut server = ServerStream { corrupt_at: None, ..ServerStream::default() };
@@ -252,7 +238,7 @@ mod tests {
             let fin = (i + 1) * 3000 >= wire.len();
             client.on_payload(piece, fin).unwrap();
         }
-        assert_eq!(client.outcome().unwrap().bytes, size);
+        assert_eq!(client.result().unwrap().bytes, size);
     }
 
     #[test]
@@ -263,7 +249,7 @@ mod tests {
         let mut data = [0u8; 5];
         protocol::fill_pattern(0, &mut data);
         assert!(client.on_payload(&data, true).is_err());
-        assert!(client.outcome().is_none());
+        assert!(client.result().is_none() && !client.is_verified());
     }
 
     #[test]

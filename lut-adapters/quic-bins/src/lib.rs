@@ -23,16 +23,3 @@ pub use nesquic_testcases::Workload;
 /// The translation layer, re-exported so adapter binaries (also ones built outside this workspace
 /// by `--lut-path`) need no second dependency.
 pub use nesquic_translation as translation;
-
-use nesquic_protocol::LutCommand;
-
-/// The workload a LUT command asks for; a server's has `size` 0 (it learns sizes from the
-/// requests).
-pub fn workload(command: &LutCommand) -> Workload {
-    Workload {
-        connections: command.connections(),
-        parallel: command.parallel(),
-        streams: command.streams(),
-        size: command.size(),
-    }
-}

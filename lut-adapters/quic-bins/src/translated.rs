@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use nesquic_io::{IoConfig, IoSwitches, UdpIo};
 use nesquic_translation::{Impairment, Stack, StackOptions, Summary};
 
-use nesquic_protocol::report::{ClientResult, IoSettings, LutEvent};
+use nesquic_protocol::report::{IoSettings, LutEvent};
 use nesquic_protocol::{IoMode, LutCommand};
 
 /// The I/O layer configuration for `io` with `gso=`, `gro=`, `mmsg=` options applied; other
@@ -77,39 +77,40 @@ fn report_io(io: &UdpIo) {
 pub fn run<S: Stack>(command: LutCommand) -> Result<()> {
     let library = S::NAME;
     let impairment = Impairment::from_env()?;
-    command.require_single_workload(&format!("{library} over nesquic-io"))?;
+    let shape = command.workload();
     match command {
         LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;
-            let options = stack_options::<S>(&rest, qlog)?;
+            let options = stack_options::<S>(&rest, qlog, shape.streams)?;
             let socket = nesquic_translation::bind(listen, &config)?;
             report_io(&socket);
             LutEvent::Listening { addr: socket.local_addr()? }.emit();
-            let summary = nesquic_translation::serve::<S>(&socket, &cert, &key, &options, &impairment)
-                .with_context(|| format!("{library} server"))?;
+            let summary =
+                nesquic_translation::serve::<S>(&socket, &cert, &key, shape.connections, &options, &impairment)
+                    .with_context(|| format!("{library} server"))?;
             report_summary(&summary, &impairment);
         }
-        LutCommand::Client { connect, ca, size, io, qlog, opts, .. } => {
+        LutCommand::Client { connect, ca, io, qlog, opts, .. } => {
             let (config, rest) = io_config(io, &opts)?;
-            let options = stack_options::<S>(&rest, qlog)?;
+            let options = stack_options::<S>(&rest, qlog, shape.streams)?;
             let any = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
             let socket = nesquic_translation::bind(any.parse()?, &config)?;
             report_io(&socket);
             let mut progress = |bytes| LutEvent::Progress { bytes }.emit();
             let summary =
-                nesquic_translation::download::<S>(&socket, connect, &ca, size, &options, &impairment, &mut progress)
+                nesquic_translation::download::<S>(&socket, connect, &ca, shape, &options, &impairment, &mut progress)
                     .with_context(|| format!("{library} client"))?;
             report_summary(&summary, &impairment);
-            if let Some(o) = summary.outcome {
-                LutEvent::Done(ClientResult::from(o)).emit();
+            if let Some(done) = summary.report {
+                LutEvent::Done(done).emit();
             }
         }
     }
     Ok(())
 }
 
-fn stack_options<S: Stack>(rest: &[String], qlog: Option<PathBuf>) -> Result<StackOptions> {
-    let mut options = StackOptions { pacing: true, ..StackOptions::default() };
+fn stack_options<S: Stack>(rest: &[String], qlog: Option<PathBuf>, streams: u32) -> Result<StackOptions> {
+    let mut options = StackOptions { pacing: true, max_streams: streams, ..StackOptions::default() };
     for opt in rest {
         // Only quiche exposes pacing as a switch (quinn-proto always paces internally).
         match (S::NAME, opt.as_str()) {
@@ -121,7 +122,9 @@ fn stack_options<S: Stack>(rest: &[String], qlog: Option<PathBuf>) -> Result<Sta
         }
     }
     if let Some(path) = qlog {
-        // Both libraries start their qlog clock when the connection is created, which happens
+        // With several connections quinn-proto writes every connection's events into the one
+        // file (tagged by connection ID); quiche keeps one trace per connection, so the file
+        // holds the first connection's. Both libraries start their qlog clock when the connection is created, which happens
         // right after this; quinn-proto is told this exact instant.
         let (start, wall) = (Instant::now(), std::time::SystemTime::now());
         options.qlog_start = Some(start);

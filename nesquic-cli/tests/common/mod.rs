@@ -4,7 +4,9 @@
 pub mod lut;
 pub mod lut_run;
 
-use std::process::{Command, Output};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -53,4 +55,117 @@ pub fn run_json(args: &[&str]) -> serde_json::Value {
         .expect("run nesquic");
     assert!(out.status.success(), "{args:?}: {}", stderr(&out));
     serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
+}
+
+/// A workload for [`direct`]: connections, connections at once, streams each, bytes per stream.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub connections: u32,
+    pub parallel: u32,
+    pub streams: u32,
+    pub size: u64,
+}
+
+/// Runs a LUT executable's server and client directly (`extra`: arguments both roles get, such
+/// as `--io nesquic`); returns the client's `done` line, or its stderr when it fails.
+pub fn direct(
+    binary: &Path,
+    extra: &[&str],
+    client_ca: Option<&Path>,
+    shape: Shape,
+) -> Result<serde_json::Value, String> {
+    direct_with(binary, extra, client_ca, shape, &[])
+}
+
+/// [`direct`], with environment variables for the server (fault injection).
+pub fn direct_with(
+    binary: &Path,
+    extra: &[&str],
+    client_ca: Option<&Path>,
+    shape: Shape,
+    server_env: &[(&str, &str)],
+) -> Result<serde_json::Value, String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let certs = nesquic_lut_adapters::tls::generate(dir.path()).expect("certificate");
+    let counts = |client: bool| {
+        let mut args = vec!["--connections".to_string(), shape.connections.to_string()];
+        args.extend(["--streams".to_string(), shape.streams.to_string()]);
+        if client {
+            args.extend(["--parallel".to_string(), shape.parallel.to_string()]);
+        }
+        args
+    };
+    let mut server = Command::new(binary)
+        .args(["server", "--listen", "127.0.0.1:0", "--cert"])
+        .arg(&certs.cert)
+        .arg("--key")
+        .arg(&certs.key)
+        .args(counts(false))
+        .args(extra)
+        .envs(server_env.iter().copied())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start server");
+    let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(&l).ok()?;
+            (v["event"] == "listening").then(|| v["addr"].as_str().map(str::to_string)).flatten()
+        })
+        .expect("listening line");
+    let client = Command::new(binary)
+        .args(["client", "--connect", &addr, "--size", &shape.size.to_string(), "--ca"])
+        .arg(client_ca.unwrap_or(&certs.cert))
+        .args(counts(true))
+        .args(extra)
+        .output()
+        .expect("run client");
+    if !client.status.success() {
+        let _ = server.kill();
+        let _ = server.wait();
+        return Err(stderr(&client));
+    }
+    let status = server.wait().expect("server");
+    assert!(status.success(), "{}: server failed", binary.display());
+    let stdout = String::from_utf8_lossy(&client.stdout);
+    let done = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "done")
+        .expect("done line");
+    Ok(done)
+}
+
+fn u64_at(v: &serde_json::Value, pointer: &str) -> u64 {
+    v.pointer(pointer).and_then(serde_json::Value::as_u64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))
+}
+
+/// A `done` line of a multi-connection or multi-stream run: every connection and stream
+/// present with its verified bytes, each stream's time inside its connection's, the per-connection
+/// sums equal to the aggregate, and the aggregate times consistent with the connections'.
+pub fn assert_done_adds_up(done: &serde_json::Value, shape: Shape) {
+    let list = done["connections"].as_array().unwrap_or_else(|| panic!("no connections in {done}"));
+    assert_eq!(list.len(), shape.connections as usize, "{done}");
+    let mut sum = 0;
+    let (mut first_request, mut last_byte) = (u64::MAX, 0);
+    for c in list {
+        let s = c["streams"].as_array().expect("streams");
+        assert_eq!(s.len(), shape.streams as usize, "{c}");
+        for stream in s {
+            assert_eq!(stream["bytes"].as_u64(), Some(shape.size), "every stream verified {} B: {c}", shape.size);
+            assert!(u64_at(stream, "/transfer_ns") <= u64_at(c, "/transfer_ns"), "{c}");
+        }
+        assert!(u64_at(c, "/handshake_ns") > 0, "{c}");
+        sum += s.iter().map(|s| u64_at(s, "/bytes")).sum::<u64>();
+        let start = u64_at(c, "/start_ns") + u64_at(c, "/handshake_ns");
+        first_request = first_request.min(start);
+        last_byte = last_byte.max(start + u64_at(c, "/transfer_ns"));
+    }
+    assert_eq!(u64_at(done, "/bytes"), sum);
+    assert_eq!(sum, shape.size * u64::from(shape.connections * shape.streams));
+    assert_eq!(u64_at(done, "/transfer_ns"), last_byte - first_request);
+    assert!(u64_at(done, "/elapsed_ns") >= last_byte, "{done}");
 }

@@ -43,28 +43,14 @@ fn main() {
         match cli.command {
             LutCommand::Server { listen, ref cert, ref key, ref qlog, ref opts, .. } => {
                 let socket = bind(listen, opts)?;
-                server(
-                    socket,
-                    cert,
-                    key,
-                    opts,
-                    transport(qlog.as_deref(), "server", opts)?,
-                    nesquic_lut_bins::workload(&cli.command),
-                )
-                .await
+                server(socket, cert, key, opts, transport(qlog.as_deref(), "server", opts)?, cli.command.workload())
+                    .await
             }
             LutCommand::Client { connect, ref ca, ref qlog, ref opts, .. } => {
                 let any: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
                 let socket = bind(any, opts)?;
-                client(
-                    socket,
-                    connect,
-                    ca,
-                    opts,
-                    nesquic_lut_bins::workload(&cli.command),
-                    transport(qlog.as_deref(), "client", opts)?,
-                )
-                .await
+                client(socket, connect, ca, opts, cli.command.workload(), transport(qlog.as_deref(), "client", opts)?)
+                    .await
             }
         }
     });

@@ -32,7 +32,7 @@ fn run(command: &LutCommand) -> Result<()> {
         bail!("--qlog: TCP+TLS has no qlog");
     }
     let options = options::Options::parse(command.opts())?;
-    let workload = nesquic_lut_bins::workload(command);
+    let workload = command.workload();
     match command {
         LutCommand::Server { listen, cert, key, .. } => server::run(*listen, cert, key, &options, workload),
         LutCommand::Client { connect, ca, .. } => client::run(*connect, ca, &options, workload),
