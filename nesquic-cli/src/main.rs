@@ -7,6 +7,7 @@ mod calibrate;
 mod compare;
 mod doctor;
 mod duty;
+mod html;
 mod matrix;
 mod perf_classify;
 mod probes;
@@ -30,6 +31,7 @@ use clap::{Parser, Subcommand};
 ///   nesquic probes --lut quinn           # what --probe crypto attaches to, without running
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
+///   nesquic report nesquic-runs/RUN/ --html   # one self-contained page: plots, flame graphs
 ///   nesquic compare BASE HEAD            # CI gate: exit 1 on a regression
 ///   nesquic matrix --lut quinn,quiche --io all --repeat 5 --probe io  # one table, all combinations
 ///   nesquic luts                         # libraries this build can run

@@ -2,6 +2,7 @@
 //! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
 //! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
+//! the sampling profile's folded stacks beside the record (`stacks`),
 //! the statistics every command shares (`stats`: the median in one place, Mann-Whitney), and
 //! comparing two runs (`compare`: samples per metric, rules, verdicts).
 //!
@@ -16,6 +17,7 @@ pub mod io;
 pub mod qlog;
 pub mod recorder;
 pub mod run;
+pub mod stacks;
 pub mod stats;
 pub mod workload;
 

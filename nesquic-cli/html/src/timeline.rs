@@ -1,0 +1,88 @@
+//! Goodput and CPU over time, from the traces' `nesquic:metrics_updated` snapshots (totals since
+//! the repetition started, every `--interval`, and one at its end): rates between consecutive
+//! snapshots, one line per repetition (and side, for CPU).
+
+use std::collections::BTreeMap;
+
+use nesquic_record::qlog::reader::QlogTrace;
+
+use crate::page::Page;
+use crate::plot::{self, Series};
+use crate::run::RunInput;
+use crate::HtmlError;
+
+/// Per repetition, (elapsed s, cumulative value) from the snapshots that carry `field`,
+/// starting at (0, 0): the processes start with nothing sent and no CPU used. The final
+/// snapshot (taken once the processes are gone) gets `at_end(repetition)` where it has no value.
+fn cumulative(trace: &QlogTrace, field: &str, at_end: impl Fn(u64) -> Option<f64>) -> BTreeMap<u64, Vec<(f64, f64)>> {
+    let mut out: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
+    for e in trace.named("nesquic:metrics_updated") {
+        let d = &e["data"];
+        let (Some(rep), Some(ms)) = (d["repetition"].as_u64(), d["elapsed_ms"].as_f64()) else { continue };
+        let value = d[field].as_f64().or_else(|| if d["final"] == true { at_end(rep) } else { None });
+        let Some(v) = value else { continue };
+        out.entry(rep).or_insert_with(|| vec![(0.0, 0.0)]).push((ms / 1e3, v));
+    }
+    out
+}
+
+/// Rates between consecutive points, at the later point's time, times `scale`.
+fn rates(points: &[(f64, f64)], scale: f64) -> Vec<(f64, f64)> {
+    points
+        .windows(2)
+        .filter(|w| w[1].0 > w[0].0)
+        .map(|w| (w[1].0, (w[1].1 - w[0].1) / (w[1].0 - w[0].0) * scale))
+        .collect()
+}
+
+/// Goodput (client's verified bytes) and CPU (each side) over time.
+pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
+    page.h2("Over time");
+    let mut goodput = Vec::new();
+    let mut cpu = Vec::new();
+    for trace in &input.traces {
+        let side = trace.vantage();
+        if side == "client" {
+            for (rep, points) in cumulative(trace, "progress_bytes", |_| None) {
+                goodput.push(Series { name: format!("rep {rep}"), points: rates(&points, 8.0 / 1e6) });
+            }
+        }
+        // The CPU the kernel accounted at exit (wait4), at the final snapshot.
+        let at_end = |rep: u64| {
+            let r = input.record.repetitions.get(usize::try_from(rep).ok()?.checked_sub(1)?)?;
+            Some(if side == "server" { r.server.cpu_total_s } else { r.client.cpu_total_s })
+        };
+        for (rep, points) in cumulative(trace, "cpu_s", at_end) {
+            cpu.push(Series { name: format!("{side} rep {rep}"), points: rates(&points, 100.0) });
+        }
+    }
+    page.note("Between consecutive snapshots of the traces (nesquic:metrics_updated, every --interval). A transfer shorter than the interval shows one point: its average.");
+    page.raw(&plot::lines(
+        "goodput-over-time",
+        "Goodput over time",
+        "s since the repetition started",
+        "Mbit/s",
+        &goodput,
+        false,
+    )?);
+    page.raw(&plot::lines(
+        "cpu-over-time",
+        "CPU over time",
+        "s since the repetition started",
+        "% of one core",
+        &cpu,
+        false,
+    )?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates_are_differences_over_time() {
+        let r = rates(&[(0.0, 0.0), (0.5, 1e6), (1.0, 3e6), (1.0, 3e6)], 8.0 / 1e6);
+        assert_eq!(r, vec![(0.5, 16.0), (1.0, 32.0)]);
+    }
+}
