@@ -50,9 +50,15 @@ impl Page {
         self.body.push_str(html);
     }
 
-    /// A section heading.
+    /// A section heading, with an id to link to (`Over time` -> `#over-time`).
     pub fn h2(&mut self, text: &str) {
-        self.raw(&format!("<h2>{}</h2>\n", escape(text)));
+        let id: String = text
+            .to_lowercase()
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect::<Vec<_>>()
+            .join("-");
+        self.raw(&format!("<h2 id=\"{}\">{}</h2>\n", escape(&id), escape(text)));
     }
 
     /// A sub-heading.

@@ -107,7 +107,14 @@ pub fn lines(
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
-                chart.configure_mesh().x_desc(x_desc).y_desc(y_desc).label_style(FONT).draw().map_err(|x| e(&x))?;
+                chart
+                    .configure_mesh()
+                    .x_desc(x_desc)
+                    .y_desc(y_desc)
+                    .label_style(FONT)
+                    .light_line_style(WHITE)
+                    .draw()
+                    .map_err(|x| e(&x))?;
                 for (i, s) in series.iter().enumerate() {
                     let c = colour(i);
                     chart
@@ -167,6 +174,7 @@ pub fn hbars(id: &str, title: &str, x_desc: &str, bars: &[Bar]) -> Result<String
             .y_labels(n.max(1))
             .y_label_formatter(&label)
             .label_style(FONT)
+            .light_line_style(WHITE)
             .disable_y_mesh()
             .draw()
             .map_err(|x| e(&x))?;
@@ -247,6 +255,7 @@ fn grouped_inner(
             .x_labels(n)
             .x_label_formatter(&label)
             .label_style(FONT)
+            .light_line_style(WHITE)
             .disable_x_mesh()
             .draw()
             .map_err(|x| e(&x))?;
@@ -310,6 +319,7 @@ pub fn dots(id: &str, title: &str, y_desc: &str, values: &[f64]) -> Result<Strin
             .x_labels(n.clamp(1, 10))
             .x_label_formatter(&|x| format!("{x:.0}"))
             .label_style(FONT)
+            .light_line_style(WHITE)
             .draw()
             .map_err(|x| e(&x))?;
         if let Some(m) = median {

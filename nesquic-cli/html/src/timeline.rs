@@ -26,25 +26,34 @@ fn cumulative(trace: &QlogTrace, field: &str, at_end: impl Fn(u64) -> Option<f64
     out
 }
 
-/// Rates between consecutive points, at the later point's time, times `scale`.
-fn rates(points: &[(f64, f64)], scale: f64) -> Vec<(f64, f64)> {
-    points
-        .windows(2)
-        .filter(|w| w[1].0 > w[0].0)
-        .map(|w| (w[1].0, (w[1].1 - w[0].1) / (w[1].0 - w[0].0) * scale))
-        .collect()
+/// Rates over windows of at least `min_dt` seconds, at each window's end, times `scale`. A
+/// snapshot closer than that to the last one (the final one, taken as the processes exit) joins
+/// the next window: over a few milliseconds, a counter's step is no rate.
+fn rates(points: &[(f64, f64)], scale: f64, min_dt: f64) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let Some(mut anchor) = points.first().copied() else { return out };
+    for &(t, v) in &points[1..] {
+        let dt = t - anchor.0;
+        if dt > 0.0 && dt >= min_dt {
+            out.push((t, (v - anchor.1) / dt * scale));
+            anchor = (t, v);
+        }
+    }
+    out
 }
 
 /// Goodput (client's verified bytes) and CPU (each side) over time.
 pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
     page.h2("Over time");
+    // Half the snapshot period: periodic snapshots make windows, the final one joins the last.
+    let min_dt = input.started().and_then(|s| s["snapshot_interval_ms"].as_f64()).unwrap_or(0.0) / 2e3;
     let mut goodput = Vec::new();
     let mut cpu = Vec::new();
     for trace in &input.traces {
         let side = trace.vantage();
         if side == "client" {
             for (rep, points) in cumulative(trace, "progress_bytes", |_| None) {
-                goodput.push(Series { name: format!("rep {rep}"), points: rates(&points, 8.0 / 1e6) });
+                goodput.push(Series { name: format!("rep {rep}"), points: rates(&points, 8.0 / 1e6, min_dt) });
             }
         }
         // The CPU the kernel accounted at exit (wait4), at the final snapshot.
@@ -53,10 +62,10 @@ pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
             Some(if side == "server" { r.server.cpu_total_s } else { r.client.cpu_total_s })
         };
         for (rep, points) in cumulative(trace, "cpu_s", at_end) {
-            cpu.push(Series { name: format!("{side} rep {rep}"), points: rates(&points, 100.0) });
+            cpu.push(Series { name: format!("{side} rep {rep}"), points: rates(&points, 100.0, min_dt) });
         }
     }
-    page.note("Between consecutive snapshots of the traces (nesquic:metrics_updated, every --interval). A transfer shorter than the interval shows one point: its average.");
+    page.note("Rates between snapshots of the traces (nesquic:metrics_updated, every --interval; CPU from /proc, in clock ticks). A transfer shorter than the interval shows one point: its average.");
     page.raw(&plot::lines(
         "goodput-over-time",
         "Goodput over time",
@@ -82,7 +91,10 @@ mod tests {
 
     #[test]
     fn rates_are_differences_over_time() {
-        let r = rates(&[(0.0, 0.0), (0.5, 1e6), (1.0, 3e6), (1.0, 3e6)], 8.0 / 1e6);
+        let r = rates(&[(0.0, 0.0), (0.5, 1e6), (1.0, 3e6), (1.0, 3e6)], 8.0 / 1e6, 0.0);
+        assert_eq!(r, vec![(0.5, 16.0), (1.0, 32.0)]);
+        // A step 10 ms after the last window joins the next one.
+        let r = rates(&[(0.0, 0.0), (0.5, 1e6), (0.51, 2e6), (1.0, 3e6)], 8.0 / 1e6, 0.25);
         assert_eq!(r, vec![(0.5, 16.0), (1.0, 32.0)]);
     }
 }
