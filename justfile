@@ -88,3 +88,8 @@ bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf be
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.
 test-kernels: build
     ./scripts/test-kernels.sh
+
+# Screenshots of the HTML report for docs/report.md (a real quinn run with every probe; root)
+# -> docs/img/report-*.png
+screenshots: build
+    ./scripts/screenshots.sh

@@ -22,8 +22,8 @@ const CSS: &str = "
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; color: #222; }
 h1 { font-size: 1.5em; } h2 { border-bottom: 1px solid #ccc; margin-top: 1.8em; } h3 { margin-bottom: .3em; }
 table { border-collapse: collapse; margin: .5em 0; font-size: .9em; }
-th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; }
-th:first-child, td:first-child { text-align: left; }
+th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: left; vertical-align: top; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
 th { background: #f4f4f4; }
 figure.plot { display: inline-block; margin: .4em; vertical-align: top; }
 figure.flame iframe { width: 100%; border: 1px solid #ddd; }
@@ -94,17 +94,25 @@ impl Page {
 /// A table as markup; cells are text (escaped). A cell starting with `!` gets its class from
 /// the text before the next `!` (`!regression!REGRESSION`).
 pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let mut out = String::from("<table>\n<tr>");
-    for h in header {
-        let _ = write!(out, "<th>{}</th>", escape(h));
+    let mut out = String::from("<table>\n");
+    // A key/value table has no header row.
+    if header.iter().any(|h| !h.is_empty()) {
+        out.push_str("<tr>");
+        for h in header {
+            let _ = write!(out, "<th>{}</th>", escape(h));
+        }
+        out.push_str("</tr>\n");
     }
-    out.push_str("</tr>\n");
     for row in rows {
         out.push_str("<tr>");
         for cell in row {
             match cell.strip_prefix('!').and_then(|c| c.split_once('!')) {
                 Some((class, text)) => {
                     let _ = write!(out, "<td class=\"{}\">{}</td>", escape(class), escape(text));
+                }
+                // Figures align on the right, text on the left.
+                None if is_figure(cell) => {
+                    let _ = write!(out, "<td class=\"n\">{}</td>", escape(cell));
                 }
                 None => {
                     let _ = write!(out, "<td>{}</td>", escape(cell));
@@ -115,6 +123,11 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
     }
     out.push_str("</table>\n");
     out
+}
+
+/// A number, possibly signed or a percentage (`+1.5%`), or `-` for none.
+fn is_figure(cell: &str) -> bool {
+    cell == "-" || cell.trim_start_matches('+').trim_end_matches('%').parse::<f64>().is_ok()
 }
 
 /// `x` with `digits` decimals, or `-` for a missing or non-finite figure.
@@ -135,5 +148,7 @@ mod tests {
         assert!(t.contains("<th>a&lt;b</th>"), "{t}");
         assert!(t.contains("<td>&lt;x &amp; y&gt;</td>"), "{t}");
         assert!(t.contains("<td class=\"regression\">worse</td>"), "{t}");
+        let t = table(&["", ""], &[vec!["goodput".into(), "+1.5%".into()]]);
+        assert!(!t.contains("<th>") && t.contains("<td class=\"n\">+1.5%</td>"), "{t}");
     }
 }

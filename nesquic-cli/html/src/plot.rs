@@ -155,7 +155,7 @@ pub fn hbars(id: &str, title: &str, x_desc: &str, bars: &[Bar]) -> Result<String
     let n = bars.len();
     let (_, x1) = span(bars.iter().map(|b| b.interval.map_or(b.value, |i| i.1.max(b.value))), true);
     let height = 80 + 26 * n.max(1) as u32;
-    figure(id, n, (SIZE.0 + 100, height), |root| {
+    figure(id, n, (SIZE.0, height), |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
         let label = |y: &SegmentValue<usize>| match y {
             SegmentValue::CenterOf(i) => bars.get(*i).map(|b| b.label.clone()).unwrap_or_default(),
@@ -165,7 +165,7 @@ pub fn hbars(id: &str, title: &str, x_desc: &str, bars: &[Bar]) -> Result<String
             .caption(title, CAPTION)
             .margin(10)
             .x_label_area_size(40)
-            .y_label_area_size(260)
+            .y_label_area_size(200)
             .build_cartesian_2d(0f64..x1, (0..n.max(1)).into_segmented())
             .map_err(|x| e(&x))?;
         chart

@@ -78,7 +78,7 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
         vec!["CPU".into(), format!("{} ({} cores)", at(&["host", "cpu_model"]), at(&["host", "cores"]))],
         vec!["probes".into(), at(&["probes", "requested"])],
         vec!["packet I/O measured by".into(), at(&["probes", "io_mechanism"])],
-        vec!["functions measured by".into(), at(&["probes", "function_mechanism"])],
+        vec!["functions measured by".into(), function_mechanisms(started)],
     ];
     if !r.lut_options.is_empty() {
         rows.push(vec!["LUT options".into(), r.lut_options.join(" ")]);
@@ -94,6 +94,24 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
     if !functions.is_empty() {
         page.h3("Probed functions and the mechanism behind each");
         page.table(&["category", "function", "object", "mechanism"], &functions);
+    }
+}
+
+/// The kernel's function mechanism, else the distinct mechanisms of the probed functions (the
+/// user-space agent names its own per function).
+fn function_mechanisms(started: Option<&Value>) -> String {
+    let Some(probes) = started.map(|s| &s["probes"]) else { return "-".into() };
+    if let Some(m) = probes["function_mechanism"].as_str() {
+        return m.to_string();
+    }
+    let mut all: Vec<&str> =
+        probes["functions"].as_array().into_iter().flatten().filter_map(|f| f["mechanism"].as_str()).collect();
+    all.sort_unstable();
+    all.dedup();
+    if all.is_empty() {
+        "-".into()
+    } else {
+        all.join(", ")
     }
 }
 
