@@ -57,7 +57,7 @@ pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
     for (side, s) in &shares {
         page.raw(&component_bars(&format!("components-{side}"), side, s)?);
     }
-    for (side, _) in &shares {
+    for side in shares.keys() {
         cost(page, r, side)?;
     }
     for (role, stacks) in &input.stacks {
