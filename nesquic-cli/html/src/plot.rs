@@ -72,6 +72,20 @@ fn figure(
     Ok(format!("<figure class=\"plot\" data-plot=\"{}\" data-points=\"{points}\">\n{svg}\n</figure>\n", escape(id)))
 }
 
+/// The series' names in a box at the upper right.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .label_font(FONT)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
 /// (min, max) of `values`, widened so a constant series still spans a range.
 fn span(values: impl Iterator<Item = f64>, from_zero: bool) -> (f64, f64) {
     let (mut lo, mut hi) =
@@ -124,14 +138,7 @@ pub fn lines(
                         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
                     chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 2, c.filled()))).map_err(|x| e(&x))?;
                 }
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::UpperRight)
-                    .label_font(FONT)
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .draw()
-                    .map_err(|x| e(&x))?;
+                draw_legend(&mut chart)?;
             }};
         }
         if log_x {
@@ -285,14 +292,7 @@ fn grouped_inner(
             }
         }
         if legend {
-            chart
-                .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
-                .label_font(FONT)
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|x| e(&x))?;
+            draw_legend(&mut chart)?;
         }
         Ok(())
     })

@@ -118,25 +118,13 @@ fn function_mechanisms(started: Option<&Value>) -> String {
 /// Median, min and max of every figure.
 pub(crate) fn summary(page: &mut Page, r: &RunRecord) {
     let s = &r.summary;
-    let mut rows: Vec<Vec<String>> = [
-        ("goodput (Mbit/s)", s.goodput_mbps, 1),
-        ("transfer (s)", s.transfer_s, 3),
-        ("handshake (ms)", s.handshake_ms, 2),
-        ("server CPU (s)", s.server_cpu_s, 3),
-        ("server CPU (%)", s.server_cpu_pct, 1),
-        ("client CPU (s)", s.client_cpu_s, 3),
-        ("client CPU (%)", s.client_cpu_pct, 1),
-    ]
-    .iter()
-    .map(|(label, sp, d)| {
-        vec![label.to_string(), num(Some(sp.median), *d), num(Some(sp.min), *d), num(Some(sp.max), *d)]
-    })
-    .collect();
-    if let Some(w) = &s.workload {
-        for (label, sp, d) in w.rows(r.testcase.workload.connections) {
-            rows.push(vec![label.to_string(), num(Some(sp.median), d), num(Some(sp.min), d), num(Some(sp.max), d)]);
-        }
-    }
+    let rows: Vec<Vec<String>> = s
+        .rows(r.testcase.workload.connections)
+        .into_iter()
+        .map(|(label, sp, d)| {
+            vec![label.to_string(), num(Some(sp.median), d), num(Some(sp.min), d), num(Some(sp.max), d)]
+        })
+        .collect();
     let verified = r.repetitions.iter().all(|x| x.payload_verified);
     page.h2(&format!("Summary over {} repetition(s)", s.repetitions));
     page.table(&["", "median", "min", "max"], &rows);

@@ -3,7 +3,6 @@
 
 use std::fmt::Write;
 
-use nesquic_record::figures::Spread;
 use nesquic_record::RunRecord;
 
 /// The Markdown summary of `r`.
@@ -22,16 +21,8 @@ pub fn summary(r: &RunRecord) -> String {
     let verified = r.repetitions.iter().all(|x| x.payload_verified);
     let _ = writeln!(out, "{} repetition(s), payload verified: {verified}\n", s.repetitions);
     out.push_str("| | median | min | max |\n|---|---:|---:|---:|\n");
-    let mut row = |label: &str, sp: &Spread, digits: usize| {
+    for (label, sp, digits) in s.rows(r.testcase.workload.connections) {
         let _ = writeln!(out, "| {label} | {:.digits$} | {:.digits$} | {:.digits$} |", sp.median, sp.min, sp.max);
-    };
-    row("goodput (Mbit/s)", &s.goodput_mbps, 1);
-    row("transfer (s)", &s.transfer_s, 3);
-    row("handshake (ms)", &s.handshake_ms, 2);
-    row("server CPU (s)", &s.server_cpu_s, 3);
-    row("client CPU (s)", &s.client_cpu_s, 3);
-    for (label, spread, digits) in s.workload.iter().flat_map(|w| w.rows(r.testcase.workload.connections)) {
-        row(label, &spread, digits);
     }
     let all: Vec<nesquic_ebpf::Metrics> = r.repetitions.iter().filter_map(|x| x.probes.clone()).collect();
     if let Some(m) = nesquic_ebpf::Metrics::merge(&all) {

@@ -432,18 +432,8 @@ fn print_summary(report: &RunReport) {
         report.testcase.workload.describe()
     );
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
-    let row = |name: &str, sp: &Spread, digits: usize| {
+    for (name, sp, digits) in s.rows(report.testcase.workload.connections) {
         println!("{name:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", sp.median, sp.min, sp.max);
-    };
-    row("goodput (Mbit/s)", &s.goodput_mbps, 1);
-    row("transfer (s)", &s.transfer_s, 3);
-    row("handshake (ms)", &s.handshake_ms, 2);
-    row("server CPU (s)", &s.server_cpu_s, 3);
-    row("server CPU (%)", &s.server_cpu_pct, 1);
-    row("client CPU (s)", &s.client_cpu_s, 3);
-    row("client CPU (%)", &s.client_cpu_pct, 1);
-    for (label, spread, digits) in s.workload.iter().flat_map(|w| w.rows(report.testcase.workload.connections)) {
-        row(label, &spread, digits);
     }
     println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
     if let Some(first) = report.repetitions.first() {
