@@ -12,8 +12,8 @@ use std::sync::OnceLock;
 use common::{nesquic, stderr};
 use serde_json::Value;
 
-/// Probes and small sizes: a run takes about a second.
-const RUN: &[&str] = &["--size", "8MB", "--repeat", "3", "--probe", "io,crypto,profile", "--interval", "10ms"];
+/// Every probe (crypto timed, for the duration CDFs) and small sizes: a run takes a few seconds.
+const RUN: &[&str] = &["--size", "8MB", "--repeat", "3", "--probe", "io,crypto:time,profile", "--interval", "10ms"];
 
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{name}-{}", std::process::id()));
@@ -154,6 +154,8 @@ fn a_run_page_has_every_plot_and_flame_graphs_with_every_sample() {
         "syscall-cdf-client",
         "crypto-calls-server",
         "crypto-calls-client",
+        "crypto-cdf-server",
+        "crypto-cdf-client",
         "offload",
     ] {
         seen.plot(plot);
@@ -245,6 +247,29 @@ fn a_matrix_page_groups_bars_by_lut_and_io_path() {
     let seen = load(&page);
     assert_eq!(seen.plot("matrix-goodput")["points"], 2);
     assert_eq!(seen.plot("matrix-cpu")["points"], 2);
+}
+
+#[test]
+fn a_link_run_page_shows_the_link_as_applied() {
+    root();
+    let dir = scratch("link");
+    let run = dir.join("run");
+    let out = nesquic()
+        .args(["run", "--size", "2MB", "--link", "veth", "--rate", "200mbit", "--out"])
+        .arg(&run)
+        .arg("--html")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let seen = load(&run.join("report.html"));
+    seen.plot("goodput-over-time");
+    let html = std::fs::read_to_string(run.join("report.html")).expect("page");
+    assert!(html.contains("<h2 id=\"link-as-applied\">"), "no link section");
+    // Every mechanism the run recorded, as the page names it.
+    for m in summary(&run)["link"]["mechanisms"].as_array().expect("mechanisms") {
+        let text = m.as_str().expect("text").replace('<', "&lt;").replace('>', "&gt;");
+        assert!(html.contains(&text), "{text}");
+    }
 }
 
 #[test]
