@@ -60,7 +60,7 @@ pub fn compare_page(input: &CompareInput) -> Result<String, HtmlError> {
         let mut column = Page::new(label);
         crate::run::summary(&mut column, &run.record);
         crate::run::repetitions(&mut column, &run.record, &format!("{label}-"))?;
-        for (side, shares) in crate::profile::components(&run.record) {
+        for (side, shares) in crate::profile::components(&run.record).into_iter().filter(|(_, s)| !s.is_empty()) {
             column.raw(&crate::profile::component_bars(&format!("{label}-components-{side}"), &side, &shares)?);
         }
         page.raw(&column.body());
@@ -68,7 +68,7 @@ pub fn compare_page(input: &CompareInput) -> Result<String, HtmlError> {
     }
     page.raw("</div>\n");
 
-    for (role, head) in &input.head.stacks {
+    for (role, head) in input.head.stacks.iter().filter(|(_, s)| !s.is_empty()) {
         let Some((_, base)) = input.base.stacks.iter().find(|(r, _)| r == role) else { continue };
         page.h2(&format!("Differential flame graph: {role}"));
         page.note("The head run's stacks; red frames take a larger share than in base, blue a smaller one (base scaled to head's sample count).");

@@ -54,13 +54,14 @@ pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
     }
     page.h2("Where the CPU goes (--probe profile)");
     page.note("CPU-clock samples of each side's user and kernel stacks, classified into components by the catalog's rules; summed over repetitions.");
-    for (side, s) in &shares {
+    for (side, s) in shares.iter().filter(|(_, s)| !s.is_empty()) {
         page.raw(&component_bars(&format!("components-{side}"), side, s)?);
     }
     for side in shares.keys() {
         cost(page, r, side)?;
     }
-    for (role, stacks) in &input.stacks {
+    // A side the sampler never caught running has no graph to draw.
+    for (role, stacks) in input.stacks.iter().filter(|(_, s)| !s.is_empty()) {
         page.h3(&format!("Flame graph: {role}"));
         page.note("Click a frame to zoom, Ctrl-F to search; the width of a frame is its share of the samples.");
         page.raw(&crate::flame::flame_graph(
@@ -82,7 +83,7 @@ fn cost(page: &mut Page, r: &RunRecord, side: &str) -> Result<(), HtmlError> {
         .filter(|x| x.role == side)
         .filter_map(|x| x.cost.as_ref())
         .collect();
-    let Some(first) = costs.first() else { return Ok(()) };
+    let Some(first) = costs.first().filter(|c| !c.components.is_empty()) else { return Ok(()) };
     let mut per: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
     for c in &costs {
         for comp in &c.components {

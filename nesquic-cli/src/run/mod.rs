@@ -54,11 +54,11 @@ pub struct RunArgs {
     pub json: Option<PathBuf>,
     /// Also write one self-contained HTML page of the run (plots, flame graphs with --probe
     /// profile; no network needed to view it) to FILE, default RUN_DIR/report.html.
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    #[arg(long, value_name = "FILE", num_args = 0..=1, conflicts_with = "overhead")]
     pub html: Option<Option<PathBuf>>,
     /// Also write a Markdown summary (for a pull-request comment) to FILE, default
     /// RUN_DIR/summary.md.
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    #[arg(long, value_name = "FILE", num_args = 0..=1, conflicts_with = "overhead")]
     pub markdown: Option<Option<PathBuf>>,
     /// Run directory for server.sqlog, client.sqlog and summary.json; must not hold files yet.
     /// Default: ./nesquic-runs/UTCTIME-LUT/.
