@@ -186,6 +186,8 @@ fn a_run_page_has_every_plot_and_flame_graphs_with_every_sample() {
             flame["frames"].as_u64().expect("frames") > 1 && flame["width"].as_f64().expect("width") > 500.0,
             "{flame}"
         );
+        // A click zooms (and logs nothing: `load` fails on any console message).
+        assert_eq!(flame["zoomed"], true, "{flame}");
     }
     // `report RUN --html` draws the same page from the same files.
     let again = base.join("again.html");

@@ -32,9 +32,14 @@
       document.querySelectorAll("figure.flame iframe").forEach(function (i) {
         var d = i.contentDocument;
         var frames = d && d.getElementById("frames");
+        // Click the widest frame below the root: the graph zooms (its reset button shows).
+        var frame = frames && frames.querySelectorAll("g")[1];
+        if (frame) frame.dispatchEvent(new MouseEvent("click", { bubbles: true, view: i.contentWindow }));
+        var unzoom = d && d.getElementById("unzoom");
         out.flames.push({ name: i.parentNode.dataset.flame,
                           total: frames ? +frames.getAttribute("total_samples") : -1,
                           frames: frames ? frames.querySelectorAll("g").length : 0,
+                          zoomed: !!unzoom && !unzoom.classList.contains("hide"),
                           width: frames ? frames.getBoundingClientRect().width : 0 });
       });
       var pre = document.createElement("pre");

@@ -75,7 +75,12 @@ fn embed(id: &str, svg: &[u8]) -> Result<String, HtmlError> {
         .and_then(|(_, rest)| rest.split('"').next())
         .and_then(|h| h.parse::<u32>().ok())
         .unwrap_or(600);
-    let doc = format!("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{{margin:0}} svg{{width:100%}}</style></head><body>{svg}</body></html>");
+    // Inferno keeps the zoom in the URL (`?x=..&y=..`); a frame's document (about:srcdoc) may not
+    // change its URL, so that step is left out rather than failing on every click.
+    let doc = format!(
+        "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><style>body{{margin:0}} svg{{width:100%}}</style>\
+         <script>history.replaceState = function () {{}};</script></head><body>{svg}</body></html>"
+    );
     Ok(format!(
         "<figure class=\"flame\" data-flame=\"{}\">\n<iframe title=\"{}\" height=\"{}\" srcdoc=\"{}\"></iframe>\n</figure>\n",
         escape(id),
