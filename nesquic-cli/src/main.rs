@@ -55,7 +55,8 @@ enum Command {
     Probes(ProbesArgs),
     /// Run any command under the eBPF probes and report what they measured.
     Trace(trace::TraceArgs),
-    /// Print what a run recorded, from its qlog traces (run directory or .sqlog file).
+    /// Print what a run recorded, from its qlog traces (run directory or .sqlog file), or draw
+    /// it as one self-contained HTML page (--html).
     Report(report::ReportArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
     Matrix(matrix::MatrixArgs),

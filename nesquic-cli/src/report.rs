@@ -1,5 +1,6 @@
 //! `nesquic report PATH`: print what a run recorded, from its qlog traces (a run directory or one
-//! `.sqlog` file). Every file is validated strictly; problems name the file and record.
+//! `.sqlog` file). Every file is validated strictly; problems name the file and record. With
+//! `--html`, the whole run directory is drawn as one page instead (`nesquic-html`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
