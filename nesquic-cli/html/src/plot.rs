@@ -28,6 +28,8 @@ pub fn colour(i: usize) -> RGBColor {
 const SIZE: (u32, u32) = (600, 320);
 const FONT: (&str, u32) = ("sans-serif", 13);
 const CAPTION: (&str, u32) = ("sans-serif", 16);
+/// How far a plot with a legend extends its y axis above the data, so the legend hides none.
+const LEGEND_ROOM: f64 = 1.35;
 
 /// A named line.
 pub struct Series {
@@ -114,6 +116,7 @@ pub fn lines(
     let points: usize = series.iter().map(|s| s.points.len()).sum();
     let (x0, x1) = span(series.iter().flat_map(|s| s.points.iter().map(|p| p.0)), !log_x);
     let (_, y1) = span(series.iter().flat_map(|s| s.points.iter().map(|p| p.1)), true);
+    let y1 = y1 * LEGEND_ROOM;
     figure(id, points, SIZE, |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
         let mut builder = ChartBuilder::on(root);
@@ -150,11 +153,18 @@ pub fn lines(
     })
 }
 
-/// A rectangle with margins in pixels.
-fn rect<C>(corners: [C; 2], style: ShapeStyle, margin: (u32, u32, u32, u32)) -> Rectangle<C> {
-    let mut r = Rectangle::new(corners, style);
-    r.set_margin(margin.0, margin.1, margin.2, margin.3);
-    r
+/// Category `i` of `n` sits at `i`; the axis spans half a category either side.
+fn categories(n: usize) -> std::ops::Range<f64> {
+    -0.5..n.max(1) as f64 - 0.5
+}
+
+/// The label of the category at `x`; blank for a tick between categories.
+fn category_label(labels: &[String], x: f64) -> String {
+    let i = x.round();
+    if (x - i).abs() > 1e-6 || i < 0.0 {
+        return String::new();
+    }
+    labels.get(i as usize).cloned().unwrap_or_default()
 }
 
 /// Horizontal bars, one per category, with whiskers where an interval is given.
@@ -162,24 +172,21 @@ pub fn hbars(id: &str, title: &str, x_desc: &str, bars: &[Bar]) -> Result<String
     let n = bars.len();
     let (_, x1) = span(bars.iter().map(|b| b.interval.map_or(b.value, |i| i.1.max(b.value))), true);
     let height = 80 + 26 * n.max(1) as u32;
+    let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     figure(id, n, (SIZE.0, height), |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
-        let label = |y: &SegmentValue<usize>| match y {
-            SegmentValue::CenterOf(i) => bars.get(*i).map(|b| b.label.clone()).unwrap_or_default(),
-            _ => String::new(),
-        };
         let mut chart = ChartBuilder::on(root)
             .caption(title, CAPTION)
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(200)
-            .build_cartesian_2d(0f64..x1, (0..n.max(1)).into_segmented())
+            .build_cartesian_2d(0f64..x1, categories(n))
             .map_err(|x| e(&x))?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_labels(n.max(1))
-            .y_label_formatter(&label)
+            .y_label_formatter(&|y| category_label(&labels, *y))
             .label_style(FONT)
             .light_line_style(WHITE)
             .disable_y_mesh()
@@ -187,24 +194,14 @@ pub fn hbars(id: &str, title: &str, x_desc: &str, bars: &[Bar]) -> Result<String
             .map_err(|x| e(&x))?;
         chart
             .draw_series(bars.iter().enumerate().map(|(i, b)| {
-                rect(
-                    [(0.0, SegmentValue::Exact(i)), (b.value, SegmentValue::Exact(i + 1))],
-                    colour(0).filled(),
-                    (4, 4, 0, 0),
-                )
+                let y = i as f64;
+                Rectangle::new([(0.0, y - 0.35), (b.value, y + 0.35)], colour(0).filled())
             }))
             .map_err(|x| e(&x))?;
         chart
             .draw_series(bars.iter().enumerate().filter_map(|(i, b)| {
                 let (lo, hi) = b.interval?;
-                Some(ErrorBar::new_horizontal(
-                    SegmentValue::CenterOf(i),
-                    lo,
-                    b.value,
-                    hi,
-                    colour(3).stroke_width(2),
-                    10,
-                ))
+                Some(ErrorBar::new_horizontal(i as f64, lo, b.value, hi, colour(3).stroke_width(2), 10))
             }))
             .map_err(|x| e(&x))?;
         Ok(())
@@ -240,49 +237,38 @@ fn grouped_inner(
 ) -> Result<String, HtmlError> {
     let points = series.iter().flat_map(|(_, v)| v.iter().flatten()).count();
     let (_, y1) = span(series.iter().flat_map(|(_, v)| v.iter().flatten().copied()), true);
+    // Room above the bars for the legend.
+    let y1 = if legend { y1 * LEGEND_ROOM } else { y1 };
     let n = groups.len().max(1);
     let width = (SIZE.0).max(120 + 70 * n as u32);
     figure(id, points, (width, SIZE.1), |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
-        let label = |x: &SegmentValue<usize>| match x {
-            SegmentValue::CenterOf(i) => groups.get(*i).cloned().unwrap_or_default(),
-            _ => String::new(),
-        };
         let mut chart = ChartBuilder::on(root)
             .caption(title, CAPTION)
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(60)
-            .build_cartesian_2d((0..n).into_segmented(), 0f64..y1)
+            .build_cartesian_2d(categories(n), 0f64..y1)
             .map_err(|x| e(&x))?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
             .y_desc(y_desc)
             .x_labels(n)
-            .x_label_formatter(&label)
+            .x_label_formatter(&|x| category_label(groups, *x))
             .label_style(FONT)
             .light_line_style(WHITE)
             .disable_x_mesh()
             .draw()
             .map_err(|x| e(&x))?;
-        // Each series takes its slice of a group's width, in pixels.
-        let x_px = |i: usize| chart.backend_coord(&(SegmentValue::Exact(i), 0.0)).0;
-        let group_px = u32::try_from(x_px(1) - x_px(0)).unwrap_or(1).max(1);
-        let k = series.len().max(1) as u32;
-        let bar_px = (group_px * 8 / 10 / k).max(1);
+        // The series share 80% of a category's width, side by side.
+        let w = 0.8 / series.len().max(1) as f64;
         for (j, (name, values)) in series.iter().enumerate() {
             let c = colour(j);
-            let left = group_px / 10 + j as u32 * bar_px;
-            let right = group_px.saturating_sub(left + bar_px);
             let drawn = chart
                 .draw_series(values.iter().enumerate().filter_map(|(i, v)| {
-                    let v = (*v)?;
-                    Some(rect(
-                        [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), v)],
-                        c.filled(),
-                        (0, 0, left, right),
-                    ))
+                    let x = i as f64 - 0.4 + j as f64 * w;
+                    Some(Rectangle::new([(x, 0.0), (x + w * 0.95, (*v)?)], c.filled()))
                 }))
                 .map_err(|x| e(&x))?;
             if legend {

@@ -99,7 +99,7 @@ fn cost(page: &mut Page, r: &RunRecord, side: &str) -> Result<(), HtmlError> {
     bars.sort_by(|a, b| b.value.total_cmp(&a.value));
     let total = nesquic_record::stats::median(&costs.iter().map(|c| c.ns_per_datagram).collect::<Vec<_>>());
     let title = format!("{side}: CPU ns per datagram {} ({} ns in all)", first.direction, num(total, 0));
-    page.raw(&plot::hbars(&format!("cost-{side}"), &title, "ns per datagram (median over repetitions)", &bars)?);
-    page.note(&format!("{side}: datagrams counted by {}.", first.datagram_source));
+    let axis = format!("ns per datagram (median over repetitions; datagrams: {})", first.datagram_source);
+    page.raw(&plot::hbars(&format!("cost-{side}"), &title, &axis, &bars)?);
     Ok(())
 }
