@@ -74,6 +74,17 @@ fn figure(
     Ok(format!("<figure class=\"plot\" data-plot=\"{}\" data-points=\"{points}\">\n{svg}\n</figure>\n", escape(id)))
 }
 
+/// A chart with a caption, margins, and label areas (`y_area` pixels for the y labels).
+fn chart_builder<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, plotters::coord::Shift>,
+    title: &str,
+    y_area: u32,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut builder = ChartBuilder::on(root);
+    builder.caption(title, CAPTION).margin(10).x_label_area_size(40).y_label_area_size(y_area);
+    builder
+}
+
 /// The series' names in a box at the upper right.
 fn draw_legend<'a, DB: DrawingBackend + 'a, CT: plotters::coord::CoordTranslate>(
     chart: &mut ChartContext<'a, DB, CT>,
@@ -119,8 +130,7 @@ pub fn lines(
     let y1 = y1 * LEGEND_ROOM;
     figure(id, points, SIZE, |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
-        let mut builder = ChartBuilder::on(root);
-        builder.caption(title, CAPTION).margin(10).x_label_area_size(40).y_label_area_size(60);
+        let mut builder = chart_builder(root, title, 60);
         macro_rules! draw {
             ($chart:expr) => {{
                 let mut chart = $chart;
@@ -175,13 +185,8 @@ pub fn hbars(id: &str, title: &str, x_desc: &str, bars: &[Bar]) -> Result<String
     let labels: Vec<String> = bars.iter().map(|b| b.label.clone()).collect();
     figure(id, n, (SIZE.0, height), |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, CAPTION)
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(200)
-            .build_cartesian_2d(0f64..x1, categories(n))
-            .map_err(|x| e(&x))?;
+        let mut chart =
+            chart_builder(root, title, 200).build_cartesian_2d(0f64..x1, categories(n)).map_err(|x| e(&x))?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
@@ -243,13 +248,8 @@ fn grouped_inner(
     let width = (SIZE.0).max(120 + 70 * n as u32);
     figure(id, points, (width, SIZE.1), |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, CAPTION)
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(categories(n), 0f64..y1)
-            .map_err(|x| e(&x))?;
+        let mut chart =
+            chart_builder(root, title, 60).build_cartesian_2d(categories(n), 0f64..y1).map_err(|x| e(&x))?;
         chart
             .configure_mesh()
             .x_desc(x_desc)
@@ -291,13 +291,8 @@ pub fn dots(id: &str, title: &str, y_desc: &str, values: &[f64]) -> Result<Strin
     let median = nesquic_record::stats::median(values);
     figure(id, n, (360, SIZE.1), |root| {
         let e = |e: &dyn std::fmt::Display| e.to_string();
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, CAPTION)
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0.5f64..n as f64 + 0.5, 0f64..y1)
-            .map_err(|x| e(&x))?;
+        let mut chart =
+            chart_builder(root, title, 60).build_cartesian_2d(0.5f64..n as f64 + 0.5, 0f64..y1).map_err(|x| e(&x))?;
         chart
             .configure_mesh()
             .x_desc("repetition")
