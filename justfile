@@ -13,12 +13,16 @@ setup:
 
 # Build every binary (nesquic and the LUT executables), release profile. The msquic adapter is
 # its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest,
-# as does the quic-go LUT (a Go program; skipped with a warning where Go is missing or too old).
+# as does the quic-go LUT (a Go program; skipped with a warning where Go is missing or too old),
+# the aioquic LUT (a Python venv from PyPI) and the ngtcp2 LUT (C against Debian's packages), each
+# skipped with a warning where its toolchain or packages are missing.
 build: setup
     cargo build --release --workspace --bins
     cargo build --release -p nesquic-agent
     cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
     ./lut-adapters/quic-go/build.sh
+    ./lut-adapters/aioquic/build.sh
+    ./lut-adapters/ngtcp2/build.sh
 
 # The main job: `just run` = nesquic run --lut quinn; extra arguments go to `nesquic run`.
 run *ARGS: build
@@ -32,6 +36,8 @@ lint:
     cargo clippy --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}" --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --release --workspace --no-deps --quiet
     ./lut-adapters/quic-go/build.sh --lint
+    ./lut-adapters/aioquic/build.sh --lint
+    ./lut-adapters/ngtcp2/build.sh --lint
 
 # Everything CI runs: lint, then every test (real sockets, real processes; eBPF tests need root),
 # then the eBPF + link subset again on Debian 12's kernel in QEMU (test-kernels).
@@ -93,3 +99,8 @@ test-kernels: build
 # -> docs/img/report-*.png
 screenshots: build
     ./scripts/screenshots.sh
+
+# The CI gate's false alarms and sensitivity: 20 A/A `nesquic ab` jobs of quinn (defaults, and
+# with rules on CPU and goodput), +3% syscalls injected, GSO off; results into docs/ci.md.
+bench-gate JOBS="20": build
+    ./scripts/bench-gate.sh {{JOBS}}

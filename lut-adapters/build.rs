@@ -1,5 +1,6 @@
 //! Records the versions of the QUIC libraries this build links, read from the workspace's
-//! Cargo.lock (and the quic-go adapter's go.mod), so runs report what was really measured
+//! Cargo.lock (and the quic-go adapter's go.mod, the aioquic adapter's requirements.txt, the
+//! system's ngtcp2 through pkg-config), so runs report what was really measured
 //! instead of a hand-kept string.
 
 use std::path::PathBuf;
@@ -28,6 +29,25 @@ fn main() {
     let go_mod = std::fs::read_to_string(&go_mod).unwrap_or_default();
     let quic_go = go_required_version(&go_mod, "github.com/quic-go/quic-go").unwrap_or_else(|| "unknown".into());
     println!("cargo:rustc-env=NESQUIC_QUIC_GO_VERSION={quic_go}");
+    scripted_stack_versions(&manifest);
+}
+
+/// aioquic: the version lut-adapters/aioquic/requirements.txt pins. ngtcp2: the Debian package's
+/// (pkg-config), or a word saying it is missing: the adapter is then skipped by `just build`.
+fn scripted_stack_versions(manifest: &std::path::Path) {
+    let requirements = manifest.join("aioquic/requirements.txt");
+    println!("cargo:rerun-if-changed={}", requirements.display());
+    let text = std::fs::read_to_string(&requirements).unwrap_or_default();
+    let aioquic = text.lines().find_map(|l| l.trim().strip_prefix("aioquic==")).unwrap_or("unknown");
+    println!("cargo:rustc-env=NESQUIC_AIOQUIC_VERSION={aioquic}");
+    let ngtcp2 = std::process::Command::new("pkg-config")
+        .args(["--modversion", "libngtcp2"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "not installed".into());
+    println!("cargo:rustc-env=NESQUIC_NGTCP2_VERSION={ngtcp2}");
 }
 
 /// The version a go.mod requires of `module` (`require module vX.Y.Z`, alone or in a block).

@@ -34,6 +34,8 @@ table() { # title, matrix arguments...
         --lut quinn,msquic,quiche --size 1GB --repeat 3 --probe io --json bench/luts-1GB.json
     table "Testcases, quinn (the only LUT that runs them all; others run bulk)" \
         --lut quinn --testcase bulk,multi-conn,handshakes,multi-stream --repeat 5 --probe io --json bench/luts-testcases.json
+    table "Stacks in other languages (aioquic: Python; ngtcp2: C) against quinn, 25 MB" \
+        --lut quinn,ngtcp2,aioquic --size 25MB --repeat 5 --probe io --json bench/luts-scripted.json
     table "Crypto per packet, timed uprobes, calibrated probe cost subtracted (docs/probes.md)" \
         --lut quinn,msquic,quiche --size 25MB --repeat 3 --probe crypto:time --json bench/luts-crypto.json
 } > "$out"

@@ -33,6 +33,11 @@ compgen -G '/usr/lib/*/libnuma.a' >/dev/null || [ -e /usr/lib/libnuma.a ] || nee
 dpkg -s libc6-dbg >/dev/null 2>&1 || need_apt+=(libc6-dbg)
 # The HTML report is tested in a real browser (nesquic-cli/tests/html.rs), headless.
 command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
+# The aioquic LUT: a venv of PyPI wheels (python3 -m venv needs Debian's python3-venv); the ngtcp2
+# LUT: ngtcp2 and GnuTLS from Debian (lut-adapters/ngtcp2/build.sh).
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+pkg-config --exists libngtcp2_crypto_gnutls 2>/dev/null || need_apt+=(libngtcp2-dev libngtcp2-crypto-gnutls-dev)
+pkg-config --exists gnutls 2>/dev/null || need_apt+=(libgnutls28-dev)
 
 if [ "$kernels" -eq 1 ]; then
     command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)

@@ -167,6 +167,12 @@ pub trait Lut: Send + Sync {
         false
     }
 
+    /// How to rebuild the adapter against a checkout of the library (`--lut-path`); `None`: it
+    /// cannot be.
+    fn source_build(&self) -> Option<&'static SourceBuild> {
+        None
+    }
+
     /// Executable file name, found next to the `nesquic` binary.
     fn executable_name(&self) -> String {
         format!("nesquic-lut-{}", self.name())
@@ -347,6 +353,28 @@ const CIPHER_ALL: LutOption = LutOption {
     io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
 };
 
+/// How an adapter in `lut-adapters/quic-bins` is rebuilt against a checkout of its library
+/// (`--lut-path`): the library's crates are patched in over the registry's.
+#[derive(Debug)]
+pub struct SourceBuild {
+    /// The library's crates that can be patched in (a checkout holds them as directories of
+    /// these names); the first is the one whose version is reported.
+    pub crates: &'static [&'static str],
+    /// The adapter's `main`, under `lut-adapters/quic-bins/`.
+    pub adapter_source: &'static str,
+    /// The adapter's dependencies besides `nesquic-lut-bins` (Cargo.toml lines).
+    pub dependencies: &'static str,
+}
+
+/// quinn: its three crates, the quinn adapter.
+static QUINN_SOURCE_BUILD: SourceBuild = SourceBuild {
+    crates: &["quinn", "quinn-proto", "quinn-udp"],
+    adapter_source: "src/bin/quinn.rs",
+    dependencies: "quinn = { version = \"*\", features = [\"qlog\"] }\n\
+        tokio = { version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }\n\
+        anyhow = \"1\"\nclap = { version = \"4.5\", features = [\"derive\", \"env\"] }\nlibc = \"0.2\"\n",
+};
+
 /// One `--lut-opt` setting a LUT understands.
 #[derive(Debug, Clone, Copy)]
 pub struct LutOption {
@@ -367,6 +395,9 @@ pub struct QuinnLut;
 impl Lut for QuinnLut {
     fn name(&self) -> &'static str {
         "quinn"
+    }
+    fn source_build(&self) -> Option<&'static SourceBuild> {
+        Some(&QUINN_SOURCE_BUILD)
     }
     fn options(&self) -> &'static [LutOption] {
         &[
@@ -509,6 +540,9 @@ pub fn all_luts() -> Vec<Box<dyn Lut>> {
         Box::new(MsquicLut),
         Box::new(crate::quic_go::QuicGoLut),
         Box::new(crate::tcp_tls::TcpTlsLut),
+        // Scripted and C stacks (lut-adapters/aioquic, lut-adapters/ngtcp2).
+        Box::new(crate::aioquic::AioquicLut),
+        Box::new(crate::ngtcp2::Ngtcp2Lut),
     ]
 }
 

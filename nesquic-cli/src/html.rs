@@ -3,8 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
+use anyhow::{anyhow, Context, Result};
 use nesquic_html::RunInput;
+use nesquic_protocol::Role;
+use nesquic_record::events::Event;
 use nesquic_record::qlog::reader;
 use nesquic_record::RunRecord;
 
@@ -20,22 +22,31 @@ pub fn run_dir(path: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// Loads everything one run's page shows: summary.json, both traces, the folded stacks.
+/// Loads everything one run's page shows: summary.json, both traces' typed events (checked
+/// against their types), the folded stacks.
 pub fn load_run(path: &Path) -> Result<RunInput> {
     let dir = run_dir(path)?;
     let record = RunRecord::load(&dir.join("summary.json"))?;
-    let mut traces = Vec::new();
-    for name in ["server.sqlog", "client.sqlog"] {
-        let file = dir.join(name);
-        if file.exists() {
-            traces.push(reader::read(&file)?);
+    let (mut started, mut snapshots) = (None, Vec::new());
+    for role in [Role::Server, Role::Client] {
+        let file = dir.join(format!("{role}.sqlog"));
+        if !file.exists() {
+            continue;
+        }
+        let events = reader::read(&file)?.nesquic_events().map_err(|p| anyhow!("{}: {p}", file.display()))?;
+        for event in events {
+            match event {
+                Event::RunStarted(s) if started.is_none() => started = Some(*s),
+                Event::MetricsUpdated(m) => snapshots.push((role, *m)),
+                _ => {}
+            }
         }
     }
     let mut stacks = Vec::new();
     for file in &record.profile_stacks {
         stacks.push((file.role, nesquic_record::stacks::read(&dir, file)?));
     }
-    Ok(RunInput { name: dir.display().to_string(), record, traces, stacks })
+    Ok(RunInput { name: dir.display().to_string(), record, started, snapshots, stacks })
 }
 
 /// Writes a page (or Markdown) to `path`, saying where.

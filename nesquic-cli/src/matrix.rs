@@ -11,6 +11,7 @@ use clap::Parser;
 use nesquic_lut_adapters::IoMode;
 use nesquic_record::figures::VersusReference;
 use nesquic_record::io::IoFigures;
+use nesquic_record::packet_cost::{PacketCostFigures, SideCost};
 use serde::Serialize;
 
 use crate::run::{self, RepetitionFigures, RunArgs, Summary};
@@ -122,6 +123,9 @@ struct Row {
     /// Against the baseline row of the same testcase and buffers.
     #[serde(skip_serializing_if = "Option::is_none")]
     versus: Option<VersusReference>,
+    /// CPU ns per datagram by component (`--probe profile`, with a datagram count).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    packet_cost: Option<PacketCostFigures>,
     run_dirs: Vec<PathBuf>,
 }
 
@@ -290,6 +294,7 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
         summary,
         figures: IoFigures::of(&reps, size),
         versus: None,
+        packet_cost: PacketCostFigures::of(&reps),
         run_dirs,
     })
 }
@@ -387,25 +392,8 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
         .collect();
     println!();
     println!("{} round(s), medians over rounds; testcase: name connections x streams x bytes per stream", args.repeat);
-    if args.markdown {
-        println!("| {} |", header.join(" | "));
-        println!("|{}|", header.iter().map(|_| "---").collect::<Vec<_>>().join("|"));
-        for l in &lines {
-            println!("| {} |", l.join(" | "));
-        }
-    } else {
-        let widths: Vec<usize> = (0..header.len())
-            .map(|i| lines.iter().map(|l| l[i].len()).chain([header[i].len()]).max().unwrap_or(0))
-            .collect();
-        let fmt = |cells: Vec<String>| -> String {
-            let line = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ");
-            line.trim_end().to_string()
-        };
-        println!("{}", fmt(header.iter().map(|s| s.to_string()).collect()));
-        for l in lines {
-            println!("{}", fmt(l));
-        }
-    }
+    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    print_lines(&header, &lines, args.markdown);
     let sources: Vec<&str> = rows.iter().filter_map(|r| r.figures.syscall_source).collect();
     if sources.is_empty() {
         println!("syscall columns need --probe io (or a LUT on Nesquic I/O, which counts its own)");
@@ -417,7 +405,73 @@ fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
             .unwrap_or_default();
         println!("syscall columns: the I/O probes (--probe-backend {by})");
     }
+    print_packet_cost(rows, args.markdown);
     for s in skipped {
         println!("skipped: {s}");
+    }
+}
+
+/// The cross-LUT cost per packet: one line per configuration and side, one column per component
+/// (those with the largest cost anywhere first).
+fn print_packet_cost(rows: &[Row], markdown: bool) {
+    let sides: Vec<(&Row, &str, &SideCost)> = rows
+        .iter()
+        .filter_map(|r| r.packet_cost.as_ref().map(|c| (r, c)))
+        .flat_map(|(r, c)| [("server", &c.server), ("client", &c.client)].map(|(n, s)| (r, n, s)))
+        .filter_map(|(r, n, s)| s.as_ref().map(|s| (r, n, s)))
+        .collect();
+    if sides.is_empty() {
+        return;
+    }
+    let mut components: Vec<(&str, f64)> = Vec::new();
+    for (_, _, s) in &sides {
+        for (name, ns) in &s.components {
+            match components.iter_mut().find(|(n, _)| n == name) {
+                Some((_, max)) => *max = max.max(*ns),
+                None => components.push((name, *ns)),
+            }
+        }
+    }
+    components.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut header = vec!["LUT".to_string(), "io".into(), "testcase".into(), "side".into(), "ns/datagram".into()];
+    header.extend(components.iter().map(|(n, _)| n.to_string()));
+    let lines: Vec<Vec<String>> = sides
+        .iter()
+        .map(|(r, side, s)| {
+            let mut l = vec![
+                format!("{} {}", r.lut, r.version),
+                r.io.to_string(),
+                r.testcase.name.clone(),
+                format!("{side} ({})", s.direction),
+                format!("{:.0}", s.ns_per_datagram),
+            ];
+            l.extend(components.iter().map(|(n, _)| s.components.get(*n).map_or("-".into(), |v| format!("{v:.0}"))));
+            l
+        })
+        .collect();
+    println!();
+    println!("CPU ns per datagram by component (sampling profile x CPU time / datagrams; medians over rounds)");
+    print_lines(&header, &lines, markdown);
+}
+
+fn print_lines(header: &[String], lines: &[Vec<String>], markdown: bool) {
+    if markdown {
+        println!("| {} |", header.join(" | "));
+        println!("|{}|", header.iter().map(|_| "---").collect::<Vec<_>>().join("|"));
+        for l in lines {
+            println!("| {} |", l.join(" | "));
+        }
+        return;
+    }
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| lines.iter().map(|l| l[i].len()).chain([header[i].len()]).max().unwrap_or(0))
+        .collect();
+    let fmt = |cells: &[String]| -> String {
+        let line = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ");
+        line.trim_end().to_string()
+    };
+    println!("{}", fmt(header));
+    for l in lines {
+        println!("{}", fmt(l));
     }
 }

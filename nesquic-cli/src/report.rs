@@ -47,6 +47,8 @@ fn sqlog_files(path: &Path) -> Result<Vec<PathBuf>> {
         .with_context(|| format!("read {}", path.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "sqlog"))
+        // The library's own qlog files (`--lut-qlog`) are merged into the traces; they are not ours.
+        .filter(|p| !p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("lut-")))
         .collect();
     files.sort();
     if files.is_empty() {
@@ -56,55 +58,45 @@ fn sqlog_files(path: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn print_trace(file: &Path, trace: &QlogTrace) -> Result<()> {
-    let started = trace.named("nesquic:run_started").next();
+    let invalid = |problem: String| anyhow::anyhow!("{}: {problem}", file.display());
+    let started = trace.run_started().map_err(invalid)?;
     let summary = trace
-        .named("nesquic:run_summary")
-        .next()
+        .run_summary()
+        .map_err(invalid)?
         .with_context(|| format!("{} has no nesquic:run_summary event: the run did not finish", file.display()))?;
-    let data = &summary["data"];
-    let lut = started.map(|s| &s["data"]["lut"]);
+    let (name, version) = started.as_ref().map_or(("?", "?"), |s| (s.lut.name.as_str(), s.lut.version.as_str()));
     println!(
-        "{} — {} {} ({}), {} repetition(s) of {} bytes, payload verified: {}",
+        "{} — {name} {version} ({}), {} repetition(s) of {} bytes, payload verified: {}",
         trace.vantage(),
-        lut.and_then(|l| l["name"].as_str()).unwrap_or("?"),
-        lut.and_then(|l| l["version"].as_str()).unwrap_or("?"),
         file.display(),
-        data["repetitions"],
-        data["size_bytes"],
-        data["payload_verified"]
+        summary.repetitions,
+        summary.size_bytes,
+        summary.payload_verified
     );
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
-    for (label, key, digits) in [
-        ("goodput (Mbit/s)", "goodput_mbps", 1),
-        ("transfer (s)", "transfer_s", 3),
-        ("handshake (ms)", "handshake_ms", 2),
-        ("CPU (s)", "cpu_s", 3),
-        ("CPU (%)", "cpu_pct", 1),
+    for (label, v, digits) in [
+        ("goodput (Mbit/s)", &summary.goodput_mbps, 1),
+        ("transfer (s)", &summary.transfer_s, 3),
+        ("handshake (ms)", &summary.handshake_ms, 2),
+        ("CPU (s)", &summary.cpu_s, 3),
+        ("CPU (%)", &summary.cpu_pct, 1),
     ] {
-        let v = &data[key];
-        let f = |k: &str| v[k].as_f64().with_context(|| format!("{}: run_summary.{key}.{k} missing", file.display()));
-        println!("{label:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", f("median")?, f("min")?, f("max")?);
+        println!("{label:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", v.median, v.min, v.max);
     }
     // Testcase runs record their scenario and, with several connections or streams, its figures.
-    if let Ok(w) = serde_json::from_value::<nesquic_testcases::Workload>(data["testcase"]["workload"].clone()) {
-        println!("testcase {}: {}", data["testcase"]["name"].as_str().unwrap_or("?"), w.describe());
-        if let Ok(summary) = serde_json::from_value::<crate::run::WorkloadSummary>(data["workload"].clone()) {
-            for (label, s, digits) in summary.rows(w.connections) {
-                println!("{label:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", s.median, s.min, s.max);
-            }
+    let testcase = summary.testcase_or_bulk();
+    println!("testcase {}: {}", testcase.name, testcase.workload.describe());
+    if let Some(w) = &summary.workload {
+        for (label, s, digits) in w.rows(testcase.workload.connections) {
+            println!("{label:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", s.median, s.min, s.max);
         }
     }
     let snapshots = trace.named("nesquic:metrics_updated").count();
     println!("{snapshots} metrics snapshots in the trace");
-    if let Some(probes) = data.get("probes").filter(|p| !p.is_null()) {
-        let metrics: nesquic_ebpf::Metrics = serde_json::from_value(probes.clone())
-            .with_context(|| format!("{}: probes figures malformed", file.display()))?;
-        let cpu: f64 = data["per_repetition"]
-            .as_array()
-            .map(|reps| reps.iter().filter_map(|r| r["cpu_s"].as_f64()).sum())
-            .unwrap_or(0.0);
+    if let Some(metrics) = &summary.probes {
+        let cpu: f64 = summary.per_repetition.iter().map(|r| r.cpu_s).sum();
         let role = trace.vantage().to_string();
-        crate::probes::print_summary(&metrics, &BTreeMap::from([(role, cpu)]), "totals over all repetitions");
+        crate::probes::print_summary(metrics, &BTreeMap::from([(role, cpu)]), "totals over all repetitions");
     }
     println!();
     Ok(())

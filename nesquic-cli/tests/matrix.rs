@@ -118,3 +118,45 @@ fn tcp_tls_is_the_reference_row_and_ratios_come_from_the_medians() {
     assert!((f(&quinn, "goodput_ratio") - goodput(&quinn) / goodput(&tcp)).abs() < 1e-9, "{quinn}");
     assert!((f(&quinn, "cpu_per_byte_ratio") - cpu(&quinn) / cpu(&tcp)).abs() < 1e-9, "{quinn}");
 }
+
+/// `--probe profile,io`: one table of CPU ns per datagram by component across LUTs, from each
+/// run's measured cost (per-packet figures times datagrams give back the CPU time).
+#[test]
+fn cost_per_packet_by_component_is_one_table_across_luts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let args = ["--lut", "quinn,msquic", "--size", "20MB", "--repeat", "1", "--probe", "profile,io"];
+    let (stdout, rows) = matrix(&dir, &args);
+    assert!(stdout.contains("CPU ns per datagram by component"), "{stdout}");
+    for r in &rows {
+        let run_dir = r["run_dirs"][0].as_str().expect("dir");
+        let summary: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(std::path::Path::new(run_dir).join("summary.json")).expect("summary"),
+        )
+        .expect("json");
+        for (side, cpu_field) in [("server", "server"), ("client", "client")] {
+            let cost = &r["packet_cost"][side];
+            let total = cost["ns_per_datagram"].as_f64().unwrap_or_else(|| panic!("{side}: {r}"));
+            let components = cost["components"].as_object().expect("components");
+            // Where every stack must spend: sealing/opening, sending/receiving, the connection.
+            for name in ["crypto", "packet_io", "connection"] {
+                assert!(components.get(name).and_then(|v| v.as_f64()).is_some_and(|v| v > 0.0), "{side} {name}: {r}");
+            }
+            let sum: f64 = components.values().filter_map(|v| v.as_f64()).sum();
+            assert!((sum - total).abs() <= 1e-6 * total, "{side}: components {sum} vs total {total}");
+            // The figure is the run's own: ns per datagram x datagrams = the side's CPU time.
+            let role = summary["repetitions"][0]["profile"]["roles"]
+                .as_array()
+                .expect("roles")
+                .iter()
+                .find(|x| x["role"] == side)
+                .expect("role")
+                .clone();
+            let datagrams = role["cost"]["datagrams"].as_f64().expect("datagrams");
+            let cpu_s = summary["repetitions"][0][cpu_field]["cpu_total_s"].as_f64().expect("cpu");
+            assert!(
+                (total * datagrams / 1e9 - cpu_s).abs() <= 1e-6 * cpu_s,
+                "{side}: {total} x {datagrams} vs {cpu_s}"
+            );
+        }
+    }
+}

@@ -73,6 +73,11 @@ fn run_writes_loadable_qlog_matching_the_summary() {
             .collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "times not monotone: {times:?}");
 
+        // Every Nesquic event reads back as its type (docs/qlog.md is tested against the types).
+        let typed = nesquic_record::qlog::reader::read(&path).expect("strict reader").nesquic_events().expect("typed");
+        let nesquic_records = names.iter().filter(|n| n.starts_with("nesquic:")).count();
+        assert_eq!(typed.len(), nesquic_records, "every nesquic: event is one of the typed events");
+
         let trace = strict_events(&bytes);
         let started = trace.iter().find(|e| e["name"] == "nesquic:run_started").expect("run_started");
         let d = &started["data"];
@@ -180,5 +185,52 @@ fn lut_qlog_is_merged_on_one_clock() {
         // Still loadable by the qlog crate.
         let reader = qlog::reader::QlogSeqReader::with_file(&path).expect("header");
         assert_eq!(reader.count(), events.len());
+    }
+    // `nesquic report` reads the run's traces, not the library's raw files beside them.
+    let report = nesquic().arg("report").arg(&dir).output().expect("report");
+    assert!(report.status.success(), "{}", stderr(&report));
+}
+
+/// `--qlog-compat qvis`: what qvis's sequence diagram and congestion graph read (its
+/// QlogLoaderV2 and TextSequenceJSONToQlog): a draft-02 header with a numeric reference time,
+/// `transport:packet_sent`/`packet_received` with a packet number, `recovery:metrics_updated` with
+/// a congestion window, and no other event whose name ends in `:metrics_updated`.
+#[test]
+fn qvis_copy_has_draft_02_packets_and_congestion_and_no_lookalikes() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("run");
+    let refused = nesquic().args(["run", "--size", "1MB", "--qlog-compat", "qvis", "--out"]).arg(&dir).output();
+    let refused = refused.expect("run");
+    assert!(!refused.status.success() && stderr(&refused).contains("add --lut-qlog"), "{}", stderr(&refused));
+
+    let args = ["run", "--size", "2MB", "--lut-qlog", "--qlog-compat", "qvis", "--out"];
+    let out = nesquic().args(args).arg(&dir).output().expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    for role in ["server", "client"] {
+        let bytes = std::fs::read(dir.join("qvis").join(format!("{role}.sqlog"))).expect("qvis copy");
+        let head = String::from_utf8_lossy(&bytes[..1024.min(bytes.len())]).to_string();
+        assert!(head.contains("\"qlog_version\":\"0.3\"") && head.contains("\"qlog_format\":\"JSON-SEQ\""), "{head}");
+        let header: Value = serde_json::from_slice(bytes.split(|b| *b == 0x1e).nth(1).expect("header")).expect("json");
+        let common = &header["trace"]["common_fields"];
+        assert_eq!(common["time_format"], "relative");
+        assert!(common["reference_time"].as_f64().is_some_and(|t| t > 1.7e12), "{common}");
+
+        let events = strict_events(&bytes);
+        let named = |n: &'static str| events.iter().filter(move |e| e["name"] == n);
+        let (sent, received) = (named("transport:packet_sent").count(), named("transport:packet_received").count());
+        assert!(sent > 10 && received > 10, "{role}: {sent} packets sent, {received} received");
+        assert!(named("transport:packet_sent").all(|e| e["data"]["header"]["packet_number"].is_u64()));
+        let cwnd = named("recovery:metrics_updated").filter(|e| e["data"]["congestion_window"].is_u64()).count();
+        assert!(cwnd > 0, "{role}: no congestion window");
+        let lookalikes: Vec<&str> = events
+            .iter()
+            .filter_map(|e| e["name"].as_str())
+            .filter(|n| n.ends_with(":metrics_updated") && *n != "recovery:metrics_updated")
+            .collect();
+        assert!(lookalikes.is_empty(), "{lookalikes:?}");
+        assert!(named("nesquic:probe_totals").count() >= 1);
+        assert!(events.iter().all(|e| !e["name"].as_str().unwrap_or("quic:").starts_with("quic:")));
+        let times: Vec<f64> = events.iter().map(|e| e["time"].as_f64().expect("time")).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{role}: not sorted by time");
     }
 }

@@ -1,23 +1,60 @@
 //! The object files a LUT executes: the executable and the shared libraries it loads. Resolved
 //! before the process runs (probes attach before `exec`), from the dynamic loader's own answer.
+//! A `#!` script stands for its interpreter (what the kernel really runs, under the same pid),
+//! and objects the program will `dlopen` later (Python extension modules, plugins) are named
+//! next to it in `<executable>.dlopen`, one path per line, by whoever built it: the loader
+//! cannot know them in advance, and kernel uprobes attach to a file before it is mapped.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::EbpfError;
 
-/// `binary` followed by the shared libraries the loader would map for it (vdso excluded).
+/// The program the kernel runs for `binary` (`binary` itself, or a `#!` script's interpreter),
+/// followed by the shared libraries the loader would map for it (vdso excluded), then the
+/// objects listed in `<binary>.dlopen`.
 pub fn objects_of(binary: &Path) -> Result<Vec<PathBuf>, EbpfError> {
-    let binary =
-        binary.canonicalize().map_err(|source| EbpfError::Io { what: format!("find {}", binary.display()), source })?;
-    let mut out = vec![binary.clone()];
+    let canonical =
+        |p: &Path| p.canonicalize().map_err(|source| EbpfError::Io { what: format!("find {}", p.display()), source });
+    let binary = canonical(binary)?;
+    let program = match interpreter_of(&binary) {
+        Some(interpreter) => canonical(&interpreter)?,
+        None => binary.clone(),
+    };
+    let mut out = vec![program.clone()];
     // `ldd` asks the dynamic loader (it does not run the program); statically linked or
     // non-ELF files just yield no libraries.
-    if let Ok(o) = Command::new("ldd").arg(&binary).output() {
+    if let Ok(o) = Command::new("ldd").arg(&program).output() {
         out.extend(parse_ldd(&String::from_utf8_lossy(&o.stdout)));
     }
-    out.dedup();
+    for later in loaded_later(&binary)? {
+        out.push(canonical(&later)?);
+    }
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|p| seen.insert(p.clone()));
     Ok(out)
+}
+
+/// A `#!` script's interpreter (the line's first word); `None` for anything else.
+pub fn interpreter_of(path: &Path) -> Option<PathBuf> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(path).and_then(|mut f| f.read(&mut head)).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = &line[..line.iter().position(|&b| b == b'\n').unwrap_or(line.len())];
+    let word = String::from_utf8_lossy(line).split_whitespace().next()?.to_string();
+    Some(PathBuf::from(word))
+}
+
+/// The objects `<binary>.dlopen` names (none without that file).
+fn loaded_later(binary: &Path) -> Result<Vec<PathBuf>, EbpfError> {
+    let mut list = binary.as_os_str().to_owned();
+    list.push(".dlopen");
+    match std::fs::read_to_string(&list) {
+        Ok(text) => Ok(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from).collect()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(source) => Err(EbpfError::Io { what: format!("read {}", Path::new(&list).display()), source }),
+    }
 }
 
 fn parse_ldd(text: &str) -> Vec<PathBuf> {
@@ -33,11 +70,14 @@ fn parse_ldd(text: &str) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Whether `path` is an ELF executable run by the dynamic loader (it has a `PT_INTERP`): only
-/// then can `LD_PRELOAD` bring the user-space probe agent into it. Unreadable or non-ELF: false.
+/// Whether `path` (or a script's interpreter) is an ELF executable run by the dynamic loader (it
+/// has a `PT_INTERP`): only then can `LD_PRELOAD` bring the user-space probe agent into it.
+/// Unreadable or non-ELF: false.
 pub fn is_dynamic(path: &Path) -> bool {
     use object::read::elf::{FileHeader, ProgramHeader};
-    let Ok(data) = std::fs::read(path) else { return false };
+    // A script: the kernel runs its interpreter, which is what the agent would be loaded into.
+    let path = interpreter_of(path).unwrap_or_else(|| path.to_path_buf());
+    let Ok(data) = std::fs::read(&path) else { return false };
     let Ok(header) = object::elf::FileHeader64::<object::Endianness>::parse(&*data) else { return false };
     let Ok(endian) = header.endian() else { return false };
     let Ok(segments) = header.program_headers(endian, &*data) else { return false };
@@ -57,6 +97,27 @@ pub fn is_go(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_script_stands_for_its_interpreter_and_its_dlopen_list_is_added() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let script = dir.path().join("lut");
+        std::fs::write(&script, "#!/bin/sh -e\nexit 0\n").expect("write");
+        let shell = Path::new("/bin/sh").canonicalize().expect("/bin/sh");
+        assert_eq!(interpreter_of(&script), Some(PathBuf::from("/bin/sh")));
+        assert!(is_dynamic(&script), "/bin/sh is dynamically linked");
+        // Any file stands for a plugin here: objects_of only finds the files.
+        let plugin = dir.path().join("plugin.so");
+        std::fs::write(&plugin, "").expect("write");
+        std::fs::write(dir.path().join("lut.dlopen"), format!("{}\n", plugin.display())).expect("write");
+        let objects = objects_of(&script).expect("objects");
+        assert_eq!(objects[0], shell);
+        assert!(objects.len() > 2, "sh's libraries: {objects:?}");
+        assert_eq!(objects.last(), Some(&plugin.canonicalize().expect("plugin")));
+        std::fs::write(dir.path().join("lut.dlopen"), "/nonexistent/lib.so\n").expect("write");
+        let err = objects_of(&script).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/lib.so"), "{err}");
+    }
 
     #[test]
     fn ldd_output_is_parsed() {

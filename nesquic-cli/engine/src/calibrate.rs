@@ -10,15 +10,16 @@
 //! and its spread.
 
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{channel, RecvTimeoutError};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::channel;
+use std::time::Duration;
 
 use nesquic_ebpf::sites::SiteKind;
 use nesquic_ebpf::Metrics;
 
 use crate::error::StepExt;
+use crate::lifecycle::{start, Launch, ProbeTracker, Supervisor};
 use crate::plan::ProbePlan;
-use crate::process::{LutProcess, ProcessEvent, Role};
+use crate::process::Role;
 use crate::EngineError;
 
 pub use nesquic_record::calibration::{Calibration, KindCalibration};
@@ -114,7 +115,6 @@ fn measure() -> Result<Calibration> {
             per_kind[i].1.push(measured);
             per_kind[i].2.push(r.self_ns);
         }
-        session.reset()?;
     }
     drop(session);
     let kinds = FUNCTIONS
@@ -138,37 +138,22 @@ fn measure() -> Result<Calibration> {
 
 /// One workload run with the timing probes on; returns what they measured.
 fn probed_run(session: &mut nesquic_ebpf::ProbeSession, workload: &Path, out: &Path) -> Result<Metrics> {
-    let (tx, rx) = channel();
     let args: Vec<std::ffi::OsString> =
         vec!["--calibrate".into(), ITERATIONS.to_string().into(), CALLS.to_string().into(), out.into()];
-    let mut process = LutProcess::spawn_inheriting_output(Role::Process, workload, &args, &[], tx)?;
-    // Invariant: a pid from fork is positive.
-    let pid = u32::try_from(process.pid).unwrap_or_default();
-    session.track(pid, Role::Process.index())?;
-    process.release()?;
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let exit = loop {
-        if Instant::now() >= deadline {
-            process.kill();
-            return Err(EngineError::msg("the calibration workload did not finish within a minute"));
-        }
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok(ProcessEvent::Exited(_, exit)) => {
-                process.mark_reaped();
-                break exit;
-            }
-            Ok(_) | Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => {
-                return Err(EngineError::msg("lost contact with the calibration workload"))
-            }
-        }
-    };
-    let metrics = session.snapshot(&[Role::Process.slot()])?;
-    session.untrack_all()?;
+    // Nothing interrupts a calibration but the workload's own minute: it is killed on drop.
+    let never = std::sync::atomic::AtomicBool::new(false);
+    let (tx, rx) = channel();
+    let mut watch = Supervisor::new(rx, Duration::from_secs(60), &never, "the calibration workload");
+    let mut tracker = ProbeTracker::new(Some(session), None, None);
+    let launch = Launch { role: Role::Process, binary: workload, args: &args, netns: None, inherit_output: true };
+    let mut process = start(&launch, tx, &mut tracker)?;
+    let exit = watch.until_exit(&mut process, &mut tracker)?;
     if !exit.success() {
         return Err(EngineError::msg(format!("calibration workload ended with {}", exit.describe())));
     }
-    Ok(metrics)
+    let probed = tracker.collect(true, &[Role::Process])?;
+    // Invariant: the tracker has a kernel session, so a successful run has metrics.
+    probed.metrics.ok_or_else(|| EngineError::msg("the calibration probes measured nothing"))
 }
 
 /// One calibration function's figures from the workload's own clock.

@@ -27,19 +27,17 @@ pub struct CustomBuild {
     pub revision: String,
 }
 
-/// Crates of a quinn checkout that can be patched in (directory name = crate name).
-const QUINN_CRATES: &[&str] = &["quinn", "quinn-proto", "quinn-udp"];
-
 /// Builds `lut`'s adapter against the library at `path`.
 pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
-    if lut.name() != "quinn" {
+    let Some(recipe) = lut.source_build() else {
         return Err(EngineError::msg(format!(
             "--lut-path builds Rust LUTs from source; {} is not one (use --lut exec for other stacks)",
             lut.name()
         )));
-    }
+    };
+    let name = lut.name();
     let source = path.canonicalize().with_step(|| format!("--lut-path {}: no such directory", path.display()))?;
-    let patches = find_crates(&source)?;
+    let patches = find_crates(&source, recipe.crates)?;
     let version = crate_version(&patches[0].1.join("Cargo.toml"))?;
     let revision = git_revision(&source);
     let bins = Path::new(BINS_DIR).canonicalize().step(
@@ -48,28 +46,29 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
     // Invariant: BINS_DIR is lut-adapters/quic-bins under the repository, two levels down.
     let repo = bins.ancestors().nth(2).unwrap_or(&bins).to_path_buf();
     let key = format!("{:016x}", fnv1a(source.to_string_lossy().as_bytes()));
-    let dir = repo.join("target").join("lut-builds").join(format!("quinn-{key}"));
+    let dir = repo.join("target").join("lut-builds").join(format!("{name}-{key}"));
     std::fs::create_dir_all(dir.join("src")).with_step(|| format!("create {}", dir.display()))?;
 
+    let executable = lut.executable_name();
     let mut manifest = format!(
-        "[package]\nname = \"nesquic-lut-quinn-custom\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
-         [[bin]]\nname = \"nesquic-lut-quinn\"\npath = \"src/main.rs\"\n\n[dependencies]\n\
-         nesquic-lut-bins = {{ path = {bins:?}, default-features = false }}\nquinn = {{ version = \"*\", features = [\"qlog\"] }}\n\
-         tokio = {{ version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }}\n\
-         anyhow = \"1\"\nclap = {{ version = \"4.5\", features = [\"derive\", \"env\"] }}\nlibc = \"0.2\"\n\n\
-         [profile.release]\ndebug = \"line-tables-only\"\n\n[workspace]\n\n[patch.crates-io]\n"
+        "[package]\nname = \"{executable}-custom\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
+         [[bin]]\nname = \"{executable}\"\npath = \"src/main.rs\"\n\n[dependencies]\n\
+         nesquic-lut-bins = {{ path = {bins:?}, default-features = false }}\n{}\n\
+         [profile.release]\ndebug = \"line-tables-only\"\n\n[workspace]\n\n[patch.crates-io]\n",
+        recipe.dependencies
     );
     for (name, dir) in &patches {
         manifest.push_str(&format!("{name} = {{ path = {:?} }}\n", dir));
     }
     write_if_changed(&dir.join("Cargo.toml"), &manifest)?;
-    let main = std::fs::read_to_string(bins.join("src/bin/quinn.rs")).step("read the quinn adapter source")?;
+    let main = std::fs::read_to_string(bins.join(recipe.adapter_source))
+        .with_step(|| format!("read the {name} adapter source"))?;
     write_if_changed(&dir.join("src/main.rs"), &main)?;
     if !dir.join("Cargo.lock").exists() {
         // Start from Nesquic's lock so only the patched crates move (and it works offline).
         std::fs::copy(repo.join("Cargo.lock"), dir.join("Cargo.lock")).step("copy Cargo.lock")?;
     }
-    eprintln!("nesquic: building the quinn adapter against {} ({version}, {revision}) ...", source.display());
+    eprintln!("nesquic: building the {name} adapter against {} ({version}, {revision}) ...", source.display());
     let target = repo.join("target").join("lut-builds").join("target");
     let status = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(["build", "--release", "--quiet", "--manifest-path"])
@@ -79,35 +78,37 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
         .step("run cargo (is Rust installed?)")?;
     if !status.success() {
         return Err(EngineError::msg(format!(
-            "building the quinn adapter against {} failed (cargo output above)",
+            "building the {name} adapter against {} failed (cargo output above)",
             source.display()
         )));
     }
-    let binary = dir.join("nesquic-lut-quinn");
-    std::fs::copy(target.join("release/nesquic-lut-quinn"), &binary).step("copy the built adapter")?;
+    let binary = dir.join(&executable);
+    std::fs::copy(target.join("release").join(&executable), &binary).step("copy the built adapter")?;
     Ok(CustomBuild { inner: lut, binary, version, source, revision })
 }
 
-/// (crate name, directory) for every quinn crate found at `source`: a single crate directory
-/// (e.g. unpacked from the registry) or a workspace checkout with one directory per crate.
-fn find_crates(source: &Path) -> Result<Vec<(String, PathBuf)>> {
+/// (crate name, directory) for every one of `crates` found at `source`: a single crate directory
+/// (e.g. unpacked from the registry) or a workspace checkout with one directory per crate. The
+/// first of `crates` must be there; it comes first.
+fn find_crates(source: &Path, crates: &[&str]) -> Result<Vec<(String, PathBuf)>> {
     let mut found = Vec::new();
     if let Ok(name) = crate_name(&source.join("Cargo.toml")) {
-        if QUINN_CRATES.contains(&name.as_str()) {
+        if crates.contains(&name.as_str()) {
             found.push((name, source.to_path_buf()));
         }
     }
-    for name in QUINN_CRATES {
+    for name in crates {
         let dir = source.join(name);
         if crate_name(&dir.join("Cargo.toml")).is_ok_and(|n| n == *name) {
             found.push((name.to_string(), dir));
         }
     }
-    // The quinn crate first: its version is the one reported.
-    found.sort_by_key(|(n, _)| n != "quinn");
-    if found.first().map(|(n, _)| n.as_str()) != Some("quinn") {
+    // The main crate first: its version is the one reported.
+    let main = crates.first().copied().unwrap_or_default();
+    found.sort_by_key(|(n, _)| n != main);
+    if found.first().map(|(n, _)| n.as_str()) != Some(main) {
         return Err(EngineError::msg(format!(
-            "{} holds no quinn crate (expected a Cargo.toml of package quinn, or a quinn/ directory)",
+            "{} holds no {main} crate (expected a Cargo.toml of package {main}, or a {main}/ directory)",
             source.display()
         )));
     }

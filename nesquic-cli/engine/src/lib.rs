@@ -1,8 +1,9 @@
-//! Nesquic's engine: what happens to LUT processes during a run. Today it owns the process
-//! lifecycle (`process`: spawned held at a gate so probes know the pid before the LUT runs,
-//! watched by reader threads, reaped with `wait4` for the kernel's CPU accounting, always killed
-//! when the run ends early). Repetitions, duty cycles, overhead rounds and calibration still live
-//! in the CLI crate and move here next (docs/architecture.md).
+//! Nesquic's engine: what happens to LUT processes during a run. It owns the process lifecycle
+//! (`process`: spawned held at a gate so probes know the pid before the LUT runs, watched by
+//! reader threads, reaped with `wait4` for the kernel's CPU accounting, always killed when the
+//! run ends early), the one probed lifecycle run, trace and calibrate share (`lifecycle`), a
+//! repetition's two processes (`repetition`) measured (`measure`), whole runs (`run`: `RunPlan`
+//! in, `RunRecord` out), duty cycles, overhead rounds, calibration and custom LUT builds.
 //!
 //! Must not know command-line flags, rendering, or which LUT it runs: it starts executables with
 //! arguments and reports what they said and what they cost.
@@ -13,6 +14,7 @@ pub mod custom_build;
 pub mod duty;
 mod error;
 pub mod figures;
+pub mod lifecycle;
 pub mod measure;
 pub mod overhead;
 pub mod plan;

@@ -5,78 +5,51 @@
 use std::time::{Duration, Instant};
 
 use nesquic_protocol::role::{Role, LUT_ROLES};
+use nesquic_record::events::{Event, IoConfigured, IoLayerCounters, MetricsUpdated};
 use nesquic_record::figures::RepetitionFigures;
-use nesquic_record::recorder::{snapshot_event, Recorder};
+use nesquic_record::recorder::{process_cpu_s, Recorder};
 use nesquic_record::workload::WorkloadFigures;
-use serde_json::json;
 
-use crate::error::StepExt;
 use crate::figures::repetition_figures;
-use crate::repetition::{run_repetition, ProcessObserver, RepetitionSpec};
+use crate::lifecycle::{ProbeTracker, Probed, ProcessObserver};
+use crate::repetition::{run_repetition, RepetitionSpec};
 use crate::{Cause, EngineError};
 
 /// Runs one repetition, with probes if a session is given (left clean for the next one) and
 /// qlog snapshots if a recorder is given.
 pub fn measure(
     spec: &RepetitionSpec<'_>,
-    mut session: Option<&mut nesquic_ebpf::ProbeSession>,
+    session: Option<&mut nesquic_ebpf::ProbeSession>,
     user: Option<&mut crate::backend::UserProbes>,
     recorder: Option<&mut Recorder>,
     repetition: u32,
 ) -> Result<RepetitionFigures, EngineError> {
     let now = Instant::now();
     let mut observer = RunObserver {
-        session: session.as_deref_mut(),
-        user,
+        probes: ProbeTracker::new(session, user, spec.duty),
         recorder,
-        pids: Vec::new(),
         started: now,
         last: now,
         repetition,
         io_settings: Vec::new(),
         io_layer_counters: Vec::new(),
-        maps: nesquic_ebpf::profile::MapsCache::default(),
-        duty: spec.duty.map(crate::duty::DutyCycle::new),
     };
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
     let io_layer_counters = std::mem::take(&mut observer.io_layer_counters);
-    let pids = observer.pids.clone();
-    let duty_fraction = observer.duty.as_mut().and_then(|d| d.finish());
-    let kernel_metrics = match (&outcome, observer.session.as_deref()) {
-        (Ok(_), Some(session)) => {
-            let mut m = session.snapshot(&LUT_ROLES.map(Role::slot))?;
-            if let Some(fraction) = duty_fraction {
-                m.apply_duty(fraction);
-            }
-            Some(m)
-        }
-        _ => None,
-    };
-    let probes = match (&outcome, observer.user.as_deref()) {
-        (Ok(_), Some(user)) => Some(user.merge_into(kernel_metrics)),
-        _ => kernel_metrics,
-    };
-    let agents = observer.user.as_deref_mut().map(|u| u.finish_repetition()).unwrap_or_default();
-    if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.session.as_deref_mut()) {
+    let pids = observer.probes.pids.clone();
+    if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.probes.session.as_deref_mut())
+    {
         recorder.datagram_events(&session.drain_datagram_events())?;
     }
+    let Probed { metrics: probes, agents, profile } = observer.probes.collect(outcome.is_ok(), &LUT_ROLES)?;
     if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
         for role in LUT_ROLES {
             let progress = (role == Role::Client).then_some(o.client_result.bytes);
-            let event = snapshot_event(role, repetition, now, None, progress, probes.as_ref(), true);
-            recorder.trace(role).event("nesquic:metrics_updated", &event)?;
+            let elapsed_ms = now.elapsed().as_secs_f64() * 1e3;
+            let event = MetricsUpdated::of(role, repetition, elapsed_ms, None, progress, probes.as_ref(), true);
+            recorder.trace(role).event(&Event::MetricsUpdated(Box::new(event)))?;
         }
-    }
-    let maps = std::mem::take(&mut observer.maps.maps);
-    let mut profile = None;
-    if let Some(session) = session {
-        if outcome.is_ok() && session.is_profiling() {
-            profile = Some(crate::plan::build_profile(session, &maps, &LUT_ROLES.map(Role::slot))?);
-        }
-        session.untrack_all()?;
-        session.reset()?;
-        session.reset_profile()?;
     }
     let outcome = outcome?;
     let mut figures = repetition_figures(&outcome);
@@ -105,41 +78,25 @@ pub fn measure(
     Ok(figures)
 }
 
-/// Registers each LUT process with the probes while it is held before `exec`, and writes
-/// periodic qlog snapshots while the transfer runs.
+/// Follows the LUT processes with the probes ([`ProbeTracker`]), and writes what they report
+/// and periodic qlog snapshots while the transfer runs.
 struct RunObserver<'a> {
-    session: Option<&'a mut nesquic_ebpf::ProbeSession>,
-    user: Option<&'a mut crate::backend::UserProbes>,
+    probes: ProbeTracker<'a>,
     recorder: Option<&'a mut Recorder>,
-    pids: Vec<(Role, i32)>,
     started: Instant,
     last: Instant,
     repetition: u32,
     io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
     io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
-    duty: Option<crate::duty::DutyCycle>,
-    /// Memory maps of the LUT processes, for symbolising profile samples after they exit.
-    maps: nesquic_ebpf::profile::MapsCache,
 }
 
 impl ProcessObserver for RunObserver<'_> {
     fn environment(&mut self, role: Role) -> Result<Vec<(String, std::ffi::OsString)>, Cause> {
-        match self.user.as_deref_mut() {
-            Some(user) => Ok(user.environment(role)?),
-            None => Ok(Vec::new()),
-        }
+        self.probes.environment(role)
     }
 
     fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause> {
-        self.pids.push((role, pid));
-        let Some(session) = self.session.as_deref_mut() else { return Ok(()) };
-        // Invariant: a pid from fork is positive.
-        let pid = u32::try_from(pid).unwrap_or_default();
-        session.track(pid, role.index()).with_step(|| format!("attach probes to the {role} (pid {pid})"))?;
-        if let Some(duty) = self.duty.as_mut() {
-            duty.begin(Instant::now());
-        }
-        Ok(())
+        self.probes.spawned(role, pid)
     }
 
     fn lut_event(&mut self, role: Role, event: &nesquic_lut_adapters::report::LutEvent) -> Result<(), Cause> {
@@ -147,15 +104,16 @@ impl ProcessObserver for RunObserver<'_> {
         match event {
             LutEvent::Io(settings) => {
                 if let Some(recorder) = self.recorder.as_deref_mut() {
-                    let data = json!({"repetition": self.repetition, "settings": settings});
-                    recorder.trace(role).event("nesquic:io_configured", &data)?;
+                    let data = IoConfigured { repetition: self.repetition, settings: settings.clone() };
+                    recorder.trace(role).event(&Event::IoConfigured(data))?;
                 }
                 self.io_settings.push((role, settings.clone()));
             }
             LutEvent::IoCounters(counters) => {
                 if let Some(recorder) = self.recorder.as_deref_mut() {
-                    let data = json!({"repetition": self.repetition, "send": counters.send, "recv": counters.recv});
-                    recorder.trace(role).event("nesquic:io_layer_counters", &data)?;
+                    let data =
+                        IoLayerCounters { repetition: self.repetition, send: counters.send, recv: counters.recv };
+                    recorder.trace(role).event(&Event::IoLayerCounters(data))?;
                 }
                 self.io_layer_counters.push((role, *counters));
             }
@@ -165,22 +123,17 @@ impl ProcessObserver for RunObserver<'_> {
     }
 
     fn next_tick(&self) -> Option<Duration> {
-        self.duty.as_ref().map(|d| d.next_toggle())
+        self.probes.next_tick()
     }
 
     fn tick(&mut self, progress_bytes: u64) -> Result<(), Cause> {
-        if let (Some(duty), Some(session)) = (self.duty.as_mut(), self.session.as_deref_mut()) {
-            duty.tick(session).step("duty-cycle the function probes")?;
-        }
-        if self.session.as_deref().is_some_and(|s| s.is_profiling()) {
-            self.maps.refresh(self.pids.iter().filter_map(|&(_, pid)| u32::try_from(pid).ok()));
-        }
+        self.probes.tick(progress_bytes)?;
         let Some(recorder) = self.recorder.as_deref_mut() else { return Ok(()) };
         if self.last.elapsed() < recorder.interval {
             return Ok(());
         }
         self.last = Instant::now();
-        let kernel = match self.session.as_deref_mut() {
+        let kernel = match self.probes.session.as_deref_mut() {
             Some(s) => {
                 recorder.datagram_events(&s.drain_datagram_events())?;
                 Some(s.snapshot(&LUT_ROLES.map(Role::slot))?)
@@ -188,15 +141,15 @@ impl ProcessObserver for RunObserver<'_> {
             None => None,
         };
         // The agents' counters are shared memory: read live, no syscall in the LUT.
-        let metrics = match self.user.as_deref() {
+        let metrics = match self.probes.user.as_deref() {
             Some(user) => Some(user.merge_into(kernel)),
             None => kernel,
         };
-        for &(role, pid) in &self.pids {
+        for &(role, pid) in &self.probes.pids {
             let progress = (role == Role::Client).then_some(progress_bytes);
-            let event =
-                snapshot_event(role, self.repetition, self.started, Some(pid), progress, metrics.as_ref(), false);
-            recorder.trace(role).event("nesquic:metrics_updated", &event)?;
+            let (elapsed_ms, cpu_s) = (self.started.elapsed().as_secs_f64() * 1e3, process_cpu_s(pid));
+            let event = MetricsUpdated::of(role, self.repetition, elapsed_ms, cpu_s, progress, metrics.as_ref(), false);
+            recorder.trace(role).event(&Event::MetricsUpdated(Box::new(event)))?;
         }
         Ok(())
     }

@@ -264,6 +264,11 @@ impl LutProcess {
         self.stdout_done.load(std::sync::atomic::Ordering::Acquire)
     }
 
+    /// Whether it exited and was reaped.
+    pub fn is_reaped(&self) -> bool {
+        self.reaped
+    }
+
     /// Marks the process as reaped (its pid may be reused from now on: never signal it again).
     pub fn mark_reaped(&mut self) {
         self.reaped = true;

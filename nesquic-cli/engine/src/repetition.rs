@@ -2,8 +2,8 @@
 //! collect both exits. Any failure kills what still runs.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
+use std::sync::atomic::AtomicBool;
+use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -12,41 +12,12 @@ use nesquic_lut_adapters::report::{ClientResult, LutEvent};
 use nesquic_lut_adapters::tls::CertFiles;
 use nesquic_lut_adapters::{IoMode, Lut};
 
-use crate::error::Cause;
-use crate::process::{Exit, LutProcess, ProcessEvent, Role};
+pub use crate::lifecycle::ProcessObserver;
+use crate::lifecycle::{start, Launch, Supervisor, POLL};
+use crate::process::{Exit, LutProcess, Role};
 use crate::EngineError;
 
 type Result<T, E = EngineError> = std::result::Result<T, E>;
-
-/// Told about each LUT process before it runs (so probes can register its pid) and after it
-/// was reaped.
-pub trait ProcessObserver {
-    /// Variables to add to the environment of the process about to start in `role` (the
-    /// user-space probe agent's); none by default.
-    fn environment(&mut self, _role: Role) -> Result<Vec<(String, std::ffi::OsString)>, Cause> {
-        Ok(Vec::new())
-    }
-
-    /// `pid` is forked and held before `exec`.
-    fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause>;
-
-    /// Called at least every 50 ms while the transfer runs, with the client's verified bytes so
-    /// far (for periodic snapshots).
-    fn tick(&mut self, _progress_bytes: u64) -> Result<(), Cause> {
-        Ok(())
-    }
-
-    /// Every report line a LUT process printed.
-    fn lut_event(&mut self, _role: Role, _event: &LutEvent) -> Result<(), Cause> {
-        Ok(())
-    }
-
-    /// When the observer next needs a `tick` (duty-cycled probes toggle on time); `None`: the
-    /// default 50 ms is fine.
-    fn next_tick(&self) -> Option<Duration> {
-        None
-    }
-}
 
 /// Everything one repetition needs.
 pub struct RepetitionSpec<'a> {
@@ -92,7 +63,6 @@ pub struct RepetitionOutcome {
     pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
 }
 
-const POLL: Duration = Duration::from_millis(50);
 /// How long the client's result line may trail its exit.
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// How long the server may take to exit after the client finished.
@@ -101,7 +71,7 @@ const SERVER_GRACE: Duration = Duration::from_secs(10);
 /// Runs one repetition.
 pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObserver) -> Result<RepetitionOutcome> {
     let (tx, rx) = channel();
-    let deadline = Instant::now() + spec.timeout;
+    let mut watch = Supervisor::new(rx, spec.timeout, spec.interrupted, "the LUT processes");
     let server_args = spec.lut.server_args(&ServerSpec {
         listen: match spec.topology {
             Some(t) => std::net::SocketAddr::new(t.server.ip, 0),
@@ -113,23 +83,8 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         qlog: lut_qlog_path(spec, Role::Server).as_deref(),
         options: spec.options,
     });
-    let server_ns = spec.topology.map(|t| t.server.netns_path());
-    let server_env = observer.environment(Role::Server)?;
-    let mut server =
-        LutProcess::spawn_in(Role::Server, spec.binary, &server_args, &server_env, tx.clone(), server_ns.as_deref())?;
-    observer.spawned(Role::Server, server.pid)?;
-    server.release()?;
+    let mut server = start(&spec.launch(Role::Server, &server_args), tx.clone(), observer)?;
 
-    let mut watch = Watch {
-        rx,
-        deadline,
-        interrupted: spec.interrupted,
-        server_exit: None,
-        client_exit: None,
-        done: None,
-        lut_qlogs: Vec::new(),
-        poll: POLL,
-    };
     let addr = loop {
         let event = watch.next(&mut [&mut server])?;
         if let Some((role, e)) = &event {
@@ -137,8 +92,13 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         }
         match event {
             Some((Role::Server, LutEvent::Listening { addr })) => break addr,
-            _ if watch.server_exit.is_some() => {
-                return Err(EngineError::msg(crashed("server", &server, watch.server_exit, "before it listened")))
+            _ if watch.exit(Role::Server).is_some() => {
+                return Err(EngineError::msg(crashed(
+                    "server",
+                    &server,
+                    watch.exit(Role::Server),
+                    "before it listened",
+                )))
             }
             _ => {}
         }
@@ -152,18 +112,13 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         qlog: lut_qlog_path(spec, Role::Client).as_deref(),
         options: spec.options,
     });
-    let client_ns = spec.topology.map(|t| t.client.netns_path());
-    let client_env = observer.environment(Role::Client)?;
-    let mut client =
-        LutProcess::spawn_in(Role::Client, spec.binary, &client_args, &client_env, tx, client_ns.as_deref())?;
-    observer.spawned(Role::Client, client.pid)?;
-    client.release()?;
+    let mut client = start(&spec.launch(Role::Client, &client_args), tx, observer)?;
     let started = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     let mut client_exited_at: Option<Instant> = None;
     let mut progress = 0;
 
-    while watch.client_exit.is_none() || watch.server_exit.is_none() || watch.done.is_none() {
+    while watch.exit(Role::Client).is_none() || watch.exit(Role::Server).is_none() || watch.done.is_none() {
         watch.poll = observer.next_tick().map_or(POLL, |t| t.clamp(Duration::from_millis(1), POLL));
         let event = watch.next(&mut [&mut server, &mut client])?;
         if let Some((_, LutEvent::Done(result))) = &event {
@@ -182,7 +137,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
                 bar.set_position(bytes);
             }
         }
-        if let Some(exit) = watch.client_exit {
+        if let Some(exit) = watch.exit(Role::Client) {
             // The result line travels through a reader thread and may trail the exit a little.
             let output_late = exit.success() && watch.done.is_none();
             let waited_enough = client_exited_at.get_or_insert_with(Instant::now).elapsed() > OUTPUT_GRACE;
@@ -194,7 +149,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             // The server should follow promptly once the client has closed the connection.
             watch.deadline = watch.deadline.min(Instant::now() + SERVER_GRACE);
         }
-        if let Some(exit) = watch.server_exit {
+        if let Some(exit) = watch.exit(Role::Server) {
             if !exit.success() {
                 client.kill();
                 return Err(EngineError::msg(crashed("server", &server, Some(exit), "during the transfer")));
@@ -219,77 +174,26 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     }
     Ok(RepetitionOutcome {
         // Invariant: the loop above only ends with a successful client exit after Done.
-        client_result: watch.done.ok_or_else(|| EngineError::msg("client reported no result"))?,
-        server: watch.server_exit.ok_or_else(|| EngineError::msg("server exit missing"))?,
-        client: watch.client_exit.ok_or_else(|| EngineError::msg("client exit missing"))?,
+        client_result: watch.done.take().ok_or_else(|| EngineError::msg("client reported no result"))?,
+        server: watch.exit(Role::Server).ok_or_else(|| EngineError::msg("server exit missing"))?,
+        client: watch.exit(Role::Client).ok_or_else(|| EngineError::msg("client exit missing"))?,
         lut_qlogs: watch.lut_qlogs,
     })
 }
 
+impl RepetitionSpec<'_> {
+    /// How `role` starts: this LUT's executable, in its host's namespace with `--link`.
+    fn launch<'s>(&'s self, role: Role, args: &'s [std::ffi::OsString]) -> Launch<'s> {
+        let netns = self.topology.map(|t| match role {
+            Role::Server => t.server.netns_path(),
+            _ => t.client.netns_path(),
+        });
+        Launch { role, binary: self.binary, args, netns, inherit_output: false }
+    }
+}
+
 fn lut_qlog_path(spec: &RepetitionSpec<'_>, role: Role) -> Option<std::path::PathBuf> {
     spec.lut_qlog.map(|(dir, rep)| dir.join(format!("lut-{role}-{rep}.sqlog")))
-}
-
-/// Collects events and enforces the deadline and interruption for a set of processes.
-struct Watch<'a> {
-    rx: Receiver<ProcessEvent>,
-    deadline: Instant,
-    interrupted: &'a AtomicBool,
-    server_exit: Option<Exit>,
-    client_exit: Option<Exit>,
-    done: Option<ClientResult>,
-    lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
-    /// Longest wait for an event.
-    poll: Duration,
-}
-
-impl Watch<'_> {
-    /// A report already queued, without waiting (exits are recorded, not returned).
-    fn try_next(&mut self) -> Option<(Role, LutEvent)> {
-        loop {
-            match self.rx.try_recv().ok()? {
-                ProcessEvent::Report(role, event) => return Some((role, event)),
-                ProcessEvent::Exited(..) => continue,
-            }
-        }
-    }
-
-    /// Waits for the next report; records exits and results. Kills `procs` on timeout or signal.
-    fn next(&mut self, procs: &mut [&mut LutProcess]) -> Result<Option<(Role, LutEvent)>> {
-        if self.interrupted.load(Ordering::Relaxed) {
-            procs.iter_mut().for_each(|p| p.kill());
-            return Err(EngineError::msg("interrupted: LUT processes killed"));
-        }
-        let now = Instant::now();
-        if now >= self.deadline {
-            procs.iter_mut().for_each(|p| p.kill());
-            return Err(EngineError::msg(
-                "timed out: the repetition did not finish within the time limit (raise it with --timeout)",
-            ));
-        }
-        match self.rx.recv_timeout(self.poll.min(self.deadline - now)) {
-            Ok(ProcessEvent::Exited(role, exit)) => {
-                if let Some(p) = procs.iter_mut().find(|p| p.role == role) {
-                    p.mark_reaped();
-                }
-                match role {
-                    Role::Server => self.server_exit = Some(exit),
-                    Role::Client | Role::Process => self.client_exit = Some(exit),
-                }
-                Ok(None)
-            }
-            Ok(ProcessEvent::Report(role, event)) => {
-                match &event {
-                    LutEvent::Done(result) => self.done = Some(result.clone()),
-                    LutEvent::Qlog { path, start_unix_ns } => self.lut_qlogs.push((role, path.clone(), *start_unix_ns)),
-                    _ => {}
-                }
-                Ok(Some((role, event)))
-            }
-            Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Err(EngineError::msg("lost contact with the LUT processes")),
-        }
-    }
 }
 
 fn crashed(what: &str, process: &LutProcess, exit: Option<Exit>, when: &str) -> String {

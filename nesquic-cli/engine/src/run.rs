@@ -7,17 +7,21 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use clap::ValueEnum;
 use nesquic_ebpf::Metrics;
 use nesquic_link::{Conditions, LinkKind, Topology};
 use nesquic_lut_adapters::{tls, IoMode, Lut};
 use nesquic_protocol::role::{Role, LUT_ROLES};
 use nesquic_record::calibration::Calibration;
+use nesquic_record::events::{
+    Event, HostInfo, IoPath, LinkConfigured, LutStarted, ProbedFunction, ProbesStarted, RepetitionSummary, RunStarted,
+    RunSummary, TestcaseStarted,
+};
 use nesquic_record::figures::{RepetitionFigures, Summary};
 use nesquic_record::recorder::{self as record, Recorder};
 use nesquic_record::run::{LinkRecord, LutInfo, LutSource, ObservedLoss, RunRecord};
 use nesquic_record::workload::TestcaseInfo;
 use nesquic_testcases::Testcase;
-use serde_json::json;
 
 use crate::backend::{BackendChoice, KernelNeeds, Probes};
 use crate::duty::DutySpec;
@@ -62,6 +66,8 @@ pub struct RunPlan {
     pub qlog_datagrams: bool,
     /// Merge the library's own qlog.
     pub lut_qlog: bool,
+    /// Also write a copy of each trace that qvis draws (`<out>/qvis/<role>.sqlog`).
+    pub qvis: bool,
     /// The network.
     pub link: LinkKind,
     /// Its conditions.
@@ -96,6 +102,8 @@ pub trait RunReporter {
     fn finished(&mut self, _record: &RunRecord, _merged: Option<&Metrics>) {}
     /// The library's own qlog events were merged into a trace.
     fn lut_qlog_merged(&mut self, _events: usize, _trace: &Path) {}
+    /// A qvis copy of a trace was written.
+    fn qvis_written(&mut self, _copy: &nesquic_record::qlog::qvis::QvisCopy, _path: &Path) {}
     /// The run was written.
     fn written(&mut self, _out_dir: &Path, _json: Option<&Path>) {}
 }
@@ -213,17 +221,17 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     record::prepare_out_dir(&out_dir)?;
     let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), plan.testcase.name, workload.describe());
     let mut recorder = Recorder::create(&out_dir, &title, plan.interval)?;
-    let mut started = run_started(plan, session.as_ref(), user.as_ref());
-    started["lut"]["source"] = json!(plan.lut_source);
+    let started = run_started(plan, session.as_ref(), user.as_ref());
     if let Some(t) = topology {
-        let data = json!({"link": "veth", "server": t.server, "client": t.client, "mechanisms": t.applied.mechanisms});
-        recorder.both("nesquic:link_configured", |_| data.clone())?;
+        let link = LinkConfigured {
+            link: "veth".into(),
+            server: t.server.clone(),
+            client: t.client.clone(),
+            mechanisms: t.applied.mechanisms.clone(),
+        };
+        recorder.both(|_| Event::LinkConfigured(link.clone()))?;
     }
-    recorder.both("nesquic:run_started", |role| {
-        let mut data = started.clone();
-        data["role"] = json!(role.to_string());
-        data
-    })?;
+    recorder.both(|role| Event::RunStarted(Box::new(RunStarted { role, ..started.clone() })))?;
 
     let mut reps = Vec::new();
     for i in 1..=plan.repeat {
@@ -273,7 +281,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     reporter.finished(&report, merged.as_ref());
     // Probes detach here, before anything is written.
     drop(session);
-    recorder.both("nesquic:run_summary", |role| run_summary_event(&report, role, merged.as_ref()))?;
+    recorder.both(|role| Event::RunSummary(Box::new(run_summary_event(&report, role, merged.as_ref()))))?;
     let epoch = recorder.epoch();
     let unsorted = recorder.unsorted;
     let traces = recorder.finish()?;
@@ -292,6 +300,15 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
             }
         }
     }
+    if plan.qvis {
+        let dir = out_dir.join("qvis");
+        std::fs::create_dir_all(&dir).map_err(EngineError::os(format!("create {}", dir.display())))?;
+        for (trace, role) in traces.iter().zip(LUT_ROLES) {
+            let path = dir.join(format!("{role}.sqlog"));
+            let copy = nesquic_record::qlog::qvis::write(trace, &path)?;
+            reporter.qvis_written(&copy, &path);
+        }
+    }
     let text = serde_json::to_string_pretty(&report)
         .map_err(|e| EngineError::msg(format!("serialise the run record: {e}")))?;
     let summary_path = out_dir.join("summary.json");
@@ -303,46 +320,60 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     Ok(report)
 }
 
-/// The `nesquic:run_started` data (the role is added per trace).
+/// The `nesquic:run_started` data (the role is set per trace).
 fn run_started(
     plan: &RunPlan,
     session: Option<&nesquic_ebpf::ProbeSession>,
     user: Option<&crate::backend::UserProbes>,
-) -> serde_json::Value {
-    let (lut, testcase, io, binary) = (plan.lut.as_ref(), &plan.testcase, plan.io, &plan.binary);
+) -> RunStarted {
+    let (lut, testcase, io) = (plan.lut.as_ref(), &plan.testcase, plan.io);
     use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_UPROBE};
-    let describe = |f: &nesquic_ebpf::ResolvedFunction, by: &str| json!({"category": f.category, "name": f.name, "object": f.object, "address": f.address, "mechanism": by});
-    let functions: Vec<serde_json::Value> = user
+    let describe = |f: &nesquic_ebpf::ResolvedFunction, by: &str| ProbedFunction {
+        category: f.category.clone(),
+        name: f.name.clone(),
+        object: f.object.clone(),
+        address: f.address,
+        mechanism: by.into(),
+    };
+    let functions = user
         .into_iter()
         .flat_map(|u| u.planned().map(|f| describe(f, MECHANISM_INLINE_HOOK)))
         .chain(session.into_iter().flat_map(|s| s.functions().iter().map(|f| describe(f, MECHANISM_UPROBE))))
         .collect();
     let io_mechanism =
         user.and_then(|u| u.io_mechanism()).map(String::from).or_else(|| session.and_then(|s| s.io_mechanism()));
-    json!({
-        "lut": {"name": lut.name(), "version": lut.version(), "crypto_backend": lut.crypto_backend(), "binary": binary},
-        "lut_options": plan.lut_options,
-        "testcase": {
-            "name": testcase.name,
-            "origin": testcase.origin,
-            "workload": testcase.workload,
-            "size_bytes": testcase.workload.total_bytes(),
-            "repetitions": plan.repeat,
-            "timeout_s": plan.timeout.as_secs_f64(),
+    RunStarted {
+        role: Role::Server,
+        lut: LutStarted {
+            name: lut.name().into(),
+            version: lut.version(),
+            crypto_backend: lut.crypto_backend().into(),
+            binary: plan.binary.clone(),
+            source: plan.lut_source.clone(),
         },
-        "io": {"mode": io, "stack": io_stack(io)},
-        "probes": {
-            "requested": plan.probe,
-            "backend": plan.probe_backend,
-            "io_mechanism": io_mechanism,
-            "function_mechanism": session.and_then(|s| s.function_mechanism()),
-            "functions": functions,
-            "kprobes_available": nesquic_ebpf::preflight::kprobes_available(),
+        lut_options: plan.lut_options.clone(),
+        testcase: TestcaseStarted {
+            info: TestcaseInfo::from(testcase),
+            size_bytes: testcase.workload.total_bytes(),
+            repetitions: plan.repeat,
+            timeout_s: plan.timeout.as_secs_f64(),
         },
-        "nesquic": {"version": plan.tool.version, "git_revision": plan.tool.git_revision},
-        "host": nesquic_record::recorder::host(),
-        "snapshot_interval_ms": plan.interval.as_secs_f64() * 1e3,
-    })
+        io: IoPath { mode: io, stack: io_stack(io).into() },
+        probes: ProbesStarted {
+            requested: plan.probe.clone(),
+            backend: plan.probe_backend.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default(),
+            io_mechanism,
+            function_mechanism: session.and_then(|s| s.function_mechanism()),
+            functions,
+            kprobes_available: nesquic_ebpf::preflight::kprobes_available(),
+        },
+        nesquic: nesquic_record::events::ToolInfo {
+            version: plan.tool.version.into(),
+            git_revision: plan.tool.git_revision.into(),
+        },
+        host: HostInfo::here(),
+        snapshot_interval_ms: plan.interval.as_secs_f64() * 1e3,
+    }
 }
 
 fn io_stack(io: IoMode) -> &'static str {
@@ -354,39 +385,46 @@ fn io_stack(io: IoMode) -> &'static str {
 }
 
 /// The `nesquic:run_summary` data for one role: what the terminal printed.
-fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebpf::Metrics>) -> serde_json::Value {
+fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebpf::Metrics>) -> RunSummary {
     let s = &report.summary;
     let (cpu_s, cpu_pct) = match role {
-        Role::Server => (&s.server_cpu_s, &s.server_cpu_pct),
-        _ => (&s.client_cpu_s, &s.client_cpu_pct),
+        Role::Server => (s.server_cpu_s, s.server_cpu_pct),
+        _ => (s.client_cpu_s, s.client_cpu_pct),
     };
     let probes = merged.map(|m| {
         let mut m = m.clone();
         m.roles.retain(|r| r.role == role.to_string());
         m
     });
-    json!({
-        "role": role.to_string(),
-        "repetitions": s.repetitions,
-        "size_bytes": report.size_bytes,
-        "payload_verified": report.repetitions.iter().all(|r| r.payload_verified),
-        "goodput_mbps": s.goodput_mbps,
-        "transfer_s": s.transfer_s,
-        "handshake_ms": s.handshake_ms,
-        "testcase": report.testcase,
-        "workload": s.workload,
-        "cpu_s": cpu_s,
-        "cpu_pct": cpu_pct,
-        "per_repetition": report.repetitions.iter().map(|r| json!({
-            "goodput_mbps": r.goodput_mbps,
-            "transfer_s": r.transfer_s,
-            "handshake_ms": r.handshake_ms,
-            "workload": r.workload,
-            "cpu_s": if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s },
-        })).collect::<Vec<_>>(),
-        "probes": probes,
-        "profile": report.repetitions.iter().filter_map(|r| r.profile.as_ref()).map(|p| {
-            p.roles.iter().find(|x| x.role == role.to_string()).cloned()
-        }).collect::<Vec<_>>(),
-    })
+    RunSummary {
+        role,
+        repetitions: s.repetitions,
+        size_bytes: report.size_bytes,
+        payload_verified: report.repetitions.iter().all(|r| r.payload_verified),
+        goodput_mbps: s.goodput_mbps,
+        transfer_s: s.transfer_s,
+        handshake_ms: s.handshake_ms,
+        testcase: report.testcase.clone(),
+        workload: s.workload.clone(),
+        cpu_s,
+        cpu_pct,
+        per_repetition: report
+            .repetitions
+            .iter()
+            .map(|r| RepetitionSummary {
+                goodput_mbps: r.goodput_mbps,
+                transfer_s: r.transfer_s,
+                handshake_ms: r.handshake_ms,
+                workload: r.workload.clone(),
+                cpu_s: if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s },
+            })
+            .collect(),
+        probes,
+        profile: report
+            .repetitions
+            .iter()
+            .filter_map(|r| r.profile.as_ref())
+            .map(|p| p.roles.iter().find(|x| x.role == role.to_string()).cloned())
+            .collect(),
+    }
 }

@@ -1,8 +1,8 @@
 //! Nesquic's HTML report: one self-contained page per run, comparison or matrix, with every plot
 //! inline (SVG drawn by `plotters`), flame graphs drawn by `inferno`, a little CSS and no
 //! external reference (no `http://` or `https://` anywhere in a page, so it opens offline and
-//! from a CI artifact). It receives typed records ([`nesquic_record::RunRecord`]), qlog traces
-//! read by [`nesquic_record::qlog::reader`] and folded stacks, and returns a `String`.
+//! from a CI artifact). It receives typed records ([`nesquic_record::RunRecord`]), the traces' typed
+//! events ([`nesquic_record::events`]) and folded stacks, and returns a `String`.
 //!
 //! Must not know the command line, processes, probes or files: callers load what a page shows
 //! and write the page wherever they like.

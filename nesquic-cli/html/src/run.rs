@@ -3,9 +3,8 @@
 //! calls, offload figures and the link as applied.
 
 use nesquic_protocol::Role;
-use nesquic_record::qlog::reader::QlogTrace;
+use nesquic_record::events::{MetricsUpdated, RunStarted};
 use nesquic_record::RunRecord;
-use serde_json::Value;
 
 use crate::page::{num, Page};
 use crate::plot;
@@ -17,18 +16,15 @@ pub struct RunInput {
     pub name: String,
     /// summary.json.
     pub record: RunRecord,
-    /// The run's qlog traces (server, client).
-    pub traces: Vec<QlogTrace>,
+    /// The traces' `nesquic:run_started` (the first trace's).
+    pub started: Option<RunStarted>,
+    /// Every `nesquic:metrics_updated` of the traces, with the trace's role, in file order.
+    pub snapshots: Vec<(Role, MetricsUpdated)>,
     /// Each side's folded profile stacks (empty without `--probe profile`).
     pub stacks: Vec<(Role, Vec<(String, u64)>)>,
 }
 
 impl RunInput {
-    /// The `nesquic:run_started` data of the first trace that has one.
-    pub(crate) fn started(&self) -> Option<&Value> {
-        self.traces.iter().find_map(|t| t.named("nesquic:run_started").next()).map(|e| &e["data"])
-    }
-
     /// A one-line description: LUT, version, I/O path, testcase.
     pub(crate) fn headline(&self) -> String {
         let r = &self.record;
@@ -61,23 +57,28 @@ pub fn run_page(input: &RunInput) -> Result<String, HtmlError> {
 /// What ran where, and what measured what.
 pub(crate) fn header(page: &mut Page, input: &RunInput) {
     let r = &input.record;
-    let started = input.started();
-    let text = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => "-".into(),
-        Some(other) => other.to_string(),
-    };
-    let at = |path: &[&str]| text(started.and_then(|s| path.iter().try_fold(s, |v, k| v.get(*k))));
+    let started = input.started.as_ref();
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     let mut rows = vec![
         vec!["LUT".into(), format!("{} {} (crypto: {})", r.lut.name, r.lut.version, r.lut.crypto_backend)],
-        vec!["I/O path".into(), format!("{}: {}", r.lut.io, at(&["io", "stack"]))],
+        vec!["I/O path".into(), format!("{}: {}", r.lut.io, or_dash(started.map(|s| s.io.stack.clone())))],
         vec!["testcase".into(), format!("{}: {}", r.testcase.name, r.testcase.workload.describe())],
         vec!["payload per repetition".into(), format!("{} bytes, {} repetition(s)", r.size_bytes, r.repetitions.len())],
-        vec!["nesquic".into(), format!("{} ({})", r.nesquic_version, at(&["nesquic", "git_revision"]))],
-        vec!["kernel".into(), at(&["host", "kernel"])],
-        vec!["CPU".into(), format!("{} ({} cores)", at(&["host", "cpu_model"]), at(&["host", "cores"]))],
-        vec!["probes".into(), at(&["probes", "requested"])],
-        vec!["packet I/O measured by".into(), at(&["probes", "io_mechanism"])],
+        vec![
+            "nesquic".into(),
+            format!("{} ({})", r.nesquic_version, or_dash(started.map(|s| s.nesquic.git_revision.clone()))),
+        ],
+        vec!["kernel".into(), or_dash(started.and_then(|s| s.host.kernel.clone()))],
+        vec![
+            "CPU".into(),
+            format!(
+                "{} ({} cores)",
+                or_dash(started.and_then(|s| s.host.cpu_model.clone())),
+                or_dash(started.and_then(|s| s.host.cores.map(|c| c.to_string())))
+            ),
+        ],
+        vec!["probes".into(), or_dash(started.and_then(|s| s.probes.requested.clone()))],
+        vec!["packet I/O measured by".into(), or_dash(started.and_then(|s| s.probes.io_mechanism.clone()))],
         vec!["functions measured by".into(), function_mechanisms(started)],
     ];
     if !r.lut_options.is_empty() {
@@ -86,10 +87,9 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
     page.h2("What ran");
     page.table(&["", ""], &rows);
     let functions: Vec<Vec<String>> = started
-        .and_then(|s| s["probes"]["functions"].as_array())
         .into_iter()
-        .flatten()
-        .map(|f| ["category", "name", "object", "mechanism"].iter().map(|k| text(f.get(*k))).collect())
+        .flat_map(|s| &s.probes.functions)
+        .map(|f| vec![f.category.clone(), f.name.clone(), f.object.display().to_string(), f.mechanism.clone()])
         .collect();
     if !functions.is_empty() {
         page.h3("Probed functions and the mechanism behind each");
@@ -99,13 +99,12 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
 
 /// The kernel's function mechanism, else the distinct mechanisms of the probed functions (the
 /// user-space agent names its own per function).
-fn function_mechanisms(started: Option<&Value>) -> String {
-    let Some(probes) = started.map(|s| &s["probes"]) else { return "-".into() };
-    if let Some(m) = probes["function_mechanism"].as_str() {
-        return m.to_string();
+fn function_mechanisms(started: Option<&RunStarted>) -> String {
+    let Some(probes) = started.map(|s| &s.probes) else { return "-".into() };
+    if let Some(m) = &probes.function_mechanism {
+        return m.clone();
     }
-    let mut all: Vec<&str> =
-        probes["functions"].as_array().into_iter().flatten().filter_map(|f| f["mechanism"].as_str()).collect();
+    let mut all: Vec<&str> = probes.functions.iter().map(|f| f.mechanism.as_str()).collect();
     all.sort_unstable();
     all.dedup();
     if all.is_empty() {

@@ -4,24 +4,28 @@
 
 use std::collections::BTreeMap;
 
-use nesquic_record::qlog::reader::QlogTrace;
+use nesquic_protocol::Role;
+use nesquic_record::events::MetricsUpdated;
 
 use crate::page::Page;
 use crate::plot::{self, Series};
 use crate::run::RunInput;
 use crate::HtmlError;
 
-/// Per repetition, (elapsed s, cumulative value) from the snapshots that carry `field`,
+/// Per repetition, (elapsed s, cumulative value) from `role`'s snapshots that carry `value`,
 /// starting at (0, 0): the processes start with nothing sent and no CPU used. The final
 /// snapshot (taken once the processes are gone) gets `at_end(repetition)` where it has no value.
-fn cumulative(trace: &QlogTrace, field: &str, at_end: impl Fn(u64) -> Option<f64>) -> BTreeMap<u64, Vec<(f64, f64)>> {
-    let mut out: BTreeMap<u64, Vec<(f64, f64)>> = BTreeMap::new();
-    for e in trace.named("nesquic:metrics_updated") {
-        let d = &e["data"];
-        let (Some(rep), Some(ms)) = (d["repetition"].as_u64(), d["elapsed_ms"].as_f64()) else { continue };
-        let value = d[field].as_f64().or_else(|| if d["final"] == true { at_end(rep) } else { None });
-        let Some(v) = value else { continue };
-        out.entry(rep).or_insert_with(|| vec![(0.0, 0.0)]).push((ms / 1e3, v));
+fn cumulative(
+    snapshots: &[(Role, MetricsUpdated)],
+    role: Role,
+    value: impl Fn(&MetricsUpdated) -> Option<f64>,
+    at_end: impl Fn(u32) -> Option<f64>,
+) -> BTreeMap<u32, Vec<(f64, f64)>> {
+    let mut out: BTreeMap<u32, Vec<(f64, f64)>> = BTreeMap::new();
+    for (_, m) in snapshots.iter().filter(|(r, _)| *r == role) {
+        let v = value(m).or_else(|| if m.last { at_end(m.repetition) } else { None });
+        let Some(v) = v else { continue };
+        out.entry(m.repetition).or_insert_with(|| vec![(0.0, 0.0)]).push((m.elapsed_ms / 1e3, v));
     }
     out
 }
@@ -46,23 +50,22 @@ fn rates(points: &[(f64, f64)], scale: f64, min_dt: f64) -> Vec<(f64, f64)> {
 pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
     page.h2("Over time");
     // Half the snapshot period: periodic snapshots make windows, the final one joins the last.
-    let min_dt = input.started().and_then(|s| s["snapshot_interval_ms"].as_f64()).unwrap_or(0.0) / 2e3;
-    let mut goodput = Vec::new();
+    let min_dt = input.started.as_ref().map_or(0.0, |s| s.snapshot_interval_ms) / 2e3;
+    let snapshots = &input.snapshots;
+    let bytes = |m: &MetricsUpdated| m.progress_bytes.map(|b| b as f64);
+    let goodput: Vec<Series> = cumulative(snapshots, Role::Client, bytes, |_| None)
+        .into_iter()
+        .map(|(rep, points)| Series { name: format!("rep {rep}"), points: rates(&points, 8.0 / 1e6, min_dt) })
+        .collect();
     let mut cpu = Vec::new();
-    for trace in &input.traces {
-        let side = trace.vantage();
-        if side == "client" {
-            for (rep, points) in cumulative(trace, "progress_bytes", |_| None) {
-                goodput.push(Series { name: format!("rep {rep}"), points: rates(&points, 8.0 / 1e6, min_dt) });
-            }
-        }
+    for role in [Role::Server, Role::Client] {
         // The CPU the kernel accounted at exit (wait4), at the final snapshot.
-        let at_end = |rep: u64| {
+        let at_end = |rep: u32| {
             let r = input.record.repetitions.get(usize::try_from(rep).ok()?.checked_sub(1)?)?;
-            Some(if side == "server" { r.server.cpu_total_s } else { r.client.cpu_total_s })
+            Some(if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s })
         };
-        for (rep, points) in cumulative(trace, "cpu_s", at_end) {
-            cpu.push(Series { name: format!("{side} rep {rep}"), points: rates(&points, 100.0, min_dt) });
+        for (rep, points) in cumulative(snapshots, role, |m| m.cpu_s, at_end) {
+            cpu.push(Series { name: format!("{role} rep {rep}"), points: rates(&points, 100.0, min_dt) });
         }
     }
     page.note("Rates between snapshots of the traces (nesquic:metrics_updated, every --interval; CPU from /proc, in clock ticks). A transfer shorter than the interval shows one point: its average.");

@@ -1,10 +1,12 @@
 //! The one run model. Owns the typed run record (`run::RunRecord`, summary.json, with
 //! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
-//! calibration as recorded (`calibration`), the qlog traces (`qlog`: writer and strict reader;
+//! calibration as recorded (`calibration`), Nesquic's qlog events (`events`, typed both ways), the
+//! qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
 //! the sampling profile's folded stacks beside the record (`stacks`),
 //! the statistics every command shares (`stats`: the median in one place, Mann-Whitney), and
-//! comparing two runs (`compare`: samples per metric, rules, verdicts).
+//! comparing two runs (`compare`: samples per metric, rules, verdicts), and the CPU cost per
+//! datagram by component over repetitions (`packet_cost`).
 //!
 //! Must not know processes, probes or the command line: it receives what was measured and
 //! describes it; it never measures.
@@ -12,8 +14,10 @@
 pub mod calibration;
 pub mod compare;
 mod error;
+pub mod events;
 pub mod figures;
 pub mod io;
+pub mod packet_cost;
 pub mod qlog;
 pub mod recorder;
 pub mod run;

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use nesquic_protocol::role::{Role, LUT_ROLES};
 use serde_json::{json, Value};
 
+use crate::events::{Event, RawInfo, UdpDatagrams};
 use crate::qlog::writer::QlogWriter;
 use crate::RecordError;
 
@@ -53,9 +54,9 @@ impl Recorder {
     }
 
     /// Writes one event to both traces, built per role.
-    pub fn both(&mut self, name: &str, data: impl Fn(Role) -> Value) -> Result<()> {
-        self.server.event(name, &data(Role::Server))?;
-        self.client.event(name, &data(Role::Client))
+    pub fn both(&mut self, event: impl Fn(Role) -> Event) -> Result<()> {
+        self.server.event(&event(Role::Server))?;
+        self.client.event(&event(Role::Client))
     }
 
     /// Writes per-message kernel events as `quic:udp_datagrams_sent` / `_received`.
@@ -63,15 +64,16 @@ impl Recorder {
         for e in events {
             let Some(role) = LUT_ROLES.into_iter().find(|r| r.index() == e.role) else { continue };
             let Some(syscall) = nesquic_ebpf::layout::SYSCALLS.get(e.kind as usize) else { continue };
-            let name = if e.kind < 3 { "quic:udp_datagrams_sent" } else { "quic:udp_datagrams_received" };
             let segment = u64::from(e.segment.max(1));
             let n = u64::from(e.datagrams.max(1));
-            let raw: Vec<Value> = (0..n)
-                .map(|i| json!({"length": if i + 1 < n { segment } else { e.bytes - segment * (n - 1) }}))
+            let raw = (0..n)
+                .map(|i| RawInfo { length: if i + 1 < n { segment } else { e.bytes - segment * (n - 1) } })
                 .collect();
+            let data = UdpDatagrams { count: n, raw, syscall: syscall.to_string() };
+            // The first three syscall kinds send.
+            let event = if e.kind < 3 { Event::UdpDatagramsSent(data) } else { Event::UdpDatagramsReceived(data) };
             let ms = (e.ts_ns as f64 - self.monotonic_zero_ns as f64) / 1e6;
-            let data = json!({"count": n, "raw": raw, "syscall": syscall});
-            self.trace(role).event_at(ms, name, &data)?;
+            self.trace(role).event_at(ms, &event)?;
             self.unsorted = true;
         }
         Ok(())
@@ -95,32 +97,6 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// One periodic (or final) snapshot for one role: totals since the repetition started.
-pub fn snapshot_event(
-    role: Role,
-    repetition: u32,
-    started: Instant,
-    pid: Option<i32>,
-    progress_bytes: Option<u64>,
-    metrics: Option<&nesquic_ebpf::Metrics>,
-    last: bool,
-) -> Value {
-    let role_metrics = metrics.and_then(|m| m.roles.iter().find(|r| r.role == role.to_string()));
-    json!({
-        "repetition": repetition,
-        "values": "totals since the repetition started",
-        "final": last,
-        "elapsed_ms": started.elapsed().as_secs_f64() * 1e3,
-        "progress_bytes": progress_bytes,
-        "cpu_s": pid.and_then(process_cpu_s),
-        "io": role_metrics.map(|r| &r.io),
-        "functions": role_metrics.map(|r| &r.functions),
-        // `--probe-backend both`: the agent's I/O rows beside the tracepoints' (`io`).
-        "io_crosscheck": role_metrics.filter(|r| !r.io_crosscheck.is_empty()).map(|r| &r.io_crosscheck),
-        "lost": metrics.map(|m| m.lost),
-    })
-}
-
 /// User + system CPU seconds of a live process, from /proc/PID/stat (None once it is gone).
 pub fn process_cpu_s(pid: i32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -132,18 +108,6 @@ pub fn process_cpu_s(pid: i32) -> Option<f64> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     (hz > 0).then(|| ticks as f64 / hz as f64)
-}
-
-/// Facts about the machine for `run_started`.
-pub fn host() -> Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model =
-        cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map(|v| v.trim_start_matches([' ', '\t', ':']));
-    json!({
-        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).ok(),
-        "cpu_model": model,
-        "cores": std::thread::available_parallelism().map(|n| n.get()).ok(),
-    })
 }
 
 /// Creates and returns `./nesquic-runs/<YYYYmmdd-HHMMSS>-<lut>`, with `-2`, `-3`, ... if that

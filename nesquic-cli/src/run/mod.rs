@@ -10,7 +10,7 @@ pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
 use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
 use nesquic_lut_adapters::IoMode;
 pub(crate) use nesquic_record::calibration::Calibration;
-pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary, WorkloadSummary};
+pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary};
 use process::LUT_ROLES;
 
 use crate::units;
@@ -99,6 +99,12 @@ pub struct RunArgs {
     /// namespace) into the role's trace, on Nesquic's clock. The raw files stay as lut-*.sqlog.
     #[arg(long)]
     pub lut_qlog: bool,
+    /// Also write each trace in a form a viewer draws: `qvis` writes `<out>/qvis/<role>.sqlog`
+    /// with qlog draft-02 names (`transport:packet_sent`, `recovery:metrics_updated`) that qvis's
+    /// sequence diagram and congestion graph read, and Nesquic's totals renamed
+    /// `nesquic:probe_totals`. Needs --lut-qlog (the packets are the library's events).
+    #[arg(long, value_name = "VIEWER", value_parser = ["qvis"])]
+    pub qlog_compat: Option<String>,
     /// Also record every send/receive syscall message as `quic:udp_datagrams_sent`/`_received`
     /// (count and sizes) in the traces. Needs `--probe io`; costs a ring-buffer record per message.
     #[arg(long)]
@@ -204,6 +210,10 @@ impl RunArgs {
     /// Resolves the flags into a checked plan: the LUT (built from `--lut-path` if given), its
     /// I/O path, testcase and options, the executable, the link conditions.
     pub fn plan(&self) -> Result<RunPlan> {
+        anyhow::ensure!(
+            self.qlog_compat.is_none() || self.lut_qlog,
+            "--qlog-compat qvis draws the library's packet and recovery events: add --lut-qlog"
+        );
         let mut lut =
             nesquic_lut_adapters::lut::find_lut_or_exec(&self.lut, self.server_cmd.clone(), self.client_cmd.clone())?;
         let mut lut_source = None;
@@ -245,8 +255,8 @@ impl RunArgs {
         }
         if let Some(profile) = &self.msquic_profile {
             anyhow::ensure!(
-                lut.name() == "msquic",
-                "--msquic-profile only applies to --lut msquic (not {})",
+                lut.options().iter().any(|o| o.key == "profile"),
+                "--msquic-profile only applies to --lut msquic ({} has no execution profile)",
                 lut.name()
             );
             lut_options.push(format!("profile={profile}"));
@@ -265,6 +275,7 @@ impl RunArgs {
             duty: self.duty,
             qlog_datagrams: self.qlog_datagrams,
             lut_qlog: self.lut_qlog,
+            qvis: self.qlog_compat.is_some(),
             link: self.link,
             conditions: nesquic_link::Conditions {
                 rate: self.rate.clone(),
@@ -359,6 +370,15 @@ impl RunReporter for Terminal {
 
     fn lut_qlog_merged(&mut self, events: usize, trace: &std::path::Path) {
         eprintln!("nesquic: merged {events} LUT qlog events into {}", trace.display());
+    }
+
+    fn qvis_written(&mut self, copy: &nesquic_record::qlog::qvis::QvisCopy, path: &std::path::Path) {
+        eprintln!(
+            "nesquic: qvis copy {} ({} events, {} of them the library's)",
+            path.display(),
+            copy.events,
+            copy.library_events
+        );
     }
 
     fn written(&mut self, out_dir: &std::path::Path, json: Option<&std::path::Path>) {

@@ -1,6 +1,8 @@
 //! Helpers the end-to-end test files share (each file is its own crate and uses a subset).
 #![allow(dead_code)]
 
+pub mod lut;
+
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
 

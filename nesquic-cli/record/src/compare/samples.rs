@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use nesquic_ebpf::{Metrics, RoleMetrics};
+use nesquic_ebpf::RoleMetrics;
 
 use crate::io::IoTotals;
 use crate::workload::{TestcaseInfo, WorkloadFigures};
@@ -189,44 +189,27 @@ fn from_record(r: &RunRecord) -> Result<RunSamples> {
 fn from_sqlog(file: &Path) -> Result<RunSamples> {
     let bad = |what: &str| RecordError::Invalid(format!("{}: {what}", file.display()));
     let trace = crate::qlog::reader::read(file)?;
+    let invalid = |problem: String| RecordError::Qlog { path: file.to_path_buf(), problem };
     let summary = trace
-        .named("nesquic:run_summary")
-        .next()
+        .run_summary()
+        .map_err(invalid)?
         .ok_or_else(|| bad("has no nesquic:run_summary: the run did not finish"))?;
-    let started = trace.named("nesquic:run_started").next();
-    let d = &summary["data"];
-    let role = d["role"].as_str().ok_or_else(|| bad("run_summary without role"))?.to_string();
-    let size = d["size_bytes"].as_u64().ok_or_else(|| bad("run_summary without size_bytes"))?;
-    let reps = d["repetitions"].as_f64().unwrap_or(1.0).max(1.0);
+    let started = trace.run_started().map_err(invalid)?;
+    let role = summary.role.to_string();
+    let reps = (summary.repetitions as f64).max(1.0);
     let mut metrics: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     let mut push = |k: String, x: f64| metrics.entry(k).or_default().push(x);
-    for rep in d["per_repetition"].as_array().ok_or_else(|| bad("run_summary without per_repetition"))? {
-        push("goodput_mbps".into(), rep["goodput_mbps"].as_f64().ok_or_else(|| bad("no goodput_mbps"))?);
-        push("transfer_s".into(), rep["transfer_s"].as_f64().ok_or_else(|| bad("no transfer_s"))?);
-        push(format!("{role}.cpu_s"), rep["cpu_s"].as_f64().ok_or_else(|| bad("no cpu_s"))?);
-        let workload = serde_json::from_value::<WorkloadFigures>(rep["workload"].clone()).ok();
-        workload_metrics(workload.as_ref(), &mut push);
+    for rep in &summary.per_repetition {
+        push("goodput_mbps".into(), rep.goodput_mbps);
+        push("transfer_s".into(), rep.transfer_s);
+        push(format!("{role}.cpu_s"), rep.cpu_s);
+        workload_metrics(rep.workload.as_ref(), &mut push);
     }
-    if !d["probes"].is_null() {
-        let probes: Metrics = serde_json::from_value(d["probes"].clone())
-            .map_err(|source| RecordError::Json { what: format!("{} run_summary probes", file.display()), source })?;
-        for r in &probes.roles {
-            probe_metrics(r, size, reps, &mut push);
-        }
+    for r in summary.probes.iter().flat_map(|p| &p.roles) {
+        probe_metrics(r, summary.size_bytes, reps, &mut push);
     }
-    let lut = started.map(|s| &s["data"]["lut"]);
-    let testcase = started
-        .and_then(|s| serde_json::from_value::<TestcaseInfo>(s["data"]["testcase"].clone()).ok())
-        .unwrap_or_else(|| TestcaseInfo::bulk_before_testcases(size));
-    Ok(RunSamples {
-        lut: format!(
-            "{} {}",
-            lut.and_then(|l| l["name"].as_str()).unwrap_or("?"),
-            lut.and_then(|l| l["version"].as_str()).unwrap_or("?")
-        ),
-        testcase: scenario(&testcase, size),
-        metrics,
-    })
+    let lut = started.as_ref().map_or_else(|| "? ?".to_string(), |s| format!("{} {}", s.lut.name, s.lut.version));
+    Ok(RunSamples { lut, testcase: scenario(&summary.testcase_or_bulk(), summary.size_bytes), metrics })
 }
 
 /// Probe-derived metrics of one role; `per` divides totals (number of repetitions they span).

@@ -1,6 +1,7 @@
 //! qlog output: one JSON-SEQ trace per role (`server.sqlog`, `client.sqlog`) with Nesquic's own
 //! events in the `nesquic` namespace (documented in docs/qlog.md), and a strict reader for them.
 
+pub mod qvis;
 pub mod reader;
 mod time;
 pub mod writer;

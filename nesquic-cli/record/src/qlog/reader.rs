@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use crate::events::{Event, RunStarted, RunSummary};
 use crate::RecordError;
 
 /// A problem in the bytes of a trace (the caller adds the file).
@@ -23,6 +24,33 @@ impl QlogTrace {
     /// Events with this name.
     pub fn named<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
         self.events.iter().filter(move |e| e["name"] == name)
+    }
+
+    /// Nesquic's events, typed, in file order (a library's own merged events are skipped). A
+    /// Nesquic event whose data does not match its type is a problem naming it.
+    pub fn nesquic_events(&self) -> Result<Vec<Event>, Problem> {
+        let typed = self.events.iter().filter_map(|e| Event::from_record(e).map(|r| (e, r)));
+        typed
+            .map(|(e, r)| {
+                r.map_err(|err| format!("event {} at {} ms does not match its type: {err}", e["name"], e["time"]))
+            })
+            .collect()
+    }
+
+    /// The run's `run_summary` (None: the run did not finish).
+    pub fn run_summary(&self) -> Result<Option<RunSummary>, Problem> {
+        Ok(self.nesquic_events()?.into_iter().find_map(|e| match e {
+            Event::RunSummary(s) => Some(*s),
+            _ => None,
+        }))
+    }
+
+    /// The run's `run_started`.
+    pub fn run_started(&self) -> Result<Option<RunStarted>, Problem> {
+        Ok(self.nesquic_events()?.into_iter().find_map(|e| match e {
+            Event::RunStarted(s) => Some(*s),
+            _ => None,
+        }))
     }
 
     /// `trace.vantage_point.type`.

@@ -9,6 +9,7 @@ use qlog::{CommonFields, QlogSeq, ReferenceTime, TimeFormat, TraceSeq, VantagePo
 use serde::Serialize;
 
 use super::{time, NESQUIC_SCHEMA, QUIC_SCHEMA};
+use crate::events::Event;
 use crate::RecordError;
 
 type Result<T> = std::result::Result<T, RecordError>;
@@ -76,23 +77,23 @@ impl QlogWriter {
     }
 
     /// Appends one event, stamped now.
-    pub fn event(&mut self, name: &str, data: &impl Serialize) -> Result<()> {
+    pub fn event(&mut self, event: &Event) -> Result<()> {
         let ms = (self.reference.elapsed().as_secs_f64() * 1e3).max(self.last_ms);
         self.last_ms = ms;
-        self.event_at(ms, name, data)
+        self.event_at(ms, event)
     }
 
     /// Appends one event stamped `ms` (on this trace's clock), which may be earlier than events
     /// already written: the caller sorts the file afterwards (see `record::merge_lut_qlog`).
-    pub fn event_at(&mut self, ms: f64, name: &str, data: &impl Serialize) -> Result<()> {
+    pub fn event_at(&mut self, ms: f64, event: &Event) -> Result<()> {
         #[derive(Serialize)]
-        struct Record<'a, T: Serialize> {
+        struct Record<'a> {
             time: f64,
-            name: &'a str,
-            data: &'a T,
+            #[serde(flatten)]
+            event: &'a Event,
         }
-        let line = serde_json::to_string(&Record { time: ms, name, data })
-            .map_err(|source| RecordError::Json { what: format!("qlog event {name}"), source })?;
+        let line = serde_json::to_string(&Record { time: ms, event })
+            .map_err(|source| RecordError::Json { what: format!("qlog event {}", event.name()), source })?;
         writeln!(self.out, "\x1e{line}").map_err(|source| RecordError::Io { path: self.path.clone(), source })
     }
 

@@ -1,0 +1,104 @@
+//! The aioquic LUT (Python in a venv, `lut-adapters/aioquic/`) end to end: bulk transfers over
+//! loopback and veth, every workload shape, its crypto counted inside the `cryptography` wheel's
+//! library that Python loads with dlopen (by the agent, hooked when the library loads, and by
+//! kernel uprobes attached to the file before it is mapped), the trust anchor really checked,
+//! options refused by name, and payloads that agree with quinn's in both directions.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::lut::{calls, role, syscall, verified};
+use common::{nesquic, run_json, serial, stderr};
+
+/// The generated `#!` script; `just build` makes it and its venv.
+fn aioquic() -> PathBuf {
+    common::lut::lut_binary(
+        "aioquic",
+        "`just build` builds it when python3 with venv is installed (lut-adapters/aioquic/build.sh)",
+    )
+}
+
+#[test]
+fn bulk_transfers_are_verified_over_loopback_and_veth() {
+    let _g = serial();
+    aioquic();
+    common::lut::bulk_transfers_are_verified_over_loopback_and_veth("aioquic", "1.");
+}
+
+#[test]
+fn every_workload_shape_runs() {
+    let _g = serial();
+    aioquic();
+    common::lut::every_workload_shape_runs("aioquic");
+}
+
+/// One AEAD seal per datagram sent and one open per datagram received, header protection once
+/// per packet: aioquic sends one packet per datagram (a few handshake datagrams coalesce two).
+fn check_crypto_per_datagram(report: &serde_json::Value) {
+    for (name, sent, received) in [("server", "sendto", "recvfrom"), ("client", "sendto", "recvfrom")] {
+        let r = role(report, name);
+        for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
+            assert!(calls(r, category) > 0, "{name}: no {category}");
+        }
+        let (send_calls, sent, messages) = syscall(r, sent);
+        let (_, received, _) = syscall(r, received);
+        assert_eq!((send_calls, messages), (sent, sent), "{name}: one datagram per sendto");
+        let (seal, open, hp) = (calls(r, "crypto.seal"), calls(r, "crypto.open"), calls(r, "crypto.header_protection"));
+        assert!(seal >= sent && seal <= sent + 8, "{name}: {seal} seals for {sent} datagrams sent");
+        assert!(open >= received && open <= received + 8, "{name}: {open} opens for {received} datagrams received");
+        assert!(hp.abs_diff(seal + open) <= 16, "{name}: {hp} header protections for {seal} seals + {open} opens");
+    }
+    assert!(syscall(role(report, "server"), "sendto").1 > 3_000, "5 MB in 1200-byte datagrams");
+}
+
+#[test]
+fn crypto_in_the_dlopened_library_and_syscalls_are_counted_by_the_agent_and_the_kernel() {
+    let _g = serial();
+    aioquic();
+    for (backend, mechanism) in [("user", "user"), ("kernel", "uprobe")] {
+        let report =
+            run_json(&["--lut", "aioquic", "--size", "5MB", "--probe", "io,crypto", "--probe-backend", backend]);
+        verified(&report, 5_000_000);
+        check_crypto_per_datagram(&report);
+        for f in role(&report, "server")["functions"].as_array().expect("functions") {
+            assert!(f["mechanism"].as_str().is_some_and(|m| m.starts_with(mechanism)), "{backend}: {f}");
+            assert!(f["object"].as_str().is_some_and(|o| o.ends_with("_rust.abi3.so")), "{f}");
+        }
+    }
+}
+
+#[test]
+fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
+    common::lut::foreign_trust_anchor_fails(&aioquic(), "handshake failed");
+}
+
+#[test]
+fn options_it_has_run_and_the_others_are_refused_by_name() {
+    aioquic();
+    let report = run_json(&["--lut", "aioquic", "--size", "1MB", "--cc", "cubic", "--cipher", "chacha20"]);
+    verified(&report, 1_000_000);
+    for opt in ["gso=on", "cc=bbr"] {
+        let out = nesquic().args(["run", "--lut", "aioquic", "--lut-opt", opt]).output().expect("run nesquic");
+        assert!(!out.status.success(), "{opt}");
+        let err = stderr(&out);
+        assert!(err.contains("aioquic") && err.contains(opt), "{err}");
+    }
+}
+
+#[test]
+fn payloads_agree_with_quinn_in_both_directions() {
+    common::lut::payloads_agree_with_quinn_in_both_directions(&aioquic());
+}
+
+#[test]
+fn a_corrupted_byte_is_reported_at_its_offset() {
+    aioquic();
+    common::lut::a_corrupted_byte_is_reported_at_its_offset("aioquic");
+}
+
+#[test]
+fn the_qlog_of_aioquic_is_merged_into_the_traces() {
+    aioquic();
+    common::lut::the_library_qlog_is_merged_into_the_traces("aioquic", 10);
+}

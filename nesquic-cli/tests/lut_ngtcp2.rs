@@ -1,0 +1,108 @@
+//! The ngtcp2 LUT (a C adapter over Debian's ngtcp2 + GnuTLS, `lut-adapters/ngtcp2/`) end to
+//! end: bulk transfers over loopback and veth, every workload shape, ngtcp2's crypto helpers and
+//! syscalls counted on both sides, GSO and GRO off and on, the trust anchor really checked, and payloads
+//! that agree with quinn's in both directions.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::lut::{calls, crypto_bytes, role, syscall, verified};
+use common::{run_json, serial};
+
+/// The C executable; `just build` builds it when Debian's packages are installed.
+fn ngtcp2() -> PathBuf {
+    common::lut::lut_binary(
+        "ngtcp2",
+        "`just build` builds it when libngtcp2-dev, libngtcp2-crypto-gnutls-dev and libgnutls28-dev are installed (lut-adapters/ngtcp2/build.sh)",
+    )
+}
+
+#[test]
+fn bulk_transfers_are_verified_over_loopback_and_veth() {
+    let _g = serial();
+    ngtcp2();
+    // The version reported is the one the system's package provides.
+    let out =
+        std::process::Command::new("pkg-config").args(["--modversion", "libngtcp2"]).output().expect("pkg-config");
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(version.contains('.'), "pkg-config --modversion libngtcp2: {version:?}");
+    common::lut::bulk_transfers_are_verified_over_loopback_and_veth("ngtcp2", &version);
+}
+
+#[test]
+fn every_workload_shape_runs() {
+    let _g = serial();
+    ngtcp2();
+    common::lut::every_workload_shape_runs("ngtcp2");
+}
+
+#[test]
+fn crypto_and_syscalls_are_counted_on_both_sides() {
+    let _g = serial();
+    ngtcp2();
+    let report = run_json(&["--lut", "ngtcp2", "--size", "5MB", "--probe", "io,crypto"]);
+    verified(&report, 5_000_000);
+    for name in ["server", "client"] {
+        let r = role(&report, name);
+        for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
+            assert!(calls(r, category) > 0, "{name}: no {category}");
+        }
+        let (seal, open, hp) = (calls(r, "crypto.seal"), calls(r, "crypto.open"), calls(r, "crypto.header_protection"));
+        assert!(hp.abs_diff(seal + open) <= 16, "{name}: {hp} header protections for {seal} seals + {open} opens");
+        // One seal per packet, one packet per datagram (the first flights coalesce a few).
+        let (_, sent, _) = syscall(r, "sendmsg");
+        assert!(seal >= sent && seal <= sent + 8, "{name}: {seal} seals for {sent} datagrams sent");
+    }
+    // The server's seals carry the payload (ngtcp2_crypto_encrypt's plaintext length).
+    let sealed = crypto_bytes(role(&report, "server"), "crypto.seal");
+    assert!(sealed > 5_000_000 && sealed < 5_300_000, "server sealed {sealed} bytes for 5 MB");
+    let (_, received, _) = syscall(role(&report, "client"), "recvmsg");
+    let opens = calls(role(&report, "client"), "crypto.open");
+    assert!(opens >= received && opens <= received + 8, "client: {opens} opens for {received} datagrams received");
+}
+
+#[test]
+fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
+    let _g = serial();
+    ngtcp2();
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gso", "server", "sendmsg");
+}
+
+#[test]
+fn gro_off_receives_one_datagram_per_syscall_and_on_batches() {
+    let _g = serial();
+    ngtcp2();
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gro", "client", "recvmsg");
+}
+
+#[test]
+fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
+    common::lut::foreign_trust_anchor_fails(&ngtcp2(), "certificate verification failed");
+}
+
+#[test]
+fn options_it_has_run() {
+    ngtcp2();
+    for (cc, cipher) in [("bbr", "chacha20"), ("newreno", "aes256gcm")] {
+        let report = run_json(&["--lut", "ngtcp2", "--size", "2MB", "--cc", cc, "--cipher", cipher]);
+        verified(&report, 2_000_000);
+    }
+}
+
+#[test]
+fn payloads_agree_with_quinn_in_both_directions() {
+    common::lut::payloads_agree_with_quinn_in_both_directions(&ngtcp2());
+}
+
+#[test]
+fn a_corrupted_byte_is_reported_at_its_offset() {
+    ngtcp2();
+    common::lut::a_corrupted_byte_is_reported_at_its_offset("ngtcp2");
+}
+
+#[test]
+fn the_qlog_of_ngtcp2_is_merged_into_the_traces() {
+    ngtcp2();
+    common::lut::the_library_qlog_is_merged_into_the_traces("ngtcp2", 10);
+}
