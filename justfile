@@ -106,6 +106,11 @@ bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf be
 test-kernels: build
     ./scripts/test-kernels.sh
 
+# Screenshots of the HTML report for docs/report.md (a real quinn run with every probe; root)
+# -> docs/img/report-*.png
+screenshots: build
+    ./scripts/screenshots.sh
+
 # The CI gate's false alarms and sensitivity: 20 A/A `nesquic ab` jobs of quinn (defaults, and
 # with rules on CPU and goodput), +3% syscalls injected, GSO off; results into docs/ci.md.
 bench-gate JOBS="20": build

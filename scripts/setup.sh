@@ -3,6 +3,7 @@
 # clang-19 + llvm-19 (eBPF programs), bpftool (vmlinux.h, link checks), libbpf headers,
 # cmake + a C++ compiler + libclang (quiche builds BoringSSL from source, bindgen needs libclang),
 # libnuma-dev (MsQuic, linked statically),
+# chromium (the HTML report's tests load each page in it, headless; `just screenshots` uses it),
 # and `just` (not packaged in Debian 12, so it comes from crates.io). Go is not installed here
 # (Debian's is too old for quic-go): without the version lut-adapters/quic-go/go.mod names, the
 # quic-go LUT is skipped and setup says so.
@@ -30,6 +31,8 @@ compgen -G '/usr/lib/*/libnuma.a' >/dev/null || [ -e /usr/lib/libnuma.a ] || nee
 # libc's own symbols (its memcpy variants) for the sampling profile: Debian ships libc stripped and
 # puts them in a build-id debug file (nesquic-ebpf/src/profile.rs, debug_file).
 dpkg -s libc6-dbg >/dev/null 2>&1 || need_apt+=(libc6-dbg)
+# The HTML report is tested in a real browser (nesquic-cli/tests/html.rs), headless.
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The aioquic LUT: a venv of PyPI wheels (python3 -m venv needs Debian's python3-venv); the ngtcp2
 # LUT: ngtcp2 and GnuTLS from Debian (lut-adapters/ngtcp2/build.sh).
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)

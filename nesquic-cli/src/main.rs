@@ -8,6 +8,7 @@ mod calibrate;
 mod compare;
 mod doctor;
 mod duty;
+mod html;
 mod matrix;
 mod perf_classify;
 mod pipe;
@@ -32,6 +33,7 @@ use clap::{Parser, Subcommand};
 ///   nesquic probes --lut quinn           # what --probe crypto attaches to, without running
 ///   nesquic trace --probe io -- CMD ARGS # any command under the probes
 ///   nesquic report nesquic-runs/RUN/     # print a run back from its qlog traces
+///   nesquic report nesquic-runs/RUN/ --html   # one self-contained page: plots, flame graphs
 ///   nesquic compare BASE HEAD            # CI gate: exit 1 on a regression
 ///   nesquic ab --head-opt gso=off --probe io  # CI gate on interleaved rounds of two variants
 ///   nesquic matrix --lut quinn,quiche --io all --repeat 5 --probe io  # one table, all combinations
@@ -66,7 +68,8 @@ enum Command {
     /// Run any command under the eBPF probes and report what they measured.
     #[command(after_help = EXIT_STATUS)]
     Trace(trace::TraceArgs),
-    /// Print what a run recorded, from its qlog traces (run directory or .sqlog file).
+    /// Print what a run recorded, from its qlog traces (run directory or .sqlog file), or draw
+    /// it as one self-contained HTML page (--html).
     #[command(after_help = EXIT_STATUS)]
     Report(report::ReportArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.

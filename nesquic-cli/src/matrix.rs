@@ -77,6 +77,10 @@ pub struct MatrixArgs {
     /// Also write every combination's figures as JSON here.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write one self-contained HTML page (grouped bars across LUTs and I/O paths, the
+    /// table) to FILE, default the matrix's directory/matrix.html.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub html: Option<Option<PathBuf>>,
 }
 
 /// One cell of the matrix.
@@ -191,6 +195,11 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
     let versus: Vec<_> = rows.iter().map(|r| versus(&rows, r, baseline?)).collect();
     let rows: Vec<Row> = rows.into_iter().zip(versus).map(|(r, versus)| Row { versus, ..r }).collect();
     print_table(&rows, args, &skipped);
+    if let Some(file) = &args.html {
+        let entries: Vec<nesquic_html::MatrixEntry> = rows.iter().map(|r| html_entry(r, &combinations)).collect();
+        let default = || base.join(format!("{stamp}-matrix")).join("matrix.html");
+        crate::html::write(&crate::html::target(file, default), &nesquic_html::matrix_page(&entries)?, "HTML matrix")?;
+    }
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&rows)?)
             .with_context(|| format!("write {}", path.display()))?;
@@ -288,6 +297,25 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
         packet_cost: PacketCostFigures::of(&reps),
         run_dirs,
     })
+}
+
+/// One bar group member of the HTML page: the LUT, and what else makes the combination (the
+/// testcase only when the matrix has several).
+fn html_entry(r: &Row, all: &[Combination]) -> nesquic_html::MatrixEntry {
+    let mut variant = vec![format!("--io {}", r.io)];
+    variant.extend(r.options.iter().cloned());
+    variant.extend(r.rcvbuf.iter().map(|b| format!("rcvbuf {b}")));
+    if all.iter().any(|c| c.testcase != r.testcase.name) {
+        variant.push(r.testcase.name.clone());
+    }
+    let gb = r.testcase.workload.total_bytes() as f64 / 1e9;
+    nesquic_html::MatrixEntry {
+        lut: format!("{} {}", r.lut, r.version),
+        variant: variant.join(" "),
+        goodput_mbps: r.summary.goodput_mbps,
+        cpu_s_per_gb: (r.summary.server_cpu_s.median + r.summary.client_cpu_s.median) / gb,
+        rounds: r.rounds,
+    }
 }
 
 /// `r` against the `baseline` LUT's row of the same testcase and buffers, if there is one.

@@ -1,5 +1,6 @@
 //! `nesquic report PATH`: print what a run recorded, from its qlog traces (a run directory or one
-//! `.sqlog` file). Every file is validated strictly; problems name the file and record.
+//! `.sqlog` file). Every file is validated strictly; problems name the file and record. With
+//! `--html`, the whole run directory is drawn as one page instead (`nesquic-html`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,10 +14,20 @@ use nesquic_record::qlog::reader::{self, QlogTrace};
 pub struct ReportArgs {
     /// A run directory (with server.sqlog / client.sqlog) or one .sqlog file.
     pub path: PathBuf,
+    /// Write one self-contained HTML page instead (plots, flame graphs; no network needed to
+    /// view it) to FILE, default RUN/report.html. Needs a run directory (summary.json).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub html: Option<Option<PathBuf>>,
 }
 
 /// Runs `nesquic report`.
 pub fn execute(args: &ReportArgs) -> Result<()> {
+    if let Some(file) = &args.html {
+        let input = crate::html::load_run(&args.path)?;
+        let page = nesquic_html::run_page(&input)?;
+        let dir = crate::html::run_dir(&args.path)?;
+        return crate::html::write(&crate::html::target(file, || dir.join("report.html")), &page, "HTML report");
+    }
     let files = sqlog_files(&args.path)?;
     for file in files {
         let trace = reader::read(&file)?;

@@ -131,6 +131,7 @@ mod tests {
             unknown_leaves: Vec::new(),
             unclassified_leaves: Vec::new(),
             cost: None,
+            folded: Vec::new(),
         };
         let cost = PacketCost::of(&profile, 0.5, "sent", 100_000, "test", 1_000_000).expect("datagrams");
         let crypto = cost.components.iter().find(|c| c.name == "crypto").expect("crypto");

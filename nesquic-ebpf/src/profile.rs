@@ -244,7 +244,8 @@ pub struct Share {
 }
 
 impl Share {
-    fn new(name: String, samples: u64, total: u64) -> Self {
+    /// `samples` of `total`, with its 95% Wilson interval.
+    pub fn of(name: String, samples: u64, total: u64) -> Self {
         let (n, p) = (total.max(1) as f64, samples as f64 / total.max(1) as f64);
         let z = 1.96f64;
         let denom = 1.0 + z * z / n;
@@ -280,6 +281,11 @@ pub struct RoleProfile {
     /// CPU cost per datagram and per payload byte by component, when a datagram count exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::packet_cost::PacketCost>,
+    /// Every sampled stack, folded (`outer;...;leaf` with user frames first, then kernel
+    /// frames) with its count, sorted by stack: what a flame graph draws. Counts sum to
+    /// `samples`. Not in the record (large): the engine writes it beside it.
+    #[serde(skip)]
+    pub folded: Vec<(String, u64)>,
 }
 
 impl RoleProfile {
@@ -303,7 +309,7 @@ pub struct Profile {
 
 /// Per-name sample counts, ranked into shares of `total`, largest first, at most `limit`.
 fn ranked(m: HashMap<String, u64>, total: u64, limit: usize) -> Vec<Share> {
-    let mut v: Vec<Share> = m.into_iter().map(|(n, c)| Share::new(n, c, total)).collect();
+    let mut v: Vec<Share> = m.into_iter().map(|(n, c)| Share::of(n, c, total)).collect();
     v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
     v.truncate(limit);
     v
@@ -326,6 +332,7 @@ pub fn build(
         let mut functions: HashMap<String, u64> = HashMap::new();
         let mut unknown: HashMap<String, u64> = HashMap::new();
         let mut unclassified: HashMap<String, u64> = HashMap::new();
+        let mut folded: HashMap<String, u64> = HashMap::new();
         for s in samples.iter().filter(|s| s.role == role) {
             let pmaps = maps.get(&s.tgid).unwrap_or(&empty);
             // Every frame but the innermost is a return address, one past the call: look up the
@@ -361,6 +368,7 @@ pub fn build(
             ) {
                 *unclassified.entry(leaf.clone()).or_default() += s.count;
             }
+            *folded.entry(fold(&user, &kernel)).or_default() += s.count;
             *functions.entry(leaf).or_default() += s.count;
             *components.entry(component).or_default() += s.count;
         }
@@ -377,9 +385,30 @@ pub fn build(
             unknown_leaves: ranked(unknown, total, usize::MAX),
             unclassified_leaves: ranked(unclassified, total, 20),
             cost: None,
+            folded: {
+                let mut v: Vec<(String, u64)> = folded.into_iter().collect();
+                v.sort_unstable();
+                v
+            },
         });
     }
     Profile { frequency_hz, roles: out, sampler: None }
+}
+
+/// One stack in the folded format flame graph tools read: outermost frame first, user frames
+/// then the kernel frames they called, `;`-separated. Names may hold `;` (`[u8; 16]`) and a
+/// folded line ends with ` count`, so `;` becomes `,` and an empty stack is named.
+fn fold(user: &[Result<String, Unresolved>], kernel: &[Result<String, Unresolved>]) -> String {
+    let name = |f: &Result<String, Unresolved>| match f {
+        Ok(n) => n.replace(';', ","),
+        Err(why) => why.label().to_string(),
+    };
+    let frames: Vec<String> = user.iter().rev().chain(kernel.iter().rev()).map(name).collect();
+    if frames.is_empty() {
+        "[unknown: empty stack]".to_string()
+    } else {
+        frames.join(";")
+    }
 }
 
 #[cfg(test)]
@@ -388,7 +417,7 @@ mod tests {
 
     #[test]
     fn wilson_interval_brackets_the_share() {
-        let s = Share::new("x".into(), 70, 100);
+        let s = Share::of("x".into(), 70, 100);
         assert!((s.share - 0.7).abs() < 1e-12);
         assert!(s.ci95_low > 0.59 && s.ci95_low < 0.7 && s.ci95_high > 0.7 && s.ci95_high < 0.79, "{s:?}");
     }
@@ -462,5 +491,17 @@ mod tests {
         let no_map = server.unknown_leaves.iter().find(|s| s.name == Unresolved::NoMapping.label()).expect("no map");
         assert_eq!(no_map.samples, 3);
         assert_eq!(p.roles[1].samples, 5);
+        // The folded stacks hold every sample, outermost frame first.
+        assert_eq!(server.folded.iter().map(|(_, n)| n).sum::<u64>(), 4);
+        let no_map = Unresolved::NoMapping.label();
+        assert!(server.folded.contains(&(format!("{no_map};{no_map}"), 3)), "{:?}", server.folded);
+        assert!(server.folded.contains(&("[unknown: empty stack]".to_string(), 1)), "{:?}", server.folded);
+    }
+
+    #[test]
+    fn folded_frames_never_hold_the_separator() {
+        let user = [Ok("<[u8; 16] as Foo>::bar".to_string()), Ok("main".to_string())];
+        let kernel = [Ok("udp_sendmsg".to_string())];
+        assert_eq!(fold(&user, &kernel), "main;<[u8, 16] as Foo>::bar;udp_sendmsg");
     }
 }

@@ -246,6 +246,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         reporter.repetition(&label, &figures);
         reps.push(figures);
     }
+    let profile_stacks = nesquic_record::stacks::write(&out_dir, &reps)?;
     let summary = Summary::of(&reps).ok_or_else(|| EngineError::msg("a run needs at least one repetition"))?;
     let link = topology.map(|t| LinkRecord {
         kind: "veth".into(),
@@ -273,6 +274,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         summary,
         calibration,
         link,
+        profile_stacks,
     };
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);

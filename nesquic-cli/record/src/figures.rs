@@ -192,6 +192,22 @@ impl VersusReference {
 }
 
 impl Summary {
+    /// The summary table's rows (label, spread, digits), the testcase's figures for a run of
+    /// `connections` connections included: what the terminal, Markdown and HTML tables show.
+    pub fn rows(&self, connections: u32) -> Vec<(&'static str, Spread, usize)> {
+        let mut rows = vec![
+            ("goodput (Mbit/s)", self.goodput_mbps, 1),
+            ("transfer (s)", self.transfer_s, 3),
+            ("handshake (ms)", self.handshake_ms, 2),
+            ("server CPU (s)", self.server_cpu_s, 3),
+            ("server CPU (%)", self.server_cpu_pct, 1),
+            ("client CPU (s)", self.client_cpu_s, 3),
+            ("client CPU (%)", self.client_cpu_pct, 1),
+        ];
+        rows.extend(self.workload.iter().flat_map(|w| w.rows(connections)));
+        rows
+    }
+
     /// Summarises; `None` when there are no repetitions.
     pub fn of(reps: &[RepetitionFigures]) -> Option<Self> {
         let spread = |f: &dyn Fn(&RepetitionFigures) -> f64| Spread::of(reps.iter().map(f));

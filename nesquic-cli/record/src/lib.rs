@@ -3,8 +3,9 @@
 //! calibration as recorded (`calibration`), Nesquic's qlog events (`events`, typed both ways), the
 //! qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
-//! the median every command shares (`stats`), comparing two runs, the CI gate (`compare`: samples
-//! per metric, rules, paired ratio intervals, Holm correction, verdicts), and the CPU cost per
+//! the sampling profile's folded stacks beside the record (`stacks`), the median every command
+//! shares (`stats`), comparing two runs, the CI gate (`compare`: samples per metric, rules, paired
+//! ratio intervals, Holm correction, verdicts), and the CPU cost per
 //! datagram by component over repetitions (`packet_cost`).
 //!
 //! Must not know processes, probes or the command line: it receives what was measured and
@@ -20,6 +21,7 @@ pub mod packet_cost;
 pub mod qlog;
 pub mod recorder;
 pub mod run;
+pub mod stacks;
 pub mod stats;
 pub mod workload;
 

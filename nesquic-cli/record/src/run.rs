@@ -47,6 +47,9 @@ pub struct RunRecord {
     /// `--link veth`: the link, what was applied by which mechanism, and what was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub link: Option<LinkRecord>,
+    /// With `--probe profile`: each side's folded stacks, in files beside summary.json.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profile_stacks: Vec<crate::stacks::StackFile>,
 }
 
 impl RunRecord {

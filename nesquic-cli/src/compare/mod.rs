@@ -51,6 +51,11 @@ pub struct GateArgs {
     /// verdict), json (versioned: report_version).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Also write one self-contained HTML page: verdicts, both runs side by side, differential
+    /// flame graphs (with --probe profile) to FILE, default ./compare.html. Needs run
+    /// directories (or their summary.json).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub html: Option<Option<PathBuf>>,
 }
 
 /// `nesquic compare` arguments.
@@ -187,6 +192,15 @@ pub(crate) fn judge(
         rows: &rows,
         regressions,
     };
+    if let Some(file) = &args.html {
+        let input = nesquic_html::CompareInput {
+            base: crate::html::load_run(&args.base)?,
+            head: crate::html::load_run(&args.head)?,
+            rows: rows.clone(),
+        };
+        let page = nesquic_html::compare_page(&input)?;
+        crate::html::write(&crate::html::target(file, || PathBuf::from("compare.html")), &page, "HTML comparison")?;
+    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Text => render::text(&report)?,

@@ -15,6 +15,8 @@ use process::LUT_ROLES;
 
 use crate::units;
 
+mod markdown;
+
 /// `nesquic run` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -50,6 +52,14 @@ pub struct RunArgs {
     /// Also write every figure as JSON to this file (the run directory always gets summary.json).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Also write one self-contained HTML page of the run (plots, flame graphs with --probe
+    /// profile; no network needed to view it) to FILE, default RUN_DIR/report.html.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, conflicts_with = "overhead")]
+    pub html: Option<Option<PathBuf>>,
+    /// Also write a Markdown summary (for a pull-request comment) to FILE, default
+    /// RUN_DIR/summary.md.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, conflicts_with = "overhead")]
+    pub markdown: Option<Option<PathBuf>>,
     /// Run directory for server.sqlog, client.sqlog and summary.json; must not hold files yet.
     /// Default: ./nesquic-runs/UTCTIME-LUT/.
     #[arg(long, value_name = "DIR")]
@@ -160,7 +170,7 @@ pub use nesquic_record::run::{LutSource, RunRecord as RunReport};
 
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
-    let plan = args.plan()?;
+    let mut plan = args.plan()?;
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
     let mut reporter = Terminal { quiet: args.quiet };
@@ -174,7 +184,26 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         }
         return Ok(None);
     }
-    Ok(Some(nesquic_engine::run::execute(&plan, &interrupted, &mut reporter)?))
+    let pages = args.html.is_some() || args.markdown.is_some();
+    if pages && plan.out.is_none() {
+        // The pages are written into the run directory: choose it here rather than in the engine.
+        plan.out = Some(nesquic_record::recorder::default_out_dir(plan.lut.name())?);
+    }
+    let record = nesquic_engine::run::execute(&plan, &interrupted, &mut reporter)?;
+    if let Some(dir) = plan.out.as_deref().filter(|_| pages) {
+        if let Some(file) = &args.markdown {
+            crate::html::write(
+                &crate::html::target(file, || dir.join("summary.md")),
+                &markdown::summary(&record),
+                "Markdown summary",
+            )?;
+        }
+        if let Some(file) = &args.html {
+            let page = nesquic_html::run_page(&crate::html::load_run(dir)?)?;
+            crate::html::write(&crate::html::target(file, || dir.join("report.html")), &page, "HTML report")?;
+        }
+    }
+    Ok(Some(record))
 }
 
 impl RunArgs {
@@ -423,18 +452,8 @@ fn print_summary(report: &RunReport) {
         report.testcase.workload.describe()
     );
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
-    let row = |name: &str, sp: &Spread, digits: usize| {
+    for (name, sp, digits) in s.rows(report.testcase.workload.connections) {
         println!("{name:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", sp.median, sp.min, sp.max);
-    };
-    row("goodput (Mbit/s)", &s.goodput_mbps, 1);
-    row("transfer (s)", &s.transfer_s, 3);
-    row("handshake (ms)", &s.handshake_ms, 2);
-    row("server CPU (s)", &s.server_cpu_s, 3);
-    row("server CPU (%)", &s.server_cpu_pct, 1);
-    row("client CPU (s)", &s.client_cpu_s, 3);
-    row("client CPU (%)", &s.client_cpu_pct, 1);
-    for (label, spread, digits) in s.workload.iter().flat_map(|w| w.rows(report.testcase.workload.connections)) {
-        row(label, &spread, digits);
     }
     println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
     if let Some(first) = report.repetitions.first() {

@@ -1,0 +1,174 @@
+//! The page of one run: header, summary table, repetitions as distributions, goodput and CPU
+//! over time, the profile (components, cost per packet, flame graphs), syscall latency, crypto
+//! calls, offload figures and the link as applied.
+
+use nesquic_protocol::Role;
+use nesquic_record::events::{MetricsUpdated, RunStarted};
+use nesquic_record::RunRecord;
+
+use crate::page::{num, Page};
+use crate::plot;
+use crate::HtmlError;
+
+/// Everything one run's page shows, loaded by the caller.
+pub struct RunInput {
+    /// What the run is called on the page (its directory).
+    pub name: String,
+    /// summary.json.
+    pub record: RunRecord,
+    /// The traces' `nesquic:run_started` (the first trace's).
+    pub started: Option<RunStarted>,
+    /// Every `nesquic:metrics_updated` of the traces, with the trace's role, in file order.
+    pub snapshots: Vec<(Role, MetricsUpdated)>,
+    /// Each side's folded profile stacks (empty without `--probe profile`).
+    pub stacks: Vec<(Role, Vec<(String, u64)>)>,
+}
+
+impl RunInput {
+    /// A one-line description: LUT, version, I/O path, testcase.
+    pub(crate) fn headline(&self) -> String {
+        let r = &self.record;
+        format!(
+            "{} {} (--io {}), {} {}",
+            r.lut.name,
+            r.lut.version,
+            r.lut.io,
+            r.testcase.name,
+            r.testcase.workload.describe()
+        )
+    }
+}
+
+/// The page of one run.
+pub fn run_page(input: &RunInput) -> Result<String, HtmlError> {
+    let title = format!("Nesquic run: {}", input.headline());
+    let mut page = Page::new(&title);
+    page.note(&format!("Run directory: {}", input.name));
+    header(&mut page, input);
+    summary(&mut page, &input.record);
+    repetitions(&mut page, &input.record, "")?;
+    crate::timeline::section(&mut page, input)?;
+    crate::profile::section(&mut page, input)?;
+    crate::probes::section(&mut page, &input.record)?;
+    link(&mut page, &input.record);
+    Ok(page.finish(&title))
+}
+
+/// What ran where, and what measured what.
+pub(crate) fn header(page: &mut Page, input: &RunInput) {
+    let r = &input.record;
+    let started = input.started.as_ref();
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let mut rows = vec![
+        vec!["LUT".into(), format!("{} {} (crypto: {})", r.lut.name, r.lut.version, r.lut.crypto_backend)],
+        vec!["I/O path".into(), format!("{}: {}", r.lut.io, or_dash(started.map(|s| s.io.stack.clone())))],
+        vec!["testcase".into(), format!("{}: {}", r.testcase.name, r.testcase.workload.describe())],
+        vec!["payload per repetition".into(), format!("{} bytes, {} repetition(s)", r.size_bytes, r.repetitions.len())],
+        vec![
+            "nesquic".into(),
+            format!("{} ({})", r.nesquic_version, or_dash(started.map(|s| s.nesquic.git_revision.clone()))),
+        ],
+        vec!["kernel".into(), or_dash(started.and_then(|s| s.host.kernel.clone()))],
+        vec![
+            "CPU".into(),
+            format!(
+                "{} ({} cores)",
+                or_dash(started.and_then(|s| s.host.cpu_model.clone())),
+                or_dash(started.and_then(|s| s.host.cores.map(|c| c.to_string())))
+            ),
+        ],
+        vec!["probes".into(), or_dash(started.and_then(|s| s.probes.requested.clone()))],
+        vec!["packet I/O measured by".into(), or_dash(started.and_then(|s| s.probes.io_mechanism.clone()))],
+        vec!["functions measured by".into(), function_mechanisms(started)],
+    ];
+    if !r.lut_options.is_empty() {
+        rows.push(vec!["LUT options".into(), r.lut_options.join(" ")]);
+    }
+    page.h2("What ran");
+    page.table(&["", ""], &rows);
+    let functions: Vec<Vec<String>> = started
+        .into_iter()
+        .flat_map(|s| &s.probes.functions)
+        .map(|f| vec![f.category.clone(), f.name.clone(), f.object.display().to_string(), f.mechanism.clone()])
+        .collect();
+    if !functions.is_empty() {
+        page.h3("Probed functions and the mechanism behind each");
+        page.table(&["category", "function", "object", "mechanism"], &functions);
+    }
+}
+
+/// The kernel's function mechanism, else the distinct mechanisms of the probed functions (the
+/// user-space agent names its own per function).
+fn function_mechanisms(started: Option<&RunStarted>) -> String {
+    let Some(probes) = started.map(|s| &s.probes) else { return "-".into() };
+    if let Some(m) = &probes.function_mechanism {
+        return m.clone();
+    }
+    let mut all: Vec<&str> = probes.functions.iter().map(|f| f.mechanism.as_str()).collect();
+    all.sort_unstable();
+    all.dedup();
+    if all.is_empty() {
+        "-".into()
+    } else {
+        all.join(", ")
+    }
+}
+
+/// Median, min and max of every figure.
+pub(crate) fn summary(page: &mut Page, r: &RunRecord) {
+    let s = &r.summary;
+    let rows: Vec<Vec<String>> = s
+        .rows(r.testcase.workload.connections)
+        .into_iter()
+        .map(|(label, sp, d)| {
+            vec![label.to_string(), num(Some(sp.median), d), num(Some(sp.min), d), num(Some(sp.max), d)]
+        })
+        .collect();
+    let verified = r.repetitions.iter().all(|x| x.payload_verified);
+    page.h2(&format!("Summary over {} repetition(s)", s.repetitions));
+    page.table(&["", "median", "min", "max"], &rows);
+    page.note(&format!("Payload verified in every repetition: {verified}."));
+}
+
+/// Each repetition as a dot, the median as a line. `prefix` keeps plot names unique when two
+/// runs share a page.
+pub(crate) fn repetitions(page: &mut Page, r: &RunRecord, prefix: &str) -> Result<(), HtmlError> {
+    page.h2("Repetitions");
+    let reps = &r.repetitions;
+    let plots: [(&str, &str, &str, Vec<f64>); 4] = [
+        ("goodput", "Goodput", "Mbit/s", reps.iter().map(|x| x.goodput_mbps).collect()),
+        ("handshake", "Handshake", "ms", reps.iter().map(|x| x.handshake_ms).collect()),
+        ("server-cpu", "Server CPU", "CPU s", reps.iter().map(|x| x.server.cpu_total_s).collect()),
+        ("client-cpu", "Client CPU", "CPU s", reps.iter().map(|x| x.client.cpu_total_s).collect()),
+    ];
+    for (id, title, unit, values) in plots {
+        page.raw(&plot::dots(&format!("{prefix}repetitions-{id}"), title, unit, &values)?);
+    }
+    Ok(())
+}
+
+/// The emulated link: what was asked, what applied it, what it did.
+fn link(page: &mut Page, r: &RunRecord) {
+    let Some(l) = &r.link else { return };
+    page.h2("Link as applied");
+    let c = &l.conditions;
+    let mut rows = vec![
+        vec!["link".into(), l.kind.clone()],
+        vec!["mechanisms".into(), l.mechanisms.join("; ")],
+        vec!["rate".into(), c.rate.clone().unwrap_or_else(|| "-".into())],
+        vec!["loss (%)".into(), num(c.loss_pct, 2)],
+        vec!["delay (ms)".into(), num(c.delay_ms, 2)],
+        vec!["jitter (ms)".into(), num(c.jitter_ms, 2)],
+        vec!["reorder (%)".into(), num(c.reorder_pct, 2)],
+        vec!["qdisc drops".into(), l.qdisc_drops.to_string()],
+    ];
+    if let Some(o) = &l.observed_loss {
+        rows.push(vec!["loss observed".into(), format!("{} of {} datagrams ({:.3}%)", o.dropped, o.seen, o.pct)]);
+    }
+    if let Some(relay) = l.relay.as_ref().and_then(|x| serde_json::to_value(x).ok()) {
+        for (k, v) in relay.as_object().into_iter().flatten() {
+            rows.push(vec![format!("relay {k}"), v.to_string()]);
+        }
+    }
+    page.table(&["", ""], &rows);
+}
