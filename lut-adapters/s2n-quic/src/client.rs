@@ -86,7 +86,7 @@ pub async fn run(connect: SocketAddr, ca: &Path, o: &Options, command: &LutComma
     client.wait_idle().await.context("closing")?;
     results.sort_by_key(|(index, _)| *index);
     let connections: Vec<ConnectionResult> = results.into_iter().map(|(_, r)| r).collect();
-    let done = ClientResult::of_run(command.is_single_workload(), connections, elapsed.as_nanos() as u64)
+    let done = ClientResult::of_run(command.workload().is_single(), connections, elapsed.as_nanos() as u64)
         .context("a one-connection workload ran more than one connection")?;
     LutEvent::Done(done).emit();
     Ok(())

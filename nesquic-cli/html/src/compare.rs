@@ -20,6 +20,8 @@ pub struct CompareInput {
 fn verdict_cell(v: Verdict) -> String {
     match v {
         Verdict::Regression => "!regression!REGRESSION".into(),
+        // Worse with confidence on a figure no rule gates: shown, not failed.
+        Verdict::Worse => "!regression!worse (not gated)".into(),
         Verdict::Improvement => "!improvement!improvement".into(),
         Verdict::Unchanged => "ok".into(),
         Verdict::Inconclusive => "inconclusive".into(),

@@ -51,11 +51,6 @@ pub struct GateArgs {
     /// verdict), json (versioned: report_version).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
-    /// Also write one self-contained HTML page: verdicts, both runs side by side, differential
-    /// flame graphs (with --probe profile) to FILE, default ./compare.html. Needs run
-    /// directories (or their summary.json).
-    #[arg(long, value_name = "FILE", num_args = 0..=1)]
-    pub html: Option<Option<PathBuf>>,
 }
 
 /// `nesquic compare` arguments.
@@ -66,6 +61,11 @@ pub struct CompareArgs {
     pub base: PathBuf,
     /// The run under review, same forms.
     pub head: PathBuf,
+    /// Also write one self-contained HTML page: verdicts, both runs side by side, differential
+    /// flame graphs (with --probe profile) to FILE, default ./compare.html. Needs run
+    /// directories (or their summary.json).
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    pub html: Option<Option<PathBuf>>,
     /// The gate.
     #[command(flatten)]
     pub gate: GateArgs,
@@ -118,7 +118,9 @@ pub fn execute(args: &CompareArgs) -> Result<Outcome> {
     let base = load(&args.base)?;
     let head = load(&args.head)?;
     let pairing = if interleaved(&args.base, &args.head) { Pairing::Paired } else { Pairing::Unpaired };
-    judge(&base, &head, (&args.base.display().to_string(), &args.head.display().to_string()), pairing, &args.gate)
+    let (base_name, head_name) = (args.base.display().to_string(), args.head.display().to_string());
+    let html = args.html.as_ref().map(|file| HtmlRequest { base: &args.base, head: &args.head, file: file.as_deref() });
+    judge(&base, &head, (&base_name, &head_name), pairing, &args.gate, html)
 }
 
 /// Whether BASE and HEAD are the two sides of one `nesquic ab` job (`DIR/base`, `DIR/head`
@@ -134,13 +136,22 @@ fn interleaved(base: &Path, head: &Path) -> bool {
     }
 }
 
-/// Compares `base` with `head` under the gate's flags and prints the report.
+/// `compare --html`: the two run directories and where the page goes.
+pub(crate) struct HtmlRequest<'a> {
+    base: &'a std::path::Path,
+    head: &'a std::path::Path,
+    file: Option<&'a std::path::Path>,
+}
+
+/// Compares `base` with `head` under the gate's flags and prints the report (and the HTML page,
+/// when asked).
 pub(crate) fn judge(
     base: &RunSamples,
     head: &RunSamples,
     names: (&str, &str),
     pairing: Pairing,
     args: &GateArgs,
+    html: Option<HtmlRequest<'_>>,
 ) -> Result<Outcome> {
     if base.testcase != head.testcase {
         bail!(
@@ -192,14 +203,15 @@ pub(crate) fn judge(
         rows: &rows,
         regressions,
     };
-    if let Some(file) = &args.html {
+    if let Some(h) = html {
         let input = nesquic_html::CompareInput {
-            base: crate::html::load_run(&args.base)?,
-            head: crate::html::load_run(&args.head)?,
+            base: crate::html::load_run(h.base)?,
+            head: crate::html::load_run(h.head)?,
             rows: rows.clone(),
         };
         let page = nesquic_html::compare_page(&input)?;
-        crate::html::write(&crate::html::target(file, || PathBuf::from("compare.html")), &page, "HTML comparison")?;
+        let file = h.file.map(PathBuf::from);
+        crate::html::write(&crate::html::target(&file, || PathBuf::from("compare.html")), &page, "HTML comparison")?;
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
