@@ -133,5 +133,12 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
     let record = nesquic_engine::ab::execute(&mut plan, &interrupted, &mut Terminal { quiet: true })?;
     eprintln!("nesquic: rounds written to {} (base/, head/, ab.json)", out.display());
     let names = (out.join("base").display().to_string(), out.join("head").display().to_string());
-    judge(&from_record(&record.base)?, &from_record(&record.head)?, (&names.0, &names.1), Pairing::Paired, &args.gate, None)
+    judge(
+        &from_record(&record.base)?,
+        &from_record(&record.head)?,
+        (&names.0, &names.1),
+        Pairing::Paired,
+        &args.gate,
+        None,
+    )
 }
