@@ -1,6 +1,7 @@
 //! `nesquic-lut-tquic`: Tencent tquic (its vendored BoringSSL) speaking the benchmark protocol
-//! over Nesquic's I/O layer (tquic has no I/O of its own), one connection with one stream, as
-//! the quiche LUT. Started by `nesquic run --lut tquic`; see docs/protocol.md.
+//! over Nesquic's I/O layer (tquic has no I/O of its own), one connection with one stream (the
+//! quiche LUT's bulk case; other workload shapes are refused). Started by
+//! `nesquic run --lut tquic`; see docs/protocol.md.
 //!
 //! Its own cargo workspace: in the main one, cargo's feature unification would build
 //! `nesquic-lut-bins` with quiche for every binary, and quiche's BoringSSL and tquic's define the

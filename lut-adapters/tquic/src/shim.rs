@@ -4,6 +4,8 @@
 //! [`ClientApp`]) and handing finished packets to a [`PacketSendHandler`]. That sender writes
 //! them straight into the translation layer's GSO batch (one copy, as tquic keeps its buffers),
 //! accepting no more than the batch holds: tquic queues the rest for the next turn.
+//! The client keeps the translation layer's [`ClientRun`] bookkeeping (one connection with one
+//! stream: other shapes are refused on both sides) and reports its `done` result from it.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -15,7 +17,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use nesquic_lut_bins::protocol::payload::{ALPN, SERVER_NAME};
 use nesquic_lut_bins::protocol::pem;
-use nesquic_lut_bins::protocol::stream::{ClientOutcome, ClientStream, PayloadChunk, ServerStream};
+use nesquic_lut_bins::protocol::report::ClientResult;
+use nesquic_lut_bins::protocol::stream::{PayloadChunk, ServerStream};
+use nesquic_lut_bins::protocol::{ClientConnection, ClientRun};
 use nesquic_lut_bins::translation::batch::TxBatch;
 use nesquic_lut_bins::translation::{ClientEndpoint, Endpoint, Stack, StackOptions, TranslationError};
 use tquic::{Connection, PacketInfo, PacketSendHandler, TlsConfig, TransportHandler};
@@ -201,8 +205,12 @@ impl Stack for Tquic {
         _io: &nesquic_lut_bins::io::UdpIo,
         cert: &Path,
         key: &Path,
+        connections: u32,
         options: &StackOptions,
     ) -> Result<Box<dyn Endpoint>, TranslationError> {
+        if connections > 1 {
+            return Err(TranslationError::Config("tquic serves one connection with one stream only"));
+        }
         // BoringSSL loads PEM files; they are only needed while loading.
         let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
         let tls = TlsConfig::new_server_config(&cert_pem.path_str()?, &key_pem.path_str()?, vec![ALPN.to_vec()], false)
@@ -216,16 +224,20 @@ impl Stack for Tquic {
         local: SocketAddr,
         server: SocketAddr,
         ca: &Path,
-        size: u64,
+        run: ClientRun,
         options: &StackOptions,
     ) -> Result<Box<dyn ClientEndpoint>, TranslationError> {
+        if !run.shape().is_single() {
+            return Err(TranslationError::Config("tquic runs one connection with one stream only"));
+        }
         let mut tls = TlsConfig::new_client_config(vec![ALPN.to_vec()], false).map_err(tquic_err("client TLS"))?;
         let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
         tls.set_ca_certs(&ca_pem.path_str()?).map_err(tquic_err("load trust anchor"))?;
         // Verify the chain against that anchor and the name against SERVER_NAME.
         tls.set_verify(true);
         let app = ClientApp {
-            stream: ClientStream::new(size),
+            run,
+            connection: None,
             qlog: options.qlog.clone(),
             closed: false,
             close_sent: false,
@@ -234,6 +246,9 @@ impl Stack for Tquic {
         };
         let mut endpoint = TquicEndpoint::new(config(options, tls)?, false, app);
         endpoint.local = Some(local);
+        // The connection's handshake clock starts right before tquic starts it.
+        let connection = endpoint.app.borrow_mut().run.next_connection();
+        endpoint.app.borrow_mut().connection = connection;
         endpoint
             .endpoint
             .connect(local, server, Some(SERVER_NAME), None, None, None)
@@ -363,9 +378,12 @@ impl TransportHandler for Shared<ServerApp> {
     fn on_new_token(&mut self, _conn: &mut Connection, _token: Vec<u8>) {}
 }
 
-/// The client's one benchmark stream.
+/// The client's workload: one connection with one benchmark stream (the descriptor refuses
+/// other shapes, and [`Tquic::client`] checks).
 pub struct ClientApp {
-    stream: ClientStream,
+    run: ClientRun,
+    /// The open connection, until its stream is verified and it is handed back to `run`.
+    connection: Option<ClientConnection>,
     qlog: Option<std::path::PathBuf>,
     closed: bool,
     close_sent: bool,
@@ -375,19 +393,27 @@ pub struct ClientApp {
 
 impl ClientApp {
     fn send_request(&mut self, conn: &mut Connection) -> Result<(), TranslationError> {
-        self.stream.on_established();
-        let Some(request) = self.stream.request() else { return Ok(()) };
+        let Some(connection) = self.connection.as_mut() else { return Ok(()) };
+        connection.on_established();
+        let Some(request) = connection.stream_mut(0).and_then(|s| s.request()) else { return Ok(()) };
         let id = conn.stream_bidi_new(0, false).map_err(tquic_err("open stream"))?;
         conn.stream_write(id, Bytes::copy_from_slice(&request), true).map_err(tquic_err("write request"))?;
         Ok(())
     }
 
     fn read_payload(&mut self, conn: &mut Connection, id: u64) -> Result<(), TranslationError> {
+        let Some(connection) = self.connection.as_mut() else { return Ok(()) };
+        let index = connection.index();
+        let Some(stream) = connection.stream_mut(0) else { return Ok(()) };
         self.scratch.resize(64 * 1024, 0);
         loop {
             match conn.stream_read(id, &mut self.scratch) {
                 Ok((n, fin)) => {
-                    self.stream.on_payload(&self.scratch[..n], fin)?;
+                    stream.on_payload(&self.scratch[..n], fin).map_err(|error| TranslationError::Payload {
+                        connection: index,
+                        stream: 0,
+                        error,
+                    })?;
                     if fin {
                         break;
                     }
@@ -396,7 +422,12 @@ impl ClientApp {
                 Err(e) => return Err(tquic_err("read payload")(e)),
             }
         }
-        if self.stream.outcome().is_some() && !self.close_sent {
+        if connection.is_verified() {
+            if let Some(connection) = self.connection.take() {
+                self.run.finish(connection).map_err(|e| TranslationError::Closed(e.to_string()))?;
+            }
+        }
+        if self.run.is_complete() && !self.close_sent {
             self.close_sent = true;
             let _ = conn.close(true, 0, b"done");
         }
@@ -418,7 +449,7 @@ impl App for ClientApp {
         self.closed
     }
     fn progress(&self) -> u64 {
-        self.stream.received()
+        self.connection.as_ref().map_or(0, ClientConnection::received) + self.run.finished_bytes()
     }
 }
 
@@ -436,8 +467,9 @@ impl TransportHandler for Shared<ClientApp> {
     fn on_conn_closed(&mut self, conn: &mut Connection) {
         let mut app = self.0.borrow_mut();
         app.closed = true;
-        if app.stream.outcome().is_none() {
-            let why = match app.stream.is_established() {
+        if !app.run.is_complete() {
+            let established = app.connection.as_ref().is_some_and(ClientConnection::is_established);
+            let why = match established {
                 true => closed_reason(conn),
                 false => format!(
                     "the handshake failed (certificate not trusted, or server unreachable; {})",
@@ -459,8 +491,8 @@ impl TransportHandler for Shared<ClientApp> {
 }
 
 impl ClientEndpoint for TquicEndpoint<ClientApp> {
-    fn outcome(&self) -> Option<ClientOutcome> {
-        self.app.borrow().stream.outcome()
+    fn report(&self) -> Option<ClientResult> {
+        self.app.borrow().run.report()
     }
     fn as_endpoint(&mut self) -> &mut dyn Endpoint {
         self
