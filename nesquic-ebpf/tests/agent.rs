@@ -336,8 +336,13 @@ fn mismatched_bytes_leave_the_function_unpatched() {
 #[test]
 fn calibration_measures_a_small_positive_cost() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let cost = nesquic_ebpf::user::measure_cost(&workload(), dir.path(), 3, 200_000).expect("calibration");
-    assert!(cost.count_ns > -5.0 && cost.count_ns < 200.0, "{cost:?}");
+    let rounds = 5;
+    let cost = nesquic_ebpf::user::measure_cost(&workload(), dir.path(), rounds, 200_000).expect("calibration");
+    // The counting cost is a few ns, the difference of two timed loops: with other tests of this
+    // file running beside it, single rounds scatter by ~15 ns (one CI run measured -8.2 +- 15.5 over
+    // 3 rounds). What must hold: small, and not below zero beyond its own uncertainty.
+    let margin = 3.0 * cost.count_sd_ns / (rounds as f64).sqrt();
+    assert!(cost.count_ns + margin > 0.0 && cost.count_ns < 200.0, "{cost:?}");
     assert!(cost.time_ns > 0.0 && cost.time_ns < 1000.0, "{cost:?}");
 }
 
