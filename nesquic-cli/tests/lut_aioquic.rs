@@ -26,13 +26,6 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
     common::lut::bulk_transfers_are_verified_over_loopback_and_veth("aioquic", "1.");
 }
 
-#[test]
-fn every_workload_shape_runs() {
-    let _g = serial();
-    aioquic();
-    common::lut::every_workload_shape_runs("aioquic");
-}
-
 /// One AEAD seal per datagram sent and one open per datagram received, header protection once
 /// per packet: aioquic sends one packet per datagram (a few handshake datagrams coalesce two).
 fn check_crypto_per_datagram(report: &serde_json::Value) {
@@ -70,7 +63,7 @@ fn crypto_in_the_dlopened_library_and_syscalls_are_counted_by_the_agent_and_the_
 
 #[test]
 fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
-    common::lut::foreign_trust_anchor_fails(&aioquic(), "handshake failed");
+    common::lut::only_the_runs_certificate_is_trusted(&aioquic(), "", "handshake failed");
 }
 
 #[test]
@@ -88,7 +81,7 @@ fn options_it_has_run_and_the_others_are_refused_by_name() {
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    common::lut::payloads_agree_with_quinn_in_both_directions(&aioquic());
+    common::lut::payloads_agree_with_quinn(&aioquic(), "");
 }
 
 #[test]
@@ -100,5 +93,5 @@ fn a_corrupted_byte_is_reported_at_its_offset() {
 #[test]
 fn the_qlog_of_aioquic_is_merged_into_the_traces() {
     aioquic();
-    common::lut::the_library_qlog_is_merged_into_the_traces("aioquic", 10);
+    common::lut::the_library_qlog_is_merged("aioquic", "\"original_name\":\"transport:packet_sent\"");
 }

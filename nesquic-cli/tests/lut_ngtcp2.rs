@@ -31,13 +31,6 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 }
 
 #[test]
-fn every_workload_shape_runs() {
-    let _g = serial();
-    ngtcp2();
-    common::lut::every_workload_shape_runs("ngtcp2");
-}
-
-#[test]
 fn crypto_and_syscalls_are_counted_on_both_sides() {
     let _g = serial();
     ngtcp2();
@@ -78,7 +71,7 @@ fn gro_off_receives_one_datagram_per_syscall_and_on_batches() {
 
 #[test]
 fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
-    common::lut::foreign_trust_anchor_fails(&ngtcp2(), "certificate verification failed");
+    common::lut::only_the_runs_certificate_is_trusted(&ngtcp2(), "", "certificate verification failed");
 }
 
 #[test]
@@ -92,7 +85,7 @@ fn options_it_has_run() {
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    common::lut::payloads_agree_with_quinn_in_both_directions(&ngtcp2());
+    common::lut::payloads_agree_with_quinn(&ngtcp2(), "");
 }
 
 #[test]
@@ -104,5 +97,5 @@ fn a_corrupted_byte_is_reported_at_its_offset() {
 #[test]
 fn the_qlog_of_ngtcp2_is_merged_into_the_traces() {
     ngtcp2();
-    common::lut::the_library_qlog_is_merged_into_the_traces("ngtcp2", 10);
+    common::lut::the_library_qlog_is_merged("ngtcp2", "\"original_name\":\"transport:packet_sent\"");
 }

@@ -23,13 +23,6 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 }
 
 #[test]
-fn every_workload_shape_runs() {
-    let _g = serial();
-    quic_go();
-    common::lut::every_workload_shape_runs("quic-go");
-}
-
-#[test]
 fn go_crypto_and_syscalls_are_counted_on_both_sides() {
     let _g = serial();
     quic_go();
@@ -91,12 +84,12 @@ fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
 
 #[test]
 fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
-    common::lut::foreign_trust_anchor_fails(&quic_go(), "certificate signed by unknown authority");
+    common::lut::only_the_runs_certificate_is_trusted(&quic_go(), "", "certificate signed by unknown authority");
 }
 
 #[test]
 fn payloads_agree_with_quinn_in_both_directions() {
-    common::lut::payloads_agree_with_quinn_in_both_directions(&quic_go());
+    common::lut::payloads_agree_with_quinn(&quic_go(), "");
 }
 
 #[test]
@@ -108,5 +101,5 @@ fn a_corrupted_byte_is_reported_at_its_offset() {
 #[test]
 fn the_qlog_of_quic_go_is_merged_into_the_traces() {
     quic_go();
-    common::lut::the_library_qlog_is_merged_into_the_traces("quic-go", 10);
+    common::lut::the_library_qlog_is_merged("quic-go", "\"original_name\":\"transport:packet_sent\"");
 }

@@ -7,9 +7,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::lut_run::{
-    a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, every_workload_shape_runs_on, lut_binary,
-    one_seal_or_open_per_datagram, only_the_runs_certificate_is_trusted, payloads_agree_with_quinn,
+use common::lut::{
+    lut_binary, one_seal_or_open_per_datagram, only_the_runs_certificate_is_trusted, payloads_agree_with_quinn,
     refused_with_the_reason, role, server_sends, verified,
 };
 use common::{run_json, serial};
@@ -23,14 +22,7 @@ fn s2n_quic() -> PathBuf {
 fn bulk_transfers_are_verified_over_loopback_and_veth() {
     let _g = serial();
     s2n_quic();
-    bulk_over_loopback_and_veth("s2n-quic", "1.");
-}
-
-#[test]
-fn every_workload_shape_runs() {
-    let _g = serial();
-    s2n_quic();
-    every_workload_shape_runs_on("s2n-quic");
+    common::lut::bulk_transfers_are_verified_over_loopback_and_veth("s2n-quic", "1.");
 }
 
 #[test]
@@ -76,7 +68,7 @@ fn payloads_agree_with_quinn_in_both_directions() {
 #[test]
 fn a_corrupted_byte_is_reported_at_its_offset() {
     s2n_quic();
-    a_corrupted_byte_is_reported("s2n-quic");
+    common::lut::a_corrupted_byte_is_reported_at_its_offset("s2n-quic");
 }
 
 #[test]

@@ -8,10 +8,9 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::lut_run::{
-    a_corrupted_byte_is_reported, bulk_over_loopback_and_veth, lut_binary, one_seal_or_open_per_datagram,
-    only_the_runs_certificate_is_trusted, payloads_agree_with_quinn, refused_with_the_reason, server_sends,
-    the_library_qlog_is_merged, verified,
+use common::lut::{
+    lut_binary, one_seal_or_open_per_datagram, only_the_runs_certificate_is_trusted, payloads_agree_with_quinn,
+    refused_with_the_reason, server_sends, the_library_qlog_is_merged, verified,
 };
 use common::{run_json, serial};
 
@@ -24,7 +23,7 @@ fn tquic() -> PathBuf {
 fn bulk_transfers_are_verified_over_loopback_and_veth() {
     let _g = serial();
     tquic();
-    bulk_over_loopback_and_veth("tquic", "1.");
+    common::lut::bulk_transfers_are_verified_over_loopback_and_veth("tquic", "1.");
 }
 
 #[test]
@@ -63,7 +62,7 @@ fn payloads_agree_with_quinn_in_both_directions() {
 #[test]
 fn a_corrupted_byte_is_reported_at_its_offset() {
     tquic();
-    a_corrupted_byte_is_reported("tquic");
+    common::lut::a_corrupted_byte_is_reported_at_its_offset("tquic");
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Testcases end to end: every built-in scenario on every LUT (quinn native and quinn-proto over
-//! Nesquic's I/O and the plain loop, quiche, msquic, quic-go, aioquic, ngtcp2, tcp-tls), on loopback and on a veth
+//! Nesquic's I/O and the plain loop, quiche, msquic, quic-go, aioquic, ngtcp2, s2n-quic, tcp-tls), on loopback and on a veth
 //! link (root), payloads verified and the per-connection figures consistent with what was asked;
 //! each LUT executable's own report listing every connection and stream and adding up; users'
 //! scenario files and overrides; clear errors for what cannot run.
@@ -109,6 +109,7 @@ every_lut! {
     quic_go: "quic-go", [];
     aioquic: "aioquic", [];
     ngtcp2: "ngtcp2", [];
+    s2n_quic: "s2n-quic", [];
     tcp_tls: "tcp-tls", [];
 }
 

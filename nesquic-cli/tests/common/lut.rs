@@ -1,5 +1,6 @@
 //! Helpers for the end-to-end tests of one LUT executable (`lut_*.rs`): where it is, what a run's
-//! summary says about it, and running it directly through `--lut exec`.
+//! summary says about it (payload verified, probe rows per role), certificates the run did not
+//! generate, and running it directly through `--lut exec`.
 
 use std::path::{Path, PathBuf};
 
@@ -87,16 +88,17 @@ pub fn client_cmd(binary: &Path, ca: &str) -> String {
     format!("{} client --connect $NESQUIC_CONNECT --ca {ca} --size $NESQUIC_SIZE", binary.display())
 }
 
-/// A client trusting a certificate the run did not make fails its handshake with `why` in
-/// nesquic's error; the run's own certificate passes with the same commands.
-pub fn foreign_trust_anchor_fails(binary: &Path, why: &str) {
+/// `binary`'s client refuses a certificate the run did not generate (its error says `why`) and
+/// accepts the run's own, with the same commands (`extra` appended to both).
+pub fn only_the_runs_certificate_is_trusted(binary: &Path, extra: &str, why: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let other = foreign_certificate(dir.path());
-    let out = exec_run(&server_cmd(binary), &client_cmd(binary, &other.display().to_string()));
+    let server = server_cmd(binary) + extra;
+    let out = exec_run(&server, &(client_cmd(binary, &other.display().to_string()) + extra));
     assert!(!out.status.success());
     let err = stderr(&out);
     assert!(err.contains("client") && err.contains(why), "{err}");
-    let out = exec_run(&server_cmd(binary), &client_cmd(binary, "$NESQUIC_CA"));
+    let out = exec_run(&server, &(client_cmd(binary, "$NESQUIC_CA") + extra));
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
@@ -112,21 +114,43 @@ pub fn bulk_transfers_are_verified_over_loopback_and_veth(lut: &str, version_pre
     assert!(super::our_namespaces().is_empty(), "left {:?}", super::our_namespaces());
 }
 
-/// Every testcase shape runs with payloads verified and the shape the summary reports.
-pub fn every_workload_shape_runs(lut: &str) {
-    for (testcase, size, connections, streams) in
-        [("multi-conn", "1MB", 4, 1), ("multi-stream", "500KB", 1, 8), ("handshakes", "1KB", 200, 1)]
-    {
-        let report = super::run_json(&["--lut", lut, "--testcase", testcase, "--size", size]);
-        let per_stream: u64 = size.trim_end_matches("KB").trim_end_matches("MB").parse::<u64>().expect("size")
-            * if size.ends_with("MB") { 1_000_000 } else { 1_000 };
-        verified(&report, connections * streams * per_stream);
-        let w = &report["repetitions"][0]["workload"];
-        assert_eq!(
-            (w["connections"].as_u64(), w["streams_per_connection"].as_u64()),
-            (Some(connections), Some(streams)),
-            "{lut} {testcase}: {w}"
-        );
+/// quinn's server feeds `binary`'s client and `binary`'s server feeds quinn's client (`extra`
+/// appended to `binary`'s commands): the payload protocol is the same on both.
+pub fn payloads_agree_with_quinn(binary: &Path, extra: &str) {
+    let quinn = target_dir().join("nesquic-lut-quinn");
+    let out = exec_run(&server_cmd(&quinn), &(client_cmd(binary, "$NESQUIC_CA") + extra));
+    assert!(out.status.success(), "quinn -> {}: {}", binary.display(), stderr(&out));
+    let out = exec_run(&(server_cmd(binary) + extra), &client_cmd(&quinn, "$NESQUIC_CA"));
+    assert!(out.status.success(), "{} -> quinn: {}", binary.display(), stderr(&out));
+}
+
+/// A byte the server flipped is reported at its offset.
+pub fn a_corrupted_byte_is_reported_at_its_offset(lut: &str) {
+    let out = nesquic()
+        .args(["run", "--lut", lut, "--size", "2MB"])
+        .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
+        .output()
+        .expect("run nesquic");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("payload mismatch at byte offset 1234567"), "{err}");
+}
+
+/// With `--lut-qlog`, each side's trace holds more than 10 occurrences of `marker` (the
+/// library's own packet_sent events, merged).
+pub fn the_library_qlog_is_merged(lut: &str, marker: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out_dir = dir.path().join("run");
+    let out = nesquic()
+        .args(["run", "--lut", lut, "--size", "2MB", "--lut-qlog", "--out"])
+        .arg(&out_dir)
+        .output()
+        .expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    for side in ["server", "client"] {
+        let trace = std::fs::read_to_string(out_dir.join(format!("{side}.sqlog"))).expect("trace");
+        let sent = trace.matches(marker).count();
+        assert!(sent > 10, "{lut} {side}: {sent} of the library's {marker} events merged");
     }
 }
 
@@ -154,40 +178,48 @@ pub fn offload_off_is_one_datagram_per_syscall_and_on_batches(lut: &str, option:
     assert!(per_call[1] >= 3.0, "{lut} {option}=on: {} datagrams per {syscall_name}", per_call[1]);
 }
 
-/// `binary` and quinn's LUT exchange verified payloads with either as the server.
-pub fn payloads_agree_with_quinn_in_both_directions(binary: &Path) {
-    let quinn = target_dir().join("nesquic-lut-quinn");
-    for (server, client) in [(&quinn.as_path(), &binary), (&binary, &quinn.as_path())] {
-        let out = exec_run(&server_cmd(server), &client_cmd(client, "$NESQUIC_CA"));
-        assert!(out.status.success(), "{} -> {}: {}", server.display(), client.display(), stderr(&out));
+/// The server's (calls, datagrams, messages) on `syscall` in a 5 MB `--probe io` run of `lut`
+/// with these `--lut-opt` settings.
+pub fn server_sends(lut: &str, opts: &[&str], syscall_name: &str) -> (u64, u64, u64) {
+    let mut args = vec!["--lut", lut, "--size", "5MB", "--probe", "io"];
+    for o in opts {
+        args.extend(["--lut-opt", o]);
+    }
+    let report = super::run_json(&args);
+    verified(&report, 5_000_000);
+    syscall(role(&report, "server"), syscall_name)
+}
+
+/// `nesquic run --lut LUT --size 1MB ARGS` fails, saying `why`, for each pair.
+pub fn refused_with_the_reason(lut: &str, cases: &[(&[&str], &str)]) {
+    for (args, why) in cases {
+        let out = nesquic().args(["run", "--lut", lut, "--size", "1MB"]).args(*args).output().expect("run nesquic");
+        assert!(!out.status.success(), "{args:?}");
+        let err = stderr(&out);
+        assert!(err.contains(why), "{args:?}: {err}");
     }
 }
 
-/// A byte the server flipped is reported at its offset.
-pub fn a_corrupted_byte_is_reported_at_its_offset(lut: &str) {
-    let out = nesquic()
-        .args(["run", "--lut", lut, "--size", "2MB"])
-        .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
-        .output()
-        .expect("run nesquic");
-    assert!(!out.status.success());
-    let err = stderr(&out);
-    assert!(err.contains("payload mismatch at byte offset 1234567"), "{err}");
-}
-
-/// With `--lut-qlog`, the library's own events are merged into both sides' traces.
-pub fn the_library_qlog_is_merged_into_the_traces(lut: &str, min_sent: usize) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out_dir = dir.path().join("run");
-    let out = nesquic()
-        .args(["run", "--lut", lut, "--size", "2MB", "--lut-qlog", "--out"])
-        .arg(&out_dir)
-        .output()
-        .expect("run nesquic");
-    assert!(out.status.success(), "{}", stderr(&out));
-    for side in ["server", "client"] {
-        let trace = std::fs::read_to_string(out_dir.join(format!("{side}.sqlog"))).expect("trace");
-        let sent = trace.matches("\"original_name\":\"transport:packet_sent\"").count();
-        assert!(sent > min_sent, "{lut} {side}: {sent} packet_sent events merged");
+/// The packet crypto of a `--probe io,crypto` run of a stack that seals and opens each packet
+/// once: seal, open, header protection and handshake counted on both sides; one header
+/// protection per seal or open; one seal per datagram the server sent on `send` (GSO runs, several
+/// per message) and one open per datagram the client received on `recv`, give or take the
+/// handshake packets that share a datagram. Datagrams a full receive buffer dropped are neither
+/// received nor opened, so this holds with loss too.
+pub fn one_seal_or_open_per_datagram(report: &Value, send: &str, recv: &str) {
+    let (server, client) = (role(report, "server"), role(report, "client"));
+    for (name, r) in [("server", server), ("client", client)] {
+        for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
+            assert!(calls(r, category) > 0, "{name}: no {category}");
+        }
+        let (seal, open, hp) = (calls(r, "crypto.seal"), calls(r, "crypto.open"), calls(r, "crypto.header_protection"));
+        assert!(hp.abs_diff(seal + open) <= 16, "{name}: {hp} header protections for {seal} seals + {open} opens");
     }
+    let (_, sent, messages) = syscall(server, send);
+    let seals = calls(server, "crypto.seal");
+    assert!(seals >= sent && seals <= sent + 16, "server: {seals} seals for {sent} datagrams sent");
+    assert!(sent >= 3 * messages, "GSO packs several datagrams per message: {sent} in {messages}");
+    let (_, received, _) = syscall(client, recv);
+    let opens = calls(client, "crypto.open");
+    assert!(opens.abs_diff(received) <= 16, "client: {opens} opens for {received} datagrams received");
 }

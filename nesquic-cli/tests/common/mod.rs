@@ -2,7 +2,6 @@
 #![allow(dead_code)]
 
 pub mod lut;
-pub mod lut_run;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
