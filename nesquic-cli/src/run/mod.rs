@@ -17,6 +17,9 @@ use crate::units;
 
 mod markdown;
 
+/// This build, as recorded in runs and checked against remote hosts.
+pub const TOOL: ToolInfo = ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") };
+
 /// `nesquic run` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -161,6 +164,9 @@ pub struct RunArgs {
     /// overtakes earlier ones (netem's `reorder`).
     #[arg(long, value_name = "PERCENT")]
     pub reorder: Option<f64>,
+    /// Roles on other hosts.
+    #[command(flatten)]
+    pub hosts: crate::remote::HostArgs,
     /// Set by `nesquic matrix`: no per-run summary tables, repetition lines on stderr.
     #[arg(skip)]
     pub quiet: bool,
@@ -289,7 +295,8 @@ impl RunArgs {
             interval: self.interval,
             out: self.out.clone(),
             json: if self.overhead { None } else { self.json.clone() },
-            tool: ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") },
+            tool: TOOL,
+            remote: self.hosts.roles()?,
         })
     }
 }
@@ -313,6 +320,14 @@ impl RunReporter for Terminal {
     fn calibrated(&mut self, calibration: &Calibration) {
         if !self.quiet {
             crate::calibrate::print(calibration);
+        }
+    }
+
+    fn hosts_ready(&mut self, hosts: &[(nesquic_protocol::Role, nesquic_record::events::HostInfo)]) {
+        if !self.quiet {
+            for line in crate::remote::describe_hosts(hosts) {
+                eprintln!("nesquic: {line}");
+            }
         }
     }
 
@@ -469,6 +484,9 @@ fn print_summary(report: &RunReport) {
                 io.send_buffer
             );
         }
+    }
+    for line in crate::remote::describe_hosts(&report.hosts) {
+        println!("{line}");
     }
     print_io_layer_counters(report);
     if let Some(link) = &report.link {

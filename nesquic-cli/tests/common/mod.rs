@@ -168,3 +168,4 @@ pub fn assert_done_adds_up(done: &serde_json::Value, shape: Shape) {
     assert_eq!(u64_at(done, "/transfer_ns"), last_byte - first_request);
     assert!(u64_at(done, "/elapsed_ns") >= last_byte, "{done}");
 }
+pub mod ssh_host;
