@@ -42,7 +42,8 @@ pub fn measure(
     {
         recorder.datagram_events(&session.drain_datagram_events())?;
     }
-    let here: Vec<Role> = LUT_ROLES.into_iter().filter(|r| spec.remote.is_none_or(|s| s.roles.target(*r).is_none())).collect();
+    let here: Vec<Role> =
+        LUT_ROLES.into_iter().filter(|r| spec.remote.is_none_or(|s| s.roles.target(*r).is_none())).collect();
     let Probed { metrics: mut probes, mut agents, mut profile } = observer.probes.collect(outcome.is_ok(), &here)?;
     if let Ok(o) = &outcome {
         for (_, totals) in &o.remote_totals {

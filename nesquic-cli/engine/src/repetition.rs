@@ -82,7 +82,9 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     };
     let mut server = match spec.remote.and_then(|r| r.roles.server.as_ref().map(|t| (r, t))) {
-        Some((stage, target)) => crate::remote::link::spawn(target, &stage.plan(Role::Server, spec, listen), tx.clone())?,
+        Some((stage, target)) => {
+            crate::remote::link::spawn(target, &stage.plan(Role::Server, spec, listen), tx.clone())?
+        }
         None => {
             let server_args = spec.lut.server_args(&ServerSpec {
                 listen,

@@ -198,7 +198,8 @@ impl Stage {
 
 /// What remote roles cannot do yet, refused before anything starts.
 fn check_remote(plan: &RunPlan, launcher: &Path) -> Result<()> {
-    let refuse = |what: &str| Err(EngineError::msg(format!("{what} cannot be combined with --server-host/--client-host")));
+    let refuse =
+        |what: &str| Err(EngineError::msg(format!("{what} cannot be combined with --server-host/--client-host")));
     if plan.link != LinkKind::Loopback {
         return refuse("--link (the hosts' own network is the link)");
     }

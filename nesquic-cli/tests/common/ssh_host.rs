@@ -75,13 +75,18 @@ impl SshHost {
         format!("root@{REMOTE_IP}")
     }
 
-    /// The `--ssh-option` flags (ssh's `-o` options) that reach this host non-interactively with the throwaway key.
+    /// The `--ssh-option` flags (ssh's `-o` options) that reach this host non-interactively with
+    /// the throwaway key.
     pub fn ssh_args(&self) -> Vec<String> {
-        let d = self.dir.path();
+        self.ssh_args_with_key(&self.dir.path().join("client_key"))
+    }
+
+    /// As [`SshHost::ssh_args`], offering only `key`.
+    pub fn ssh_args_with_key(&self, key: &Path) -> Vec<String> {
         [
             format!("Port={PORT}"),
-            format!("IdentityFile={}", d.join("client_key").display()),
-            format!("UserKnownHostsFile={}", d.join("known_hosts").display()),
+            format!("IdentityFile={}", key.display()),
+            format!("UserKnownHostsFile={}", self.dir.path().join("known_hosts").display()),
             "StrictHostKeyChecking=accept-new".to_string(),
             "IdentitiesOnly=yes".to_string(),
         ]
