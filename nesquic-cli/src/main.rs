@@ -75,7 +75,7 @@ enum Command {
     Report(report::ReportArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
     #[command(after_help = EXIT_STATUS)]
-    Matrix(matrix::MatrixArgs),
+    Matrix(Box<matrix::MatrixArgs>),
     /// Classify a `perf script` dump into profile components (checks `--probe profile`
     /// against `perf record`; see scripts/perf-agreement.sh).
     #[command(hide = true, after_help = EXIT_STATUS)]

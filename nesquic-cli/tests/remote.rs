@@ -67,7 +67,7 @@ fn quinn_server_on_a_remote_host_is_probed_there() {
     let host = SshHost::start();
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("remote.json");
-    let args = ["--lut", "quinn", "--io", "nesquic", "--size", "5MB", "--probe", "io", "--repeat", "2"];
+    let args = ["--lut", "quinn", "--io", "nesquic", "--size", "5MB", "--probe", "io", "--repeat", "2", "--lut-qlog"];
     let out = remote_run(&host, &args).arg("--json").arg(&json).arg("--out").arg(dir.path().join("run")).output();
     let out = out.expect("run nesquic");
     assert!(out.status.success(), "{}\nsshd: {}", stderr(&out), host.log());
@@ -75,6 +75,11 @@ fn quinn_server_on_a_remote_host_is_probed_there() {
     // Both hosts' probes counted exactly what each LUT's own I/O layer counted.
     assert!(stdout.contains("agree exactly in all 2 repetition(s)") && !stdout.contains("DISAGREE"), "{stdout}");
     assert!(stdout.contains(&format!("server host {}", host.target())), "{stdout}");
+    // The remote LUT's own qlog came back and was merged into the server's trace.
+    let err = stderr(&out);
+    let merged = err.lines().find(|l| l.contains("LUT qlog events into") && l.ends_with("server.sqlog"));
+    let count = merged.and_then(|l| l.split_whitespace().nth(2)).and_then(|n| n.parse::<u64>().ok());
+    assert!(count.is_some_and(|n| n > 1000), "{err}");
     let record = json_of(&json);
     for rep in record["repetitions"].as_array().expect("reps") {
         assert!(rep["server"]["cpu_total_s"].as_f64().expect("server cpu") > 0.0, "{rep}");

@@ -83,7 +83,8 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     };
     let mut server = match spec.remote.and_then(|r| r.roles.server.as_ref().map(|t| (r, t))) {
         Some((stage, target)) => {
-            crate::remote::link::spawn(target, &stage.plan(Role::Server, spec, listen), tx.clone())?
+            let qlog = stage.qlog_destination(Role::Server, lut_qlog_path(spec, Role::Server));
+            crate::remote::link::spawn(target, &stage.plan(Role::Server, spec, listen), qlog, tx.clone())?
         }
         None => {
             let server_args = spec.lut.server_args(&ServerSpec {
@@ -119,7 +120,10 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
 
     let connect = spec.topology.map_or(addr, |t| t.route(addr));
     let mut client = match spec.remote.and_then(|r| r.roles.client.as_ref().map(|t| (r, t))) {
-        Some((stage, target)) => crate::remote::link::spawn(target, &stage.plan(Role::Client, spec, connect), tx)?,
+        Some((stage, target)) => {
+            let qlog = stage.qlog_destination(Role::Client, lut_qlog_path(spec, Role::Client));
+            crate::remote::link::spawn(target, &stage.plan(Role::Client, spec, connect), qlog, tx)?
+        }
         None => {
             let client_args = spec.lut.client_args(&ClientSpec {
                 connect,

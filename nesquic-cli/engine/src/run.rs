@@ -206,8 +206,8 @@ fn check_remote(plan: &RunPlan, launcher: &Path) -> Result<()> {
     if launcher != plan.binary || plan.lut_source.is_some() {
         return refuse("--lut exec and --lut-path (the remote host runs the LUTs built beside its nesquic)");
     }
-    if plan.lut_qlog || plan.qlog_datagrams {
-        return refuse("--lut-qlog and --qlog-datagrams (their files and events stay on the remote host)");
+    if plan.qlog_datagrams {
+        return refuse("--qlog-datagrams (its events are the remote kernel's)");
     }
     if plan.duty.is_some() {
         return refuse("--duty");

@@ -12,6 +12,7 @@ use std::sync::mpsc::Sender;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use nesquic_protocol::report::LutEvent;
 use nesquic_protocol::Role;
 
 use super::wire::{self, RemoteExit, Reply, Request, RolePlan};
@@ -46,8 +47,23 @@ impl From<RemoteExit> for Exit {
     }
 }
 
+/// Where a remote LUT's own qlog lands here, and the remote clock's offset that puts its time
+/// zero on this host's clock.
+#[derive(Debug, Clone)]
+pub struct QlogDestination {
+    /// The local file.
+    pub path: std::path::PathBuf,
+    /// Remote clock minus local clock, ns.
+    pub clock_offset_ns: i64,
+}
+
 /// Starts `plan`'s role on `target` and sends it the plan.
-pub fn spawn(target: &SshTarget, plan: &RolePlan, events: Sender<ProcessEvent>) -> Result<LutProcess, EngineError> {
+pub fn spawn(
+    target: &SshTarget,
+    plan: &RolePlan,
+    qlog: Option<QlogDestination>,
+    events: Sender<ProcessEvent>,
+) -> Result<LutProcess, EngineError> {
     let role = plan.role;
     let mut command = target.remote_role();
     // SAFETY: runs between fork and exec; prctl is async-signal-safe.
@@ -101,7 +117,8 @@ pub fn spawn(target: &SshTarget, plan: &RolePlan, events: Sender<ProcessEvent>) 
     // A failed write means ssh already gave up: its exit and stderr say why.
     let _ = wire::send(&mut stdin, &Request::Run(Box::new(plan.clone())));
     if let Some(stdout) = stdout {
-        spawn_reader(role, stdout, events, tail.clone(), stdout_done.clone(), reported.clone());
+        let shared = Shared { tail: tail.clone(), done: stdout_done.clone(), reported: reported.clone() };
+        spawn_reader(role, stdout, events, shared, qlog);
     }
     if let Some(stderr) = stderr {
         spawn_stderr_reader(stderr, tail.clone(), stderr_done.clone());
@@ -119,14 +136,21 @@ pub fn spawn(target: &SshTarget, plan: &RolePlan, events: Sender<ProcessEvent>) 
     })
 }
 
+/// What the reader shares with the [`LutProcess`] and its reaper.
+struct Shared {
+    tail: Arc<Mutex<std::collections::VecDeque<String>>>,
+    done: Arc<AtomicBool>,
+    reported: Arc<Mutex<Option<Exit>>>,
+}
+
 fn spawn_reader(
     role: Role,
     stdout: impl Read + Send + 'static,
     events: Sender<ProcessEvent>,
-    tail: Arc<Mutex<std::collections::VecDeque<String>>>,
-    done: Arc<AtomicBool>,
-    reported: Arc<Mutex<Option<Exit>>>,
+    shared: Shared,
+    qlog: Option<QlogDestination>,
 ) {
+    let Shared { tail, done, reported } = shared;
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
             let event = match serde_json::from_str::<Reply>(&line) {
@@ -137,6 +161,16 @@ fn spawn_reader(
                         *r = Some(e.into());
                     }
                     continue;
+                }
+                Ok(Reply::LutQlog { start_unix_ns, text }) => {
+                    let Some(dest) = &qlog else { continue };
+                    if let Err(e) = std::fs::write(&dest.path, text) {
+                        push_tail(&tail, format!("cannot write {}: {e}", dest.path.display()));
+                        continue;
+                    }
+                    // The file's time zero, on this host's clock.
+                    let start = (start_unix_ns as i128 - dest.clock_offset_ns as i128).max(0) as u64;
+                    ProcessEvent::Report(role, LutEvent::Qlog { path: dest.path.clone(), start_unix_ns: start })
                 }
                 Ok(Reply::Error { message }) => {
                     push_tail(&tail, message);

@@ -262,7 +262,18 @@ impl RemoteStage {
             probe: self.probe.clone(),
             probe_backend: self.probe_backend,
             timeout: spec.timeout,
+            lut_qlog: spec.lut_qlog.is_some(),
         }
+    }
+
+    /// Where `role`'s own qlog goes here (`--lut-qlog`), shifted by its host's clock offset.
+    pub(crate) fn qlog_destination(
+        &self,
+        role: Role,
+        path: Option<std::path::PathBuf>,
+    ) -> Option<link::QlogDestination> {
+        let clock_offset_ns = self.host(role).and_then(|h| h.clock).map_or(0, |c| c.offset_ns);
+        path.map(|path| link::QlogDestination { path, clock_offset_ns })
     }
 }
 

@@ -99,13 +99,14 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
     for (path, bytes) in [(&certs.cert, &plan.cert), (&certs.key, &plan.key)] {
         std::fs::write(path, bytes).map_err(EngineError::os(format!("write {}", path.display())))?;
     }
+    let qlog = plan.lut_qlog.then(|| workdir.path().join(format!("lut-{}.sqlog", plan.role)));
     let args = match plan.role {
         Role::Server => lut.server_args(&ServerSpec {
             listen: plan.addr,
             workload: plan.workload,
             certs: &certs,
             io: plan.io,
-            qlog: None,
+            qlog: qlog.as_deref(),
             options: &plan.options,
         }),
         _ => lut.client_args(&ClientSpec {
@@ -113,7 +114,7 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
             certs: &certs,
             workload: plan.workload,
             io: plan.io,
-            qlog: None,
+            qlog: qlog.as_deref(),
             options: &plan.options,
         }),
     };
@@ -126,7 +127,7 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
         None => None,
     };
     let (mut session, mut user) = probes.map_or((None, None), |p| (p.kernel, p.user));
-    let mut relay = Relay { probes: ProbeTracker::new(session.as_mut(), user.as_mut(), None), out };
+    let mut relay = Relay { probes: ProbeTracker::new(session.as_mut(), user.as_mut(), None), out, qlog: None };
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, plan.timeout, stop, "the remote LUT process");
     let launch = Launch { role: plan.role, binary: &binary, args: &args, netns: None, inherit_output: false };
@@ -156,6 +157,11 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
         max_rss_kib: exit.max_rss_kib,
     };
     wire::send(relay.out, &Reply::Exited(reported)).map_err(EngineError::os("write to the SSH channel"))?;
+    if let Some((path, start_unix_ns)) = relay.qlog.take() {
+        let text = std::fs::read_to_string(&path).map_err(EngineError::os(format!("read {}", path.display())))?;
+        wire::send(relay.out, &Reply::LutQlog { start_unix_ns, text })
+            .map_err(EngineError::os("write to the SSH channel"))?;
+    }
     let probed = relay.probes.collect(exit.success(), &[plan.role])?;
     let totals = RoleTotals { metrics: probed.metrics, agents: probed.agents, profile: probed.profile };
     wire::send(relay.out, &Reply::Totals(Box::new(totals))).map_err(EngineError::os("write to the SSH channel"))?;
@@ -166,6 +172,8 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
 struct Relay<'a, W: Write> {
     probes: ProbeTracker<'a>,
     out: &'a mut W,
+    /// The LUT's own qlog: its file here and its time zero, sent back after the exit.
+    qlog: Option<(std::path::PathBuf, u64)>,
 }
 
 impl<W: Write> ProcessObserver for Relay<'_, W> {
@@ -182,6 +190,11 @@ impl<W: Write> ProcessObserver for Relay<'_, W> {
     }
 
     fn lut_event(&mut self, _role: Role, event: &LutEvent) -> Result<(), Cause> {
+        if let LutEvent::Qlog { path, start_unix_ns } = event {
+            // A path on this host means nothing to the local side: the file follows the exit.
+            self.qlog = Some((path.clone(), *start_unix_ns));
+            return Ok(());
+        }
         Ok(wire::send(self.out, &Reply::Lut(event.clone()))?)
     }
 

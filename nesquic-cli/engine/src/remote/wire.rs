@@ -67,6 +67,13 @@ pub enum Reply {
     Lut(LutEvent),
     /// The LUT exited; the kernel's accounting of it on the remote host.
     Exited(RemoteExit),
+    /// The LUT's own qlog (`--lut-qlog`), after [`Reply::Exited`].
+    LutQlog {
+        /// The remote wall clock at the file's time zero (ns since the Unix epoch).
+        start_unix_ns: u64,
+        /// The file.
+        text: String,
+    },
     /// What the role's probes measured (after [`Reply::Exited`]).
     Totals(Box<RoleTotals>),
     /// The remote role failed; the text says how.
@@ -102,6 +109,9 @@ pub struct RolePlan {
     pub probe_backend: BackendChoice,
     /// The repetition's time limit.
     pub timeout: Duration,
+    /// Ask the LUT for its own qlog and send it back (`--lut-qlog`).
+    #[serde(default)]
+    pub lut_qlog: bool,
 }
 
 /// How a remote LUT exited (the engine's `Exit`, on the other host).
