@@ -9,7 +9,7 @@ use nesquic_engine::remote::{RemoteRoles, SshTarget};
 /// Where the roles run: shared by `run` and `matrix`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct HostArgs {
-    /// Run the server on this host, over SSH ([USER@]HOST or a Host of your ssh config): your
+    /// Run the server on this host over SSH (HOST, USER@HOST or a Host of your ssh config): your
     /// keys, agent, config and known_hosts, batch mode (no prompts). The host needs the same
     /// nesquic build (checked) with its LUTs beside it; probes attach there. docs/remote.md.
     #[arg(long, value_name = "[USER@]HOST")]

@@ -7,7 +7,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::ssh_host::{nesquic_path, SshHost};
-use common::{nesquic, serial, stderr};
+use common::{assert_nothing_attached, nesquic, our_programs, serial, stderr};
 use serde_json::Value;
 
 /// `nesquic run` with the server on `host`, extra flags after.
@@ -16,25 +16,6 @@ fn remote_run(host: &SshHost, extra: &[&str]) -> Command {
     c.args(["run", "--server-host", &host.target()]).args(host.ssh_args());
     c.arg("--remote-nesquic").arg(nesquic_path()).args(extra);
     c
-}
-
-/// Names of loaded BPF programs that are ours (`nq_` prefix): the probes of both "hosts" (one
-/// kernel here).
-fn our_programs() -> Vec<String> {
-    let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("bpftool");
-    let progs: Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
-    let names = progs.as_array().expect("array").iter().filter_map(|p| p["name"].as_str());
-    names.filter(|n| n.starts_with("nq_")).map(String::from).collect()
-}
-
-fn assert_nothing_attached() {
-    for _ in 0..50 {
-        if our_programs().is_empty() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("probes still loaded: {:?}", our_programs());
 }
 
 /// Per direction: (syscalls, datagrams, bytes) the probes counted for one role.
