@@ -393,7 +393,7 @@ fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebp
     };
     let probes = merged.map(|m| {
         let mut m = m.clone();
-        m.roles.retain(|r| r.role == role.to_string());
+        m.roles.retain(|r| r.role == role);
         m
     });
     RunSummary {
@@ -424,7 +424,7 @@ fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebp
             .repetitions
             .iter()
             .filter_map(|r| r.profile.as_ref())
-            .map(|p| p.roles.iter().find(|x| x.role == role.to_string()).cloned())
+            .map(|p| p.roles.iter().find(|x| x.role == role).cloned())
             .collect(),
     }
 }

@@ -427,9 +427,9 @@ fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
 
 /// Prints the probe tables (totals over repetitions).
 fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
-    let mut cpu = std::collections::BTreeMap::new();
-    cpu.insert("server".to_string(), report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
-    cpu.insert("client".to_string(), report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
+    let mut cpu = std::collections::HashMap::new();
+    cpu.insert(nesquic_ebpf::Role::Server, report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
+    cpu.insert(nesquic_ebpf::Role::Client, report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
     let n = report.repetitions.iter().filter(|r| r.probes.is_some()).count();
     let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
     crate::probes::print_summary(merged, &cpu, &window);
