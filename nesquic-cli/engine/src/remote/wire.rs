@@ -95,8 +95,8 @@ pub struct RolePlan {
     pub io: IoMode,
     /// The workload.
     pub workload: Workload,
-    /// `--lut-opt` settings.
-    pub options: Vec<String>,
+    /// `--lut-opt` settings (`KEY=VALUE` on the wire).
+    pub options: Vec<nesquic_protocol::LutOpt>,
     /// Server: the address to bind; client: the server's address.
     pub addr: SocketAddr,
     /// The run's certificate (DER).
