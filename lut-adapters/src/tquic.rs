@@ -6,7 +6,7 @@ use crate::lut::{
     IoMode, Lut, LutOption, NESQUIC_IO_GRO, NESQUIC_IO_GSO, NESQUIC_IO_MMSG, RCVBUF_NESQUIC, SNDBUF_NESQUIC,
 };
 
-/// tquic through the translation layer, one connection with one stream.
+/// tquic through the translation layer, every workload shape.
 #[derive(Debug, Default)]
 pub struct TquicLut;
 
@@ -24,6 +24,9 @@ impl Lut for TquicLut {
         "boringssl (tquic's own)"
     }
     fn io_modes(&self) -> &'static [IoMode] {
+        &[IoMode::Nesquic, IoMode::Plain]
+    }
+    fn multi_workload_io(&self) -> &'static [IoMode] {
         &[IoMode::Nesquic, IoMode::Plain]
     }
     fn options(&self) -> &'static [LutOption] {
