@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::stack_rules::Classifier;
 use crate::symbols::ObjectSymbols;
 
+mod frameless;
+
 /// One sampled stack pair as read from the kernel, innermost frame first.
 #[derive(Debug, Clone)]
 pub struct RawSample {
@@ -21,6 +23,8 @@ pub struct RawSample {
     pub user: Vec<u64>,
     /// Kernel instruction pointers.
     pub kernel: Vec<u64>,
+    /// The word at the user stack pointer (0: unread): a frameless leaf's return address.
+    pub sp_word: u64,
     /// How many times it was sampled.
     pub count: u64,
 }
@@ -68,6 +72,9 @@ impl ProcessMaps {
 pub struct Symbolizer {
     kernel: Vec<(u64, String)>,
     objects: HashMap<PathBuf, Option<ObjectSymbols>>,
+    /// Code bytes read from mapped files, per (file, offset): to tell frameless functions and
+    /// return addresses (`frameless`).
+    code: HashMap<(PathBuf, u64), Option<[u8; frameless::CODE_BYTES]>>,
 }
 
 impl Symbolizer {
@@ -85,7 +92,7 @@ impl Symbolizer {
             })
             .collect();
         kernel.sort_unstable_by_key(|(a, _)| *a);
-        Self { kernel, objects: HashMap::new() }
+        Self { kernel, objects: HashMap::new(), code: HashMap::new() }
     }
 
     /// The kernel function containing `ip`.
@@ -101,9 +108,14 @@ impl Symbolizer {
 
     /// The user function containing `ip`, or why there is none.
     pub fn user_frame(&mut self, maps: &ProcessMaps, ip: u64) -> Result<String, Unresolved> {
+        self.function_at(maps, ip).map(|f| f.name)
+    }
+
+    /// The user function containing `ip`: its name, file, and where it and `ip` are in the file.
+    fn function_at(&mut self, maps: &ProcessMaps, ip: u64) -> Result<FoundFunction, Unresolved> {
         let (path, file_offset) = maps.find(ip).ok_or(Unresolved::NoMapping)?;
         if path.as_os_str() == VDSO {
-            return Ok(VDSO.to_string());
+            return Ok(FoundFunction { name: VDSO.to_string(), path: None, start_offset: 0, ip_offset: 0 });
         }
         let object = self
             .objects
@@ -123,12 +135,13 @@ impl Symbolizer {
             })
             .as_ref()
             .ok_or(Unresolved::UnreadableObject)?;
-        let vaddr = object
+        let (va, off, _) = object
             .segments
             .iter()
             .find(|(_, off, size)| file_offset >= *off && file_offset < off + size)
-            .map(|(va, off, _)| file_offset - off + va)
+            .copied()
             .ok_or(Unresolved::NoSymbol)?;
+        let vaddr = file_offset - off + va;
         // The function with the highest start at or below vaddr that still contains it.
         let below = object.functions.partition_point(|f| f.address <= vaddr);
         let best = object.functions[..below]
@@ -136,8 +149,23 @@ impl Symbolizer {
             .rev()
             .find(|f| f.size == 0 || vaddr < f.address + f.size)
             .ok_or(Unresolved::NoSymbol)?;
-        Ok(best.demangled.clone())
+        Ok(FoundFunction {
+            name: best.demangled.clone(),
+            path: Some(path.to_path_buf()),
+            // Symbols from a debug file carry no file offset: the segment gives it.
+            start_offset: (best.address + off).saturating_sub(va),
+            ip_offset: file_offset,
+        })
     }
+}
+
+/// Where a sampled address is: its function's name, and for a mapped file, the file and the
+/// file offsets of the function's start and of the address.
+struct FoundFunction {
+    name: String,
+    path: Option<PathBuf>,
+    start_offset: u64,
+    ip_offset: u64,
 }
 
 /// The separate debug file of `path` by its build-id (`/usr/lib/debug/.build-id/ab/cdef….debug`,
@@ -338,8 +366,12 @@ pub fn build(
             // Every frame but the innermost is a return address, one past the call: look up the
             // byte before it, or a call that ends a function names the next one.
             let caller = |i: usize, ip: u64| if i == 0 { ip } else { ip.saturating_sub(1) };
+            let mut user_ips = s.user.clone();
+            if let Some(ret) = symbolizer.frameless_caller(pmaps, &s.user, s.sp_word) {
+                user_ips.insert(1, ret);
+            }
             let user: Vec<Result<String, Unresolved>> =
-                s.user.iter().enumerate().map(|(i, ip)| symbolizer.user_frame(pmaps, caller(i, *ip))).collect();
+                user_ips.iter().enumerate().map(|(i, ip)| symbolizer.user_frame(pmaps, caller(i, *ip))).collect();
             let kernel: Vec<Result<String, Unresolved>> = s
                 .kernel
                 .iter()
@@ -477,9 +509,9 @@ mod tests {
         let c = Classifier::new(&catalog.components).expect("catalog rules compile");
         // No map for pid 1 here: every user frame is unresolved; kernel addresses below kallsyms too.
         let samples = vec![
-            RawSample { tgid: 1, role: 0, user: vec![0x1000, 0x2000], kernel: vec![], count: 3 },
-            RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], count: 1 },
-            RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], count: 5 },
+            RawSample { tgid: 1, role: 0, user: vec![0x1000, 0x2000], kernel: vec![], sp_word: 0, count: 3 },
+            RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], sp_word: 0, count: 1 },
+            RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], sp_word: 0, count: 5 },
         ];
         let p = build(&samples, &HashMap::new(), &[(0, "server"), (1, "client")], &c, 99);
         let server = &p.roles[0];
