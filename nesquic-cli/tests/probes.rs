@@ -29,6 +29,8 @@ fn nesquic() -> Command {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "the eBPF tests load probes: run them as root (just test does in CI)");
     let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    // Tests ask for the probes they check: `run` turns some on by default as root.
+    c.env("NESQUIC_PROBE", "none");
     c.current_dir(env!("CARGO_TARGET_TMPDIR"));
     c
 }
@@ -531,6 +533,35 @@ fn quinn_profile_splits_cpu_into_components() {
         assert!(share("crypto") > 0.0 && share("packet_io") > 0.0, "{role}");
     }
     assert!(String::from_utf8_lossy(&out.stdout).contains("sampling profile"));
+    assert_nothing_attached();
+}
+
+#[test]
+fn run_turns_on_the_cheap_probes_by_default_and_none_turns_them_off() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |probe: Option<&str>| {
+        let json = dir.path().join("run.json");
+        let mut c = nesquic();
+        c.env_remove("NESQUIC_PROBE").args(["run", "--size", "20MB", "--json"]).arg(&json);
+        if let Some(p) = probe {
+            c.args(["--probe", p]);
+        }
+        let out = c.output().expect("run");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+        (report, String::from_utf8_lossy(&out.stdout).into_owned(), stderr(&out))
+    };
+    let (report, stdout, err) = run(None);
+    assert!(err.contains("nesquic: probes: profile,io"), "{err}");
+    let rep = &report["repetitions"][0];
+    assert!(rep["profile"]["roles"].as_array().is_some_and(|r| r.len() == 2), "{rep}");
+    assert!(rep["probes"]["roles"].is_array(), "io probes ran: {rep}");
+    assert!(stdout.contains("sampling profile") && stdout.contains("component"), "{stdout}");
+    let (report, stdout, err) = run(Some("none"));
+    let rep = &report["repetitions"][0];
+    assert!(rep["probes"].is_null() && rep["profile"].is_null(), "{rep}");
+    assert!(!stdout.contains("sampling profile") && !err.contains("probes:"), "{stdout}{err}");
     assert_nothing_attached();
 }
 
