@@ -306,6 +306,10 @@ pub struct RoleProfile {
     /// `unknown`): what a new rule should cover.
     #[serde(default)]
     pub unclassified_leaves: Vec<Share>,
+    /// Samples whose leaf had no frame and whose caller was taken from the stack pointer
+    /// (`profile::frameless`): the walk alone would have skipped that caller.
+    #[serde(default)]
+    pub frameless_callers: u64,
     /// CPU cost per datagram and per payload byte by component, when a datagram count exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::packet_cost::PacketCost>,
@@ -361,6 +365,7 @@ pub fn build(
         let mut unknown: HashMap<String, u64> = HashMap::new();
         let mut unclassified: HashMap<String, u64> = HashMap::new();
         let mut folded: HashMap<String, u64> = HashMap::new();
+        let mut frameless_callers = 0;
         for s in samples.iter().filter(|s| s.role == role) {
             let pmaps = maps.get(&s.tgid).unwrap_or(&empty);
             // Every frame but the innermost is a return address, one past the call: look up the
@@ -369,6 +374,7 @@ pub fn build(
             let mut user_ips = s.user.clone();
             if let Some(ret) = symbolizer.frameless_caller(pmaps, &s.user, s.sp_word) {
                 user_ips.insert(1, ret);
+                frameless_callers += s.count;
             }
             let user: Vec<Result<String, Unresolved>> =
                 user_ips.iter().enumerate().map(|(i, ip)| symbolizer.user_frame(pmaps, caller(i, *ip))).collect();
@@ -416,6 +422,7 @@ pub fn build(
             top_functions: ranked(functions, total, 15),
             unknown_leaves: ranked(unknown, total, usize::MAX),
             unclassified_leaves: ranked(unclassified, total, 20),
+            frameless_callers,
             cost: None,
             folded: {
                 let mut v: Vec<(String, u64)> = folded.into_iter().collect();
