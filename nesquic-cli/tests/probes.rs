@@ -473,8 +473,8 @@ fn profile_attributes_cpu_to_the_hot_function() {
     let traced: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
     let role = &traced["profile"]["roles"][0];
     let samples = role["samples"].as_u64().expect("samples");
-    // 1.5 s of one busy thread at 999 Hz.
-    assert!((1000..=2000).contains(&samples), "{samples} samples");
+    // 1.5 s of one busy thread at the default 499 Hz.
+    assert!((500..=1000).contains(&samples), "{samples} samples");
     let share = |name: &str| {
         role["top_functions"]
             .as_array()
@@ -516,8 +516,11 @@ fn quinn_profile_splits_cpu_into_components() {
     let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("run.json");
-    let out =
-        nesquic().args(["run", "--size", "150MB", "--probe", "profile", "--json"]).arg(&json).output().expect("run");
+    let out = nesquic()
+        .args(["run", "--size", "150MB", "--probe", "profile:999", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run");
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
     for role in report["repetitions"][0]["profile"]["roles"].as_array().expect("roles") {
