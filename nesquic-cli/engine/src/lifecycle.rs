@@ -107,6 +107,8 @@ pub struct Supervisor<'a> {
     pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
     /// Longest wait for an event.
     pub poll: Duration,
+    /// What remote roles' probes measured, as they reported it.
+    pub remote_totals: Vec<(Role, crate::remote::wire::RoleTotals)>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -122,6 +124,7 @@ impl<'a> Supervisor<'a> {
             done: None,
             lut_qlogs: Vec::new(),
             poll: POLL,
+            remote_totals: Vec::new(),
         }
     }
 
@@ -139,6 +142,7 @@ impl<'a> Supervisor<'a> {
             match self.rx.try_recv().ok()? {
                 ProcessEvent::Report(role, event) => return Some((role, event)),
                 ProcessEvent::Exited(..) => continue,
+                ProcessEvent::Remote(role, totals) => self.remote_totals.push((role, *totals)),
             }
         }
     }
@@ -166,6 +170,10 @@ impl<'a> Supervisor<'a> {
                     Role::Server => self.server_exit = Some(exit),
                     Role::Client | Role::Process => self.client_exit = Some(exit),
                 }
+                Ok(None)
+            }
+            Ok(ProcessEvent::Remote(role, totals)) => {
+                self.remote_totals.push((role, *totals));
                 Ok(None)
             }
             Ok(ProcessEvent::Report(role, event)) => {
@@ -241,11 +249,10 @@ impl<'a> ProbeTracker<'a> {
     /// Reads the totals, agents and profile of `roles` (when `succeeded`), then detaches from the
     /// processes and zeroes the probes for the next ones.
     pub fn collect(&mut self, succeeded: bool, roles: &[Role]) -> Result<Probed> {
-        let slots: Vec<(u32, &str)> = roles.iter().map(|r| r.slot()).collect();
         let duty_fraction = self.duty.as_mut().and_then(|d| d.finish());
         let kernel = match self.session.as_deref() {
             Some(session) if succeeded => {
-                let mut m = session.snapshot(&slots)?;
+                let mut m = session.snapshot(roles)?;
                 if let Some(fraction) = duty_fraction {
                     m.apply_duty(fraction);
                 }
@@ -262,7 +269,7 @@ impl<'a> ProbeTracker<'a> {
         let mut profile = None;
         if let Some(session) = self.session.as_deref_mut() {
             if succeeded && session.is_profiling() {
-                profile = Some(crate::plan::build_profile(session, &maps, &slots)?);
+                profile = Some(crate::plan::build_profile(session, &maps, roles)?);
             }
             session.untrack_all()?;
             session.reset()?;
