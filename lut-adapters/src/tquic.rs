@@ -7,13 +7,14 @@ use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 use crate::descriptor::common::{IO_GRO, IO_GSO, IO_MMSG, IO_RCVBUF, IO_SNDBUF};
 use crate::descriptor::{Descriptor, OptionSpec, TRANSLATED};
 
-/// tquic through the translation layer, one connection with one stream.
+/// tquic through the translation layer, every workload shape.
 pub static TQUIC: Descriptor = Descriptor {
     name: "tquic",
     version: env!("NESQUIC_TQUIC_VERSION"),
     description: "tquic (Rust, BoringSSL + ring header protection) driven by Nesquic's translation layer; it has no I/O of its own",
     crypto_backend: "boringssl (tquic's own)",
     io_modes: TRANSLATED,
+    multi_workload_io: TRANSLATED,
     options: &[
         IO_GSO,
         IO_GRO,

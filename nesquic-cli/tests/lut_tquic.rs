@@ -2,7 +2,8 @@
 //! like quiche) end to end: bulk transfers over loopback and veth, BoringSSL's seal/open and
 //! handshake and ring's header protection counted on both sides with the syscalls (and the I/O
 //! layer's own counters agreeing), GSO on and off, the trust anchor really checked, payloads that
-//! agree with quinn's in both directions, its qlog merged, and the shapes it does not run refused.
+//! agree with quinn's in both directions, its qlog merged, and the options it does not honour refused (its workload shapes are in
+//! tests/testcases.rs).
 
 mod common;
 
@@ -72,12 +73,11 @@ fn the_qlog_of_tquic_is_merged_into_the_traces() {
 }
 
 #[test]
-fn shapes_and_options_it_cannot_run_are_refused_with_the_reason() {
+fn options_it_cannot_honour_are_refused_with_the_reason() {
     tquic();
     refused_with_the_reason(
         "tquic",
         &[
-            (&["--testcase", "multi-conn"], "runs one connection with one stream"),
             (&["--io", "native"], "does not support --io native"),
             (&["--cipher", "chacha20"], "cannot choose its TLS 1.3 cipher suite"),
             (&["--cc", "newreno"], "does not understand --lut-opt cc=newreno"),

@@ -1,5 +1,5 @@
 //! Testcases end to end: every built-in scenario on every LUT (quinn native and quinn-proto over
-//! Nesquic's I/O and the plain loop, quiche, msquic, quic-go, aioquic, ngtcp2, s2n-quic, tcp-tls), on loopback and on a veth
+//! Nesquic's I/O and the plain loop, quiche, tquic, msquic, quic-go, aioquic, ngtcp2, s2n-quic, tcp-tls), on loopback and on a veth
 //! link (root), payloads verified and the per-connection figures consistent with what was asked;
 //! each LUT executable's own report listing every connection and stream and adding up; users'
 //! scenario files and overrides; clear errors for what cannot run.
@@ -105,6 +105,7 @@ every_lut! {
     quinn_proto_over_nesquic_io: "quinn", ["--io", "nesquic"];
     quinn_proto_over_plain_io: "quinn", ["--io", "plain"];
     quiche_over_nesquic_io: "quiche", [];
+    tquic_over_nesquic_io: "tquic", [];
     msquic: "msquic", [];
     quic_go: "quic-go", [];
     aioquic: "aioquic", [];

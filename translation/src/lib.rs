@@ -5,7 +5,8 @@
 //! It owns the event loop ([`driver`]: timers, receive batches split back into datagrams,
 //! outgoing datagrams batched into GSO sends in [`batch`], pacing), each library's connection
 //! table and stream calls ([`quiche_shim`], [`quinn_shim`]: many connections and streams per
-//! endpoint, visited in [`fair`] order), and the benchmark's rustls
+//! endpoint, visited in [`fair`] order; the per-stream read and payload loops they share are
+//! [`streams`]), and the benchmark's rustls
 //! configuration ([`rustls_config`], also used by the TCP+TLS baseline). The benchmark protocol it serves
 //! ([`protocol`], [`app`], [`pem`]) is `nesquic-protocol`'s, re-exported under its old paths. It
 //! knows each library's public API, never its internals, and it never
@@ -23,6 +24,7 @@ pub use nesquic_protocol::pem;
 pub mod quiche_shim;
 pub mod quinn_shim;
 pub mod rustls_config;
+pub mod streams;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

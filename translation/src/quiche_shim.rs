@@ -21,6 +21,7 @@ use crate::driver::Endpoint;
 use crate::fair::Rotation;
 use crate::pem;
 use crate::protocol::{ALPN, SERVER_NAME};
+use crate::streams::{drain_stream, offer_payload, Read};
 use crate::{random_bytes, ClientEndpoint, Stack, StackOptions, TranslationError};
 
 /// Largest datagram quiche is allowed to send (loopback and veth carry it unfragmented; the
@@ -306,18 +307,12 @@ impl Endpoint for QuicheServer {
                 continue;
             }
             for id in conn.readable() {
-                loop {
-                    match conn.stream_recv(id, &mut self.scratch) {
-                        Ok((n, fin)) => {
-                            served.stream(id).on_request(&self.scratch[..n], fin)?;
-                            if fin {
-                                break;
-                            }
-                        }
-                        Err(quiche::Error::Done) => break,
-                        Err(e) => return Err(TranslationError::Quiche { context: "read request", source: e }),
-                    }
-                }
+                let stream = served.stream(id);
+                drain_stream(
+                    &mut self.scratch,
+                    |buf| recv(conn, id, buf, "read request"),
+                    |data, fin| Ok(stream.on_request(data, fin)?),
+                )?;
             }
             for i in served.rotation.order(served.streams.len()) {
                 let (id, app) = &mut served.streams[i];
@@ -349,20 +344,25 @@ impl Endpoint for QuicheServer {
 
 /// Offers stream `id` its payload until quiche's stream or connection window pushes back.
 fn send_payload(conn: &mut quiche::Connection, id: u64, app: &mut ServerStream) -> Result<(), TranslationError> {
-    while let Some((data, last)) = app.pending() {
-        let len = data.len();
-        match conn.stream_send(id, data, last) {
-            Ok(n) => {
-                app.accepted(n, last && n == len);
-                if n < len {
-                    break;
-                }
-            }
-            Err(quiche::Error::Done) => break,
-            Err(e) => return Err(TranslationError::Quiche { context: "write payload", source: e }),
-        }
+    offer_payload(app, |chunk, last| match conn.stream_send(id, chunk.as_slice(), last) {
+        Ok(n) => Ok(Some(n)),
+        Err(quiche::Error::Done) => Ok(None),
+        Err(e) => Err(TranslationError::Quiche { context: "write payload", source: e }),
+    })
+}
+
+/// One `stream_recv` as [`drain_stream`] wants it.
+fn recv(
+    conn: &mut quiche::Connection,
+    id: u64,
+    buf: &mut [u8],
+    context: &'static str,
+) -> Result<Read, TranslationError> {
+    match conn.stream_recv(id, buf) {
+        Ok(read) => Ok(Some(read)),
+        Err(quiche::Error::Done) => Ok(None),
+        Err(source) => Err(TranslationError::Quiche { context, source }),
     }
-    Ok(())
 }
 
 /// A client connection: the workload's view of it until every stream is verified.
@@ -490,14 +490,19 @@ impl Endpoint for QuicheClient {
                 if let Some(request) = stream.request() {
                     conn.stream_send(id, &request, true).map_err(err("write request"))?;
                 }
-                while !stream.is_verified() && conn.stream_readable(id) {
-                    match conn.stream_recv(id, &mut self.scratch) {
-                        Ok((n, fin)) => stream.on_payload(&self.scratch[..n], fin).map_err(|source| {
-                            TranslationError::Payload { connection: requested.index, stream: i, error: source }
-                        })?,
-                        Err(quiche::Error::Done) => break,
-                        Err(e) => return Err(TranslationError::Quiche { context: "read payload", source: e }),
-                    }
+                if !stream.is_verified() && conn.stream_readable(id) {
+                    let connection = requested.index;
+                    drain_stream(
+                        &mut self.scratch,
+                        |buf| recv(conn, id, buf, "read payload"),
+                        |data, fin| {
+                            stream.on_payload(data, fin).map_err(|error| TranslationError::Payload {
+                                connection,
+                                stream: i,
+                                error,
+                            })
+                        },
+                    )?;
                 }
             }
             if app.is_verified() {

@@ -1,6 +1,6 @@
 //! `nesquic-lut-tquic`: Tencent tquic (its vendored BoringSSL) speaking the benchmark protocol
-//! over Nesquic's I/O layer (tquic has no I/O of its own), one connection with one stream (the
-//! quiche LUT's bulk case; other workload shapes are refused). Started by
+//! over Nesquic's I/O layer (tquic has no I/O of its own), in every workload shape (N
+//! connections x M streams, `parallel` at a time), like the quiche LUT. Started by
 //! `nesquic run --lut tquic`; see docs/protocol.md.
 //!
 //! Its own cargo workspace: in the main one, cargo's feature unification would build

@@ -3,9 +3,13 @@
 //! connections, calling the [`TransportHandler`] (the benchmark protocol, [`ServerApp`] and
 //! [`ClientApp`]) and handing finished packets to a [`PacketSendHandler`]. That sender writes
 //! them straight into the translation layer's GSO batch (one copy, as tquic keeps its buffers),
-//! accepting no more than the batch holds: tquic queues the rest for the next turn.
-//! The client keeps the translation layer's [`ClientRun`] bookkeeping (one connection with one
-//! stream: other shapes are refused on both sides) and reports its `done` result from it.
+//! taking every packet it is offered (see [`Sender`]).
+//! tquic keeps the connection table itself (it routes datagrams by connection ID and visits
+//! every connection in `process_connections`); the server serves its expected number of
+//! connections, every stream each opens, and the client runs the workload's connections through
+//! the translation layer's [`ClientRun`] (`parallel` at a time, every stream opened at once)
+//! and reports its `done` result from it. The per-stream read and payload loops are the
+//! translation layer's ([`drain_stream`], [`offer_payload`]), shared with the quiche shim.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -21,6 +25,7 @@ use nesquic_lut_bins::protocol::report::ClientResult;
 use nesquic_lut_bins::protocol::stream::{PayloadChunk, ServerStream};
 use nesquic_lut_bins::protocol::{ClientConnection, ClientRun};
 use nesquic_lut_bins::translation::batch::TxBatch;
+use nesquic_lut_bins::translation::streams::{drain_stream, offer_payload, Read};
 use nesquic_lut_bins::translation::{ClientEndpoint, Endpoint, Stack, StackOptions, TranslationError};
 use tquic::{Connection, PacketInfo, PacketSendHandler, TlsConfig, TransportHandler};
 
@@ -30,6 +35,10 @@ const MAX_DATAGRAM: usize = 1452;
 const STREAM_WINDOW: u64 = 16 << 20;
 const CONNECTION_WINDOW: u64 = 32 << 20;
 const IDLE_TIMEOUT_MS: u64 = 10_000;
+/// tquic's default limit on concurrent bidirectional streams a peer may open.
+const MAX_STREAMS_BIDI: u64 = 200;
+/// Read buffer for stream data.
+const SCRATCH: usize = 64 * 1024;
 
 fn tquic_err(context: &'static str) -> impl Fn(tquic::Error) -> TranslationError {
     move |e| TranslationError::Stream(format!("tquic {context}: {e:?}"))
@@ -47,6 +56,8 @@ fn config(options: &StackOptions, tls: TlsConfig) -> Result<tquic::Config, Trans
     c.set_initial_max_stream_data_bidi_remote(STREAM_WINDOW);
     c.set_max_connection_window(CONNECTION_WINDOW);
     c.set_max_stream_window(STREAM_WINDOW);
+    // The client opens every stream of a connection at once (`--streams`).
+    c.set_initial_max_streams_bidi(u64::from(options.max_streams).max(MAX_STREAMS_BIDI));
     c.set_congestion_control_algorithm(match options.cc.as_deref() {
         None | Some("cubic") => tquic::CongestionControlAlgorithm::Cubic,
         Some("bbr") => tquic::CongestionControlAlgorithm::Bbr,
@@ -67,6 +78,7 @@ struct Outbox {
     now: Option<Instant>,
 }
 
+/// tquic's packet sink: copies each packet into the loop's batch.
 struct Sender(Rc<RefCell<Outbox>>);
 
 impl PacketSendHandler for Sender {
@@ -75,10 +87,12 @@ impl PacketSendHandler for Sender {
         let now = outbox.now.unwrap_or_else(Instant::now);
         let Some(batch) = outbox.batch.as_mut() else { return Ok(0) };
         let mut accepted = 0;
+        // Every packet offered is taken, past the batch's nominal size (the loop flushes it all,
+        // in as many sends as it takes): a refused packet stays in tquic's queue, and tquic
+        // goes on building packets and offering the same ones again until its congestion window
+        // is spent. Refusing at 256 datagrams cost the server ~20% more CPU per byte (cold copies
+        // of a window of queued packets, their buffers allocated and zeroed; docs/luts.md).
         for (packet, info) in packets {
-            if batch.is_full() {
-                break;
-            }
             let written = batch.push_with(now, packet.len(), |buf| {
                 buf[..packet.len()].copy_from_slice(packet);
                 // `info.time` is when tquic built the packet, not a time to send it at (tquic
@@ -100,6 +114,8 @@ pub struct TquicEndpoint<A> {
     /// The concrete local address a client's path was created with: the socket may be bound to
     /// the unspecified address, and tquic matches every datagram's destination to the path.
     local: Option<SocketAddr>,
+    /// Where a client's connections go (`None` on a server).
+    server: Option<SocketAddr>,
     /// The loop turn's time, as last seen: due work is reported due at it (tquic only says how
     /// long remains, and "zero from now" would always lie after the loop's `now`).
     last_turn: Instant,
@@ -115,6 +131,12 @@ pub trait App {
     fn progress(&self) -> u64 {
         0
     }
+    /// The workload's next connection, when one may start now (clients).
+    fn next_connection(&mut self) -> Option<ClientConnection> {
+        None
+    }
+    /// `app` was started as tquic's connection `index`.
+    fn started(&mut self, _index: u64, _app: ClientConnection) {}
 }
 
 /// Shares `app` between tquic (which owns the handler) and the loop.
@@ -134,7 +156,7 @@ where
             Box::new(Shared(app.clone())),
             Rc::new(Sender(outbox.clone())),
         );
-        Self { endpoint, local: None, last_turn: Instant::now(), outbox, app }
+        Self { endpoint, local: None, server: None, last_turn: Instant::now(), outbox, app }
     }
 }
 
@@ -166,7 +188,20 @@ impl<A: App> Endpoint for TquicEndpoint<A> {
 
     fn drive_app(&mut self, now: Instant) -> Result<(), TranslationError> {
         self.last_turn = now;
-        // The application runs in tquic's callbacks, during process_connections.
+        if let (Some(local), Some(server)) = (self.local, self.server) {
+            // Start what the workload lets run now (tquic calls back into `app` while
+            // connecting, so it is not borrowed across the call).
+            loop {
+                let next = self.app.borrow_mut().next_connection();
+                let Some(connection) = next else { break };
+                let index = self
+                    .endpoint
+                    .connect(local, server, Some(SERVER_NAME), None, None, None)
+                    .map_err(|e| TranslationError::Connect(format!("{e:?}")))?;
+                self.app.borrow_mut().started(index, connection);
+            }
+        }
+        // The rest of the application runs in tquic's callbacks, during process_connections.
         self.app.borrow_mut().take_error().map_or(Ok(()), Err)
     }
 
@@ -208,14 +243,18 @@ impl Stack for Tquic {
         connections: u32,
         options: &StackOptions,
     ) -> Result<Box<dyn Endpoint>, TranslationError> {
-        if connections > 1 {
-            return Err(TranslationError::Config("tquic serves one connection with one stream only"));
-        }
         // BoringSSL loads PEM files; they are only needed while loading.
         let (cert_pem, key_pem) = pem::der_files_to_pem(cert, key)?;
         let tls = TlsConfig::new_server_config(&cert_pem.path_str()?, &key_pem.path_str()?, vec![ALPN.to_vec()], false)
             .map_err(tquic_err("server TLS"))?;
-        let app = ServerApp { qlog: options.qlog.clone(), ..ServerApp::default() };
+        let app = ServerApp {
+            streams: HashMap::new(),
+            qlog: options.qlog.clone(),
+            expected: connections.max(1),
+            closed: 0,
+            scratch: vec![0; SCRATCH],
+            error: None,
+        };
         Ok(Box::new(TquicEndpoint::new(config(options, tls)?, true, app)))
     }
 
@@ -227,32 +266,16 @@ impl Stack for Tquic {
         run: ClientRun,
         options: &StackOptions,
     ) -> Result<Box<dyn ClientEndpoint>, TranslationError> {
-        if !run.shape().is_single() {
-            return Err(TranslationError::Config("tquic runs one connection with one stream only"));
-        }
         let mut tls = TlsConfig::new_client_config(vec![ALPN.to_vec()], false).map_err(tquic_err("client TLS"))?;
         let ca_pem = pem::der_file_to_pem(ca, "CERTIFICATE")?;
         tls.set_ca_certs(&ca_pem.path_str()?).map_err(tquic_err("load trust anchor"))?;
         // Verify the chain against that anchor and the name against SERVER_NAME.
         tls.set_verify(true);
-        let app = ClientApp {
-            run,
-            connection: None,
-            qlog: options.qlog.clone(),
-            closed: false,
-            close_sent: false,
-            scratch: Vec::new(),
-            error: None,
-        };
+        let app = ClientApp::new(run, options.qlog.clone());
         let mut endpoint = TquicEndpoint::new(config(options, tls)?, false, app);
+        // Connections start in the loop's first turn (`drive_app`), `parallel` at a time.
         endpoint.local = Some(local);
-        // The connection's handshake clock starts right before tquic starts it.
-        let connection = endpoint.app.borrow_mut().run.next_connection();
-        endpoint.app.borrow_mut().connection = connection;
-        endpoint
-            .endpoint
-            .connect(local, server, Some(SERVER_NAME), None, None, None)
-            .map_err(|e| TranslationError::Connect(format!("{e:?}")))?;
+        endpoint.server = Some(server);
         Ok(Box::new(endpoint))
     }
 }
@@ -282,11 +305,26 @@ fn closed_reason(conn: &Connection) -> String {
     }
 }
 
-/// The server's benchmark streams, per connection and stream.
-#[derive(Default)]
+/// One `stream_read` as the translation layer's [`drain_stream`] wants it.
+fn read(conn: &mut Connection, id: u64, buf: &mut [u8], context: &'static str) -> Result<Read, TranslationError> {
+    match conn.stream_read(id, buf) {
+        Ok(read) => Ok(Some(read)),
+        Err(tquic::Error::Done) => Ok(None),
+        Err(e) => Err(tquic_err(context)(e)),
+    }
+}
+
+/// tquic's connection index (set on every connection it creates).
+fn index(conn: &Connection) -> u64 {
+    conn.index().unwrap_or(u64::MAX)
+}
+
+/// The server's benchmark streams, per connection and stream; done after `expected` connections.
 pub struct ServerApp {
     streams: HashMap<(u64, u64), ServerStream>,
+    /// tquic writes one qlog per connection: the first connection's goes to this file.
     qlog: Option<std::path::PathBuf>,
+    expected: u32,
     closed: u32,
     scratch: Vec<u8>,
     error: Option<TranslationError>,
@@ -294,44 +332,29 @@ pub struct ServerApp {
 
 impl ServerApp {
     fn read_request(&mut self, conn: &mut Connection, id: u64) -> Result<(), TranslationError> {
-        self.scratch.resize(64 * 1024, 0);
-        let key = (conn.index().unwrap_or(0), id);
-        loop {
-            match conn.stream_read(id, &mut self.scratch) {
-                Ok((n, fin)) => {
-                    self.streams.entry(key).or_default().on_request(&self.scratch[..n], fin)?;
-                    if fin {
-                        break;
-                    }
-                }
-                Err(tquic::Error::Done) => break,
-                Err(e) => return Err(tquic_err("read request")(e)),
-            }
-        }
+        let stream = self.streams.entry((index(conn), id)).or_default();
+        drain_stream(
+            &mut self.scratch,
+            |buf| read(conn, id, buf, "read request"),
+            |data, fin| Ok(stream.on_request(data, fin)?),
+        )?;
         self.write_payload(conn, id)
     }
 
     /// Offers tquic pattern slices (shared, no copy) until its stream buffer is full.
     fn write_payload(&mut self, conn: &mut Connection, id: u64) -> Result<(), TranslationError> {
-        let Some(app) = self.streams.get_mut(&(conn.index().unwrap_or(0), id)) else { return Ok(()) };
-        while let Some((chunk, last)) = app.pending_shared() {
-            let len = chunk.as_slice().len();
+        let Some(stream) = self.streams.get_mut(&(index(conn), id)) else { return Ok(()) };
+        offer_payload(stream, |chunk, last| {
             let bytes = match chunk {
                 PayloadChunk::Shared(window) => Bytes::from_static(window),
                 PayloadChunk::Owned(altered) => Bytes::from(altered),
             };
             match conn.stream_write(id, bytes, last) {
-                Ok(n) => {
-                    app.accepted(n, last && n == len);
-                    if n < len {
-                        break;
-                    }
-                }
-                Err(tquic::Error::Done) => break,
-                Err(e) => return Err(tquic_err("write payload")(e)),
+                Ok(n) => Ok(Some(n)),
+                Err(tquic::Error::Done) => Ok(None),
+                Err(e) => Err(tquic_err("write payload")(e)),
             }
-        }
-        Ok(())
+        })
     }
 
     fn keep(&mut self, result: Result<(), TranslationError>) {
@@ -346,20 +369,24 @@ impl App for ServerApp {
         self.error.take()
     }
     fn is_done(&self) -> bool {
-        self.closed > 0
+        self.closed >= self.expected
     }
 }
 
 impl TransportHandler for Shared<ServerApp> {
     fn on_conn_created(&mut self, conn: &mut Connection) {
         let mut app = self.0.borrow_mut();
-        let result = set_qlog(conn, app.qlog.as_deref(), "server");
+        let qlog = app.qlog.take();
+        let result = set_qlog(conn, qlog.as_deref(), "server");
         app.keep(result);
     }
     fn on_conn_established(&mut self, _conn: &mut Connection) {}
-    fn on_conn_closed(&mut self, _conn: &mut Connection) {
-        // Whether the client got every byte is the client's verdict; the server is done.
-        self.0.borrow_mut().closed += 1;
+    fn on_conn_closed(&mut self, conn: &mut Connection) {
+        // Whether the client got every byte is the client's verdict; this connection is done.
+        let mut app = self.0.borrow_mut();
+        app.closed += 1;
+        let closed = index(conn);
+        app.streams.retain(|(conn, _), _| *conn != closed);
     }
     fn on_stream_created(&mut self, _conn: &mut Connection, _stream_id: u64) {}
     fn on_stream_readable(&mut self, conn: &mut Connection, stream_id: u64) {
@@ -373,62 +400,67 @@ impl TransportHandler for Shared<ServerApp> {
         app.keep(result);
     }
     fn on_stream_closed(&mut self, conn: &mut Connection, stream_id: u64) {
-        self.0.borrow_mut().streams.remove(&(conn.index().unwrap_or(0), stream_id));
+        self.0.borrow_mut().streams.remove(&(index(conn), stream_id));
     }
     fn on_new_token(&mut self, _conn: &mut Connection, _token: Vec<u8>) {}
 }
 
-/// The client's workload: one connection with one benchmark stream (the descriptor refuses
-/// other shapes, and [`Tquic::client`] checks).
+/// A client connection still running: the workload's view of it and tquic's ID of each of its
+/// streams, in opening order.
+struct Open {
+    app: ClientConnection,
+    ids: Vec<u64>,
+}
+
+/// The client's workload: its connections `parallel` at a time (started by the loop through
+/// [`App::next_connection`]), every stream opened at once and verified.
 pub struct ClientApp {
     run: ClientRun,
-    /// The open connection, until its stream is verified and it is handed back to `run`.
-    connection: Option<ClientConnection>,
+    /// Connections not yet verified, by tquic's connection index.
+    open: HashMap<u64, Open>,
+    started: u32,
+    closed: u32,
     qlog: Option<std::path::PathBuf>,
-    closed: bool,
-    close_sent: bool,
     scratch: Vec<u8>,
     error: Option<TranslationError>,
 }
 
 impl ClientApp {
-    fn send_request(&mut self, conn: &mut Connection) -> Result<(), TranslationError> {
-        let Some(connection) = self.connection.as_mut() else { return Ok(()) };
-        connection.on_established();
-        let Some(request) = connection.stream_mut(0).and_then(|s| s.request()) else { return Ok(()) };
-        let id = conn.stream_bidi_new(0, false).map_err(tquic_err("open stream"))?;
-        conn.stream_write(id, Bytes::copy_from_slice(&request), true).map_err(tquic_err("write request"))?;
+    fn new(run: ClientRun, qlog: Option<std::path::PathBuf>) -> Self {
+        Self { run, open: HashMap::new(), started: 0, closed: 0, qlog, scratch: vec![0; SCRATCH], error: None }
+    }
+
+    /// Opens every stream of the connection and writes its request (with fin).
+    fn send_requests(&mut self, conn: &mut Connection) -> Result<(), TranslationError> {
+        let Some(open) = self.open.get_mut(&index(conn)) else { return Ok(()) };
+        open.app.on_established();
+        for stream in open.app.streams_mut() {
+            let Some(request) = stream.request() else { continue };
+            let id = conn.stream_bidi_new(0, false).map_err(tquic_err("open stream"))?;
+            conn.stream_write(id, Bytes::copy_from_slice(&request), true).map_err(tquic_err("write request"))?;
+            open.ids.push(id);
+        }
         Ok(())
     }
 
     fn read_payload(&mut self, conn: &mut Connection, id: u64) -> Result<(), TranslationError> {
-        let Some(connection) = self.connection.as_mut() else { return Ok(()) };
-        let index = connection.index();
-        let Some(stream) = connection.stream_mut(0) else { return Ok(()) };
-        self.scratch.resize(64 * 1024, 0);
-        loop {
-            match conn.stream_read(id, &mut self.scratch) {
-                Ok((n, fin)) => {
-                    stream.on_payload(&self.scratch[..n], fin).map_err(|error| TranslationError::Payload {
-                        connection: index,
-                        stream: 0,
-                        error,
-                    })?;
-                    if fin {
-                        break;
-                    }
-                }
-                Err(tquic::Error::Done) => break,
-                Err(e) => return Err(tquic_err("read payload")(e)),
+        let key = index(conn);
+        let Some(open) = self.open.get_mut(&key) else { return Ok(()) };
+        let Some(i) = open.ids.iter().position(|&s| s == id) else { return Ok(()) };
+        let connection = open.app.index();
+        let Some(stream) = open.app.stream_mut(i) else { return Ok(()) };
+        drain_stream(
+            &mut self.scratch,
+            |buf| read(conn, id, buf, "read payload"),
+            |data, fin| {
+                stream.on_payload(data, fin).map_err(|error| TranslationError::Payload { connection, stream: i, error })
+            },
+        )?;
+        if open.app.is_verified() {
+            if let Some(done) = self.open.remove(&key) {
+                self.run.finish(done.app).map_err(|e| TranslationError::Closed(e.to_string()))?;
             }
-        }
-        if connection.is_verified() {
-            if let Some(connection) = self.connection.take() {
-                self.run.finish(connection).map_err(|e| TranslationError::Closed(e.to_string()))?;
-            }
-        }
-        if self.run.is_complete() && !self.close_sent {
-            self.close_sent = true;
+            // Closing is the client's last word; an error here means tquic closes it already.
             let _ = conn.close(true, 0, b"done");
         }
         Ok(())
@@ -446,38 +478,45 @@ impl App for ClientApp {
         self.error.take()
     }
     fn is_done(&self) -> bool {
-        self.closed
+        self.run.is_complete() && self.closed == self.started
     }
     fn progress(&self) -> u64 {
-        self.connection.as_ref().map_or(0, ClientConnection::received) + self.run.finished_bytes()
+        self.open.values().map(|o| o.app.received()).sum::<u64>() + self.run.finished_bytes()
+    }
+    fn next_connection(&mut self) -> Option<ClientConnection> {
+        self.run.next_connection()
+    }
+    fn started(&mut self, index: u64, app: ClientConnection) {
+        self.started += 1;
+        self.open.insert(index, Open { app, ids: Vec::new() });
     }
 }
 
 impl TransportHandler for Shared<ClientApp> {
     fn on_conn_created(&mut self, conn: &mut Connection) {
         let mut app = self.0.borrow_mut();
-        let result = set_qlog(conn, app.qlog.as_deref(), "client");
+        let qlog = app.qlog.take();
+        let result = set_qlog(conn, qlog.as_deref(), "client");
         app.keep(result);
     }
     fn on_conn_established(&mut self, conn: &mut Connection) {
         let mut app = self.0.borrow_mut();
-        let result = app.send_request(conn);
+        let result = app.send_requests(conn);
         app.keep(result);
     }
     fn on_conn_closed(&mut self, conn: &mut Connection) {
         let mut app = self.0.borrow_mut();
-        app.closed = true;
-        if !app.run.is_complete() {
-            let established = app.connection.as_ref().is_some_and(ClientConnection::is_established);
-            let why = match established {
-                true => closed_reason(conn),
-                false => format!(
-                    "the handshake failed (certificate not trusted, or server unreachable; {})",
-                    closed_reason(conn)
-                ),
-            };
-            app.error.get_or_insert(TranslationError::Closed(why));
-        }
+        app.closed += 1;
+        // A connection closed before its streams were verified fails the run.
+        let Some(open) = app.open.remove(&index(conn)) else { return };
+        let why = match open.app.is_established() {
+            true => closed_reason(conn),
+            false => format!(
+                "the handshake failed (certificate not trusted, or server unreachable; {})",
+                closed_reason(conn)
+            ),
+        };
+        app.error.get_or_insert(TranslationError::Closed(format!("connection {}: {why}", open.app.index())));
     }
     fn on_stream_created(&mut self, _conn: &mut Connection, _stream_id: u64) {}
     fn on_stream_readable(&mut self, conn: &mut Connection, stream_id: u64) {

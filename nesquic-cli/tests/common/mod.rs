@@ -2,11 +2,13 @@
 #![allow(dead_code)]
 
 pub mod lut;
+pub mod ssh_host;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -18,6 +20,8 @@ pub fn serial() -> MutexGuard<'static, ()> {
 /// `nesquic`, run from cargo's scratch directory (run directories land there).
 pub fn nesquic() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    // Tests ask for the probes they check: `run` turns some on by default as root.
+    c.env("NESQUIC_PROBE", "none");
     c.current_dir(env!("CARGO_TARGET_TMPDIR"));
     c
 }
@@ -167,4 +171,30 @@ pub fn assert_done_adds_up(done: &serde_json::Value, shape: Shape) {
     assert_eq!(sum, shape.size * u64::from(shape.connections * shape.streams));
     assert_eq!(u64_at(done, "/transfer_ns"), last_byte - first_request);
     assert!(u64_at(done, "/elapsed_ns") >= last_byte, "{done}");
+}
+
+/// Names of loaded BPF programs that are ours (`nq_` prefix).
+pub fn our_programs() -> Vec<String> {
+    let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("bpftool");
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    progs
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| n.starts_with("nq_"))
+        .map(String::from)
+        .collect()
+}
+
+/// Fails unless every probe of ours is gone (within 5 s).
+pub fn assert_nothing_attached() {
+    // Program teardown after the last fd closes is immediate, but give the kernel a moment.
+    for _ in 0..50 {
+        if our_programs().is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("probes still loaded: {:?}", our_programs());
 }
