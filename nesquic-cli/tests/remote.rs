@@ -230,3 +230,29 @@ fn remote_lut_failure_is_reported_with_its_output() {
     assert!(err.contains("before it listened"), "{err}");
     assert!(host.processes_named("nesquic").is_empty());
 }
+
+#[test]
+fn client_on_a_remote_host_downloads_from_a_local_server() {
+    let _serial = serial();
+    let host = SshHost::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let mut c = nesquic();
+    c.args(["run", "--client-host", &host.target()]).args(host.ssh_args());
+    c.arg("--remote-nesquic").arg(nesquic_path());
+    c.args(["--lut", "quinn", "--size", "5MB", "--probe", "io", "--json"]).arg(&json);
+    let out = c.output().expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = json_of(&json);
+    let rep = &record["repetitions"][0];
+    // The remote client's result (its `done` line) and both roles' probe figures arrived.
+    assert_eq!(rep["bytes"].as_u64(), Some(5_000_000), "{rep}");
+    assert!(rep["goodput_mbps"].as_f64().is_some_and(|g| g > 0.0), "{rep}");
+    for role in ["server", "client"] {
+        assert!(probe_totals(rep, role, "send").1 > 0, "{role}: nothing sent");
+    }
+    let hosts = record["hosts"].as_array().expect("hosts");
+    let client = hosts.iter().find(|h| h[0] == "client").expect("client host")[1].clone();
+    assert_eq!(client["name"], host.target());
+    assert!(host.processes_named("nesquic").is_empty());
+}
