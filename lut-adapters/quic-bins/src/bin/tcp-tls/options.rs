@@ -53,7 +53,11 @@ fn kernel_cc(cc: CongestionControl) -> Result<String> {
     };
     let available = std::fs::read_to_string(AVAILABLE_CC).with_context(|| format!("read {AVAILABLE_CC}"))?;
     if !available.split_whitespace().any(|k| k == name) {
-        bail!("cc={}: this kernel offers no {name} congestion control ({AVAILABLE_CC}: {})", cc.name(), available.trim());
+        bail!(
+            "cc={}: this kernel offers no {name} congestion control ({AVAILABLE_CC}: {})",
+            cc.name(),
+            available.trim()
+        );
     }
     Ok(name.to_string())
 }
