@@ -46,7 +46,7 @@ impl DutyCycle {
     /// a flag the probes read (one map write each); the probes are attached just before it opens
     /// and detached (in the background: the kernel takes ~0.2 s) after it closes, so between
     /// windows the program runs without breakpoints.
-    pub fn tick(&mut self, session: &mut nesquic_ebpf::ProbeSession) -> Result<(), EngineError> {
+    pub fn tick(&mut self, session: &mut dyn crate::kernel::KernelProbes) -> Result<(), EngineError> {
         let Some(period_start) = self.period_start else { return Ok(()) };
         let in_period = period_start.elapsed();
         if let Some(since) = self.attached_since {

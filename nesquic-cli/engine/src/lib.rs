@@ -15,6 +15,7 @@ pub mod custom_build;
 pub mod duty;
 mod error;
 pub mod figures;
+pub mod kernel;
 pub mod lifecycle;
 pub mod measure;
 pub mod overhead;

@@ -15,13 +15,14 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::time::{Duration, Instant};
 
 use nesquic_ebpf::profile::Profile;
-use nesquic_ebpf::{Metrics, ProbeSession};
+use nesquic_ebpf::Metrics;
 use nesquic_lut_adapters::report::{ClientResult, LutEvent};
 use nesquic_record::run::AgentReport;
 
 use crate::backend::UserProbes;
 use crate::duty::DutyCycle;
 use crate::error::{Cause, StepExt};
+use crate::kernel::KernelProbes;
 use crate::process::{Exit, LutProcess, ProcessEvent, Role};
 use crate::EngineError;
 
@@ -215,8 +216,8 @@ impl<'a> Supervisor<'a> {
 /// each process the agent's environment, toggles duty-cycled probes, keeps the memory maps the
 /// profile symbolises with; afterwards collects what they measured.
 pub struct ProbeTracker<'a> {
-    /// The eBPF session, if the kernel measures anything.
-    pub session: Option<&'a mut ProbeSession>,
+    /// The eBPF session (or a fake, in tests), if the kernel measures anything.
+    pub session: Option<&'a mut dyn KernelProbes>,
     /// The user-space agent, if it measures anything.
     pub user: Option<&'a mut UserProbes>,
     duty: Option<DutyCycle>,
@@ -239,7 +240,7 @@ pub struct Probed {
 impl<'a> ProbeTracker<'a> {
     /// Follows processes with these probes; `duty` cycles the kernel's function probes.
     pub fn new(
-        session: Option<&'a mut ProbeSession>,
+        session: Option<&'a mut dyn KernelProbes>,
         user: Option<&'a mut UserProbes>,
         duty: Option<crate::duty::DutySpec>,
     ) -> Self {
@@ -269,11 +270,9 @@ impl<'a> ProbeTracker<'a> {
         let mut profile = None;
         if let Some(session) = self.session.as_deref_mut() {
             if succeeded && session.is_profiling() {
-                profile = Some(crate::plan::build_profile(session, &maps, roles)?);
+                profile = Some(session.profile(&maps, roles)?);
             }
-            session.untrack_all()?;
-            session.reset()?;
-            session.reset_profile()?;
+            session.clear()?;
         }
         Ok(Probed { metrics, agents, profile })
     }
@@ -297,7 +296,7 @@ impl ProcessObserver for ProbeTracker<'_> {
         let Some(session) = self.session.as_deref_mut() else { return Ok(()) };
         // Invariant: a pid from fork is positive.
         let pid = u32::try_from(pid).unwrap_or_default();
-        session.track(pid, role.index()).with_step(|| format!("attach probes to the {role} (pid {pid})"))?;
+        session.track(pid, role).with_step(|| format!("attach probes to the {role} (pid {pid})"))?;
         if let Some(duty) = self.duty.as_mut() {
             duty.begin(Instant::now());
         }

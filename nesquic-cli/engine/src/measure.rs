@@ -11,6 +11,7 @@ use nesquic_record::recorder::{process_cpu_s, Recorder};
 use nesquic_record::workload::WorkloadFigures;
 
 use crate::figures::repetition_figures;
+use crate::kernel::KernelProbes;
 use crate::lifecycle::{ProbeTracker, Probed, ProcessObserver};
 use crate::repetition::{run_repetition, RepetitionSpec};
 use crate::{Cause, EngineError};
@@ -26,7 +27,7 @@ pub fn measure(
 ) -> Result<RepetitionFigures, EngineError> {
     let now = Instant::now();
     let mut observer = RunObserver {
-        probes: ProbeTracker::new(session, user, spec.duty),
+        probes: ProbeTracker::new(session.map(|s| s as &mut dyn KernelProbes), user, spec.duty),
         recorder,
         started: now,
         last: now,

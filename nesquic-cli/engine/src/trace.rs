@@ -63,7 +63,8 @@ pub fn execute(spec: &TraceSpec, interrupted: &AtomicBool, reporter: &mut dyn Ru
         reporter.calibrated(c);
     }
     let (mut session, mut user) = (probes.kernel, probes.user);
-    let mut tracker = ProbeTracker::new(session.as_mut(), user.as_mut(), spec.duty);
+    let kernel = session.as_mut().map(|s| s as &mut dyn crate::kernel::KernelProbes);
+    let mut tracker = ProbeTracker::new(kernel, user.as_mut(), spec.duty);
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, spec.timeout, interrupted, "the command");
     let launch =

@@ -1,14 +1,23 @@
 //! The probed lifecycle and a repetition's logic, without root and without a QUIC library: LUT
 //! processes are shell commands (the `exec` LUT) that print protocol lines, and the probes are
-//! an observer that records what it is told.
+//! an observer that records what it is told, or the real tracker over a fake kernel session
+//! ([`KernelProbes`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::mpsc::channel;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use nesquic_ebpf::layout::NqDatagramEvent;
+use nesquic_ebpf::metrics::{FunctionMetrics, Timing};
+use nesquic_ebpf::profile::{ProcessMaps, Profile};
+use nesquic_ebpf::{Metrics, RoleMetrics};
+use nesquic_engine::duty::DutySpec;
+use nesquic_engine::kernel::KernelProbes;
 
 use nesquic_engine::lifecycle::{start, Launch, ProbeTracker, ProcessObserver, Supervisor};
 use nesquic_engine::process::{ProcessEvent, Role};
@@ -192,4 +201,129 @@ fn a_client_that_exits_without_a_result_is_an_error() {
     let (outcome, _) = repetition(&format!("{LISTEN}; sleep 0.1"), "true", Duration::from_secs(20));
     let err = outcome.unwrap_err().to_string();
     assert!(err.contains("without reporting a result"), "{err}");
+}
+
+/// A kernel probe session without the kernel: it counts `calls` to one function while its
+/// function probes count, and records what the engine asked of it.
+#[derive(Default)]
+struct FakeKernel {
+    tracked: Vec<(u32, Role)>,
+    /// Every switch, in order: ("attached" | "counting", on).
+    switches: Vec<(&'static str, bool)>,
+    profiling: bool,
+    profiled: Vec<Vec<Role>>,
+    cleared: usize,
+}
+
+/// What the fake's one function counted: 1,000 calls of 64 bytes.
+const CALLS: u64 = 1000;
+
+impl KernelProbes for FakeKernel {
+    fn track(&mut self, pid: u32, role: Role) -> Result<(), EngineError> {
+        self.tracked.push((pid, role));
+        Ok(())
+    }
+    fn set_functions_counting(&mut self, on: bool) -> Result<(), EngineError> {
+        self.switches.push(("counting", on));
+        Ok(())
+    }
+    fn set_functions_attached(&mut self, on: bool) -> Result<(), EngineError> {
+        self.switches.push(("attached", on));
+        Ok(())
+    }
+    fn detaching(&self) -> bool {
+        false
+    }
+    fn is_profiling(&self) -> bool {
+        self.profiling
+    }
+    fn drain_datagram_events(&mut self) -> Vec<NqDatagramEvent> {
+        Vec::new()
+    }
+    fn snapshot(&self, roles: &[Role]) -> Result<Metrics, EngineError> {
+        let function = |role| RoleMetrics {
+            role,
+            io: Vec::new(),
+            functions: vec![FunctionMetrics {
+                category: "crypto.seal".into(),
+                name: "seal".into(),
+                object: "/fake".into(),
+                timing: Timing {
+                    calls: CALLS,
+                    total_ns: CALLS * 100,
+                    p50_le_ns: 128,
+                    p99_le_ns: 128,
+                    hist: Vec::new(),
+                },
+                bytes: CALLS * 64,
+                timed: true,
+                site: None,
+                compensated_mean_ns: None,
+                compensation_uncertainty_ns: None,
+                duty: None,
+                mechanism: "uprobe".into(),
+            }],
+            io_crosscheck: Vec::new(),
+        };
+        Ok(Metrics {
+            io_mechanism: None,
+            function_mechanism: Some("uprobe".into()),
+            kprobes_available: false,
+            roles: roles.iter().map(|&r| function(r)).collect(),
+            lost: Default::default(),
+            kernel_io: Default::default(),
+        })
+    }
+    fn profile(&mut self, _maps: &HashMap<u32, ProcessMaps>, roles: &[Role]) -> Result<Profile, EngineError> {
+        self.profiled.push(roles.to_vec());
+        Ok(Profile { frequency_hz: 99, roles: Vec::new(), sampler: None })
+    }
+    fn clear(&mut self) -> Result<(), EngineError> {
+        self.cleared += 1;
+        Ok(())
+    }
+}
+
+#[test]
+fn duty_cycled_counts_are_scaled_by_the_measured_attached_fraction() {
+    let mut kernel = FakeKernel::default();
+    let duty = DutySpec { window: Duration::from_millis(20), period: Duration::from_millis(100) };
+    let mut tracker = ProbeTracker::new(Some(&mut kernel), None, Some(duty));
+    tracker.spawned(Role::Server, 42).unwrap();
+    let until = Instant::now() + Duration::from_millis(350);
+    while Instant::now() < until {
+        tracker.tick(0).unwrap();
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let probed = tracker.collect(true, &[Role::Server]).unwrap();
+    let metrics = probed.metrics.expect("a successful run has totals");
+    assert!(probed.profile.is_none(), "no profile unless the session profiles");
+    let f = &metrics.roles[0].functions[0];
+    assert_eq!((metrics.roles[0].role, f.timing.calls), (Role::Server, CALLS));
+    let scaled = f.duty.expect("duty-cycled counts are scaled");
+    // The fraction is measured between the switches: at least the 20 ms windows, at most all of it.
+    assert!(scaled.fraction > 0.0 && scaled.fraction < 1.0, "{scaled:?}");
+    assert_eq!((scaled.calls, scaled.bytes), (CALLS as f64 / scaled.fraction, (CALLS * 64) as f64 / scaled.fraction));
+    // Windows close (stop counting, then detach) and reopen (attach, then count), in that order.
+    assert_eq!(kernel.tracked, vec![(42, Role::Server)]);
+    let first_cycle = [("counting", false), ("attached", false), ("attached", true), ("counting", true)];
+    assert!(kernel.switches.len() >= 4 && kernel.switches[..4] == first_cycle, "{:?}", kernel.switches);
+    assert_eq!(kernel.cleared, 1);
+}
+
+#[test]
+fn a_failed_run_collects_no_totals_but_leaves_the_probes_clean() {
+    let mut kernel = FakeKernel { profiling: true, ..FakeKernel::default() };
+    let mut tracker = ProbeTracker::new(Some(&mut kernel), None, None);
+    tracker.spawned(Role::Server, 7).unwrap();
+    tracker.spawned(Role::Client, 8).unwrap();
+    let probed = tracker.collect(false, &[Role::Server, Role::Client]).unwrap();
+    assert!(probed.metrics.is_none() && probed.profile.is_none());
+    let probed = tracker.collect(true, &[Role::Server, Role::Client]).unwrap();
+    let roles: Vec<Role> = probed.metrics.as_ref().unwrap().roles.iter().map(|r| r.role).collect();
+    assert_eq!(roles, [Role::Server, Role::Client]);
+    assert_eq!(probed.profile.map(|p| p.frequency_hz), Some(99));
+    assert_eq!(kernel.tracked, vec![(7, Role::Server), (8, Role::Client)]);
+    assert_eq!((kernel.profiled.len(), kernel.cleared), (1, 2));
+    assert!(kernel.switches.is_empty(), "no duty cycle, no switches: {:?}", kernel.switches);
 }

@@ -132,7 +132,8 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
         None => None,
     };
     let (mut session, mut user) = probes.map_or((None, None), |p| (p.kernel, p.user));
-    let mut relay = Relay { probes: ProbeTracker::new(session.as_mut(), user.as_mut(), None), out, qlog: None };
+    let kernel = session.as_mut().map(|s| s as &mut dyn crate::kernel::KernelProbes);
+    let mut relay = Relay { probes: ProbeTracker::new(kernel, user.as_mut(), None), out, qlog: None };
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, plan.timeout, stop, "the remote LUT process");
     let launch = Launch { role: plan.role, binary: &binary, args: &args, netns: None, inherit_output: false };

@@ -1,6 +1,7 @@
 //! `--opt KEY=VALUE` settings of the TCP+TLS LUT, checked against what this kernel offers.
 
 use anyhow::{bail, Context, Result};
+use nesquic_protocol::options::{Choice, CongestionControl, LutOpt};
 
 /// Where the kernel lists the congestion controls a socket may ask for.
 const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
@@ -21,20 +22,20 @@ pub struct Options {
 }
 
 impl Options {
-    /// Parses `opts`; the last value of a key wins.
+    /// Parses `opts` (typed by `nesquic-protocol`); the last value of a key wins.
     pub fn parse(opts: &[String]) -> Result<Self> {
         let mut o = Options::default();
-        for opt in opts {
-            let (key, value) = opt.split_once('=').with_context(|| format!("{opt:?}: KEY=VALUE expected"))?;
-            match key {
-                "rcvbuf" => o.rcvbuf = Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?),
-                "sndbuf" => o.sndbuf = Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?),
-                "cc" => o.cc = Some(kernel_cc(value)?),
-                "cipher" => o.cipher = Some(value.to_string()),
-                "ktls" if value == "off" => {}
-                "ktls" if value == "on" => bail!("ktls=on: {}", ktls_unavailable()),
+        for opt in LutOpt::parse_all(opts)? {
+            let bytes = |n: u64| usize::try_from(n).with_context(|| format!("{opt}: too large"));
+            match opt {
+                LutOpt::RcvBuf(n) => o.rcvbuf = Some(bytes(n)?),
+                LutOpt::SndBuf(n) => o.sndbuf = Some(bytes(n)?),
+                LutOpt::Cc(cc) => o.cc = Some(kernel_cc(cc)?),
+                LutOpt::Cipher(c) => o.cipher = Some(c.name().to_string()),
+                LutOpt::Ktls(false) => {}
+                LutOpt::Ktls(true) => bail!("ktls=on: {}", ktls_unavailable()),
                 _ => bail!(
-                    "unknown option {opt:?}; supported: rcvbuf=BYTES, sndbuf=BYTES, cc=cubic|newreno|bbr, cipher=aes128gcm|aes256gcm|chacha20, ktls=on|off"
+                    "unknown option {opt}; supported: rcvbuf=BYTES, sndbuf=BYTES, cc=cubic|newreno|bbr, cipher=aes128gcm|aes256gcm|chacha20, ktls=on|off"
                 ),
             }
         }
@@ -42,17 +43,21 @@ impl Options {
     }
 }
 
-/// The kernel's module name for a `cc=` value, refused when this kernel does not offer it.
-fn kernel_cc(value: &str) -> Result<String> {
-    let name = match value {
-        "cubic" => "cubic",
-        "newreno" => "reno",
-        "bbr" => "bbr",
-        other => bail!("cc={other}: cubic, newreno (the kernel's reno) or bbr"),
+/// The kernel's module name for a congestion control, refused when this kernel does not offer it.
+fn kernel_cc(cc: CongestionControl) -> Result<String> {
+    let name = match cc {
+        CongestionControl::Cubic => "cubic",
+        CongestionControl::NewReno => "reno",
+        CongestionControl::Bbr => "bbr",
+        other => bail!("cc={}: cubic, newreno (the kernel's reno) or bbr", other.name()),
     };
     let available = std::fs::read_to_string(AVAILABLE_CC).with_context(|| format!("read {AVAILABLE_CC}"))?;
-    if !available.split_whitespace().any(|cc| cc == name) {
-        bail!("cc={value}: this kernel offers no {name} congestion control ({AVAILABLE_CC}: {})", available.trim());
+    if !available.split_whitespace().any(|k| k == name) {
+        bail!(
+            "cc={}: this kernel offers no {name} congestion control ({AVAILABLE_CC}: {})",
+            cc.name(),
+            available.trim()
+        );
     }
     Ok(name.to_string())
 }
@@ -89,7 +94,8 @@ mod tests {
     fn options_parse_and_bad_ones_are_refused() {
         let o = Options::parse(&["rcvbuf=1000".into(), "cc=newreno".into(), "cipher=chacha20".into()]).unwrap();
         assert_eq!((o.rcvbuf, o.cc.as_deref(), o.cipher.as_deref()), (Some(1000), Some("reno"), Some("chacha20")));
-        assert!(Options::parse(&["gso=on".into()]).unwrap_err().to_string().contains("unknown option"));
+        assert!(Options::parse(&["gso=on".into()]).unwrap_err().to_string().contains("unknown option gso=on"));
+        assert!(Options::parse(&["cc=copa".into()]).unwrap_err().to_string().contains("cubic, newreno"));
         assert!(Options::parse(&["cc=vegas".into()]).is_err());
         assert!(Options::parse(&["rcvbuf=x".into()]).is_err());
     }

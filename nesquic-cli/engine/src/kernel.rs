@@ -1,0 +1,67 @@
+//! The seam between the engine and the kernel's probe session: what following processes asks of
+//! it (attach to a pid, switch the function probes for duty cycles, read the totals, the profile
+//! and the datagram events, leave it clean). [`ProbeSession`] is the real one (root, eBPF); tests
+//! put a fake behind the trait to check collection (duty scaling, merging the agents') without
+//! root, the idea of aya's `sys/fake.rs` one level up.
+
+use std::collections::HashMap;
+
+use nesquic_ebpf::layout::NqDatagramEvent;
+use nesquic_ebpf::profile::{ProcessMaps, Profile};
+use nesquic_ebpf::{Metrics, ProbeSession, Role};
+
+use crate::EngineError;
+
+/// What the engine asks of a kernel probe session.
+pub trait KernelProbes {
+    /// Starts measuring `pid` (its threads and children) as `role`.
+    fn track(&mut self, pid: u32, role: Role) -> Result<(), EngineError>;
+    /// Whether the function probes count (a duty cycle's window opens and closes with it).
+    fn set_functions_counting(&mut self, on: bool) -> Result<(), EngineError>;
+    /// Attaches or detaches the function probes (between a duty cycle's windows).
+    fn set_functions_attached(&mut self, on: bool) -> Result<(), EngineError>;
+    /// Whether the last detach is still under way (attaching now would probe calls twice).
+    fn detaching(&self) -> bool;
+    /// Whether the sampling profiler runs.
+    fn is_profiling(&self) -> bool;
+    /// The per-datagram events since the last call.
+    fn drain_datagram_events(&mut self) -> Vec<NqDatagramEvent>;
+    /// The totals of `roles` so far.
+    fn snapshot(&self, roles: &[Role]) -> Result<Metrics, EngineError>;
+    /// The sampling profile of `roles`, symbolised with `maps`.
+    fn profile(&mut self, maps: &HashMap<u32, ProcessMaps>, roles: &[Role]) -> Result<Profile, EngineError>;
+    /// Stops following every process and zeroes the totals and the profile for the next ones.
+    fn clear(&mut self) -> Result<(), EngineError>;
+}
+
+impl KernelProbes for ProbeSession {
+    fn track(&mut self, pid: u32, role: Role) -> Result<(), EngineError> {
+        Ok(ProbeSession::track(self, pid, role.index())?)
+    }
+    fn set_functions_counting(&mut self, on: bool) -> Result<(), EngineError> {
+        Ok(ProbeSession::set_functions_counting(self, on)?)
+    }
+    fn set_functions_attached(&mut self, on: bool) -> Result<(), EngineError> {
+        Ok(ProbeSession::set_functions_attached(self, on)?)
+    }
+    fn detaching(&self) -> bool {
+        ProbeSession::detaching(self)
+    }
+    fn is_profiling(&self) -> bool {
+        ProbeSession::is_profiling(self)
+    }
+    fn drain_datagram_events(&mut self) -> Vec<NqDatagramEvent> {
+        ProbeSession::drain_datagram_events(self)
+    }
+    fn snapshot(&self, roles: &[Role]) -> Result<Metrics, EngineError> {
+        Ok(ProbeSession::snapshot(self, roles)?)
+    }
+    fn profile(&mut self, maps: &HashMap<u32, ProcessMaps>, roles: &[Role]) -> Result<Profile, EngineError> {
+        crate::plan::build_profile(self, maps, roles)
+    }
+    fn clear(&mut self) -> Result<(), EngineError> {
+        self.untrack_all()?;
+        self.reset()?;
+        Ok(self.reset_profile()?)
+    }
+}
