@@ -86,6 +86,7 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
     }
     page.h2("What ran");
     page.table(&["", ""], &rows);
+    hosts(page, r);
     let functions: Vec<Vec<String>> = started
         .into_iter()
         .flat_map(|s| &s.probes.functions)
@@ -95,6 +96,45 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
         page.h3("Probed functions and the mechanism behind each");
         page.table(&["category", "function", "object", "mechanism"], &functions);
     }
+}
+
+/// Roles on other hosts (over SSH): where each role ran, its kernel and CPU, the NIC towards the
+/// other host with its offloads, the socket buffers its LUT was granted, the clock offset.
+fn hosts(page: &mut Page, r: &RunRecord) {
+    if r.hosts.is_empty() {
+        return;
+    }
+    let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
+    let rows: Vec<Vec<String>> = r
+        .hosts
+        .iter()
+        .map(|(role, h)| {
+            let nic = match (&h.nic, &h.nic_note) {
+                (Some(nic), _) => {
+                    let offloads: Vec<String> = h.offloads.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                    format!("{nic}: {}", offloads.join(", "))
+                }
+                (None, note) => or_dash(note.clone()),
+            };
+            let buffers = r.repetitions.first().and_then(|rep| rep.io_settings.iter().find(|(x, _)| x == role)).map(
+                |(_, io)| format!("SO_RCVBUF {} B, SO_SNDBUF {} B", io.recv_buffer, io.send_buffer),
+            );
+            let clock = h.clock.map(|c| {
+                format!("{:+.3} ms (± {:.3} ms, best of {} pings)", c.offset_ns as f64 / 1e6, c.rtt_ns as f64 / 2e6, c.rounds)
+            });
+            vec![
+                role.to_string(),
+                or_dash(h.name.clone()),
+                or_dash(h.kernel.clone()),
+                format!("{} ({} cores)", or_dash(h.cpu_model.clone()), or_dash(h.cores.map(|c| c.to_string()))),
+                nic,
+                or_dash(buffers),
+                or_dash(clock),
+            ]
+        })
+        .collect();
+    page.h3("Hosts");
+    page.table(&["role", "host", "kernel", "CPU", "NIC and offloads", "socket buffers granted", "clock offset"], &rows);
 }
 
 /// The kernel's function mechanism, else the distinct mechanisms of the probed functions (the
