@@ -5,7 +5,18 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use crate::lut::{ClientSpec, IoMode, Lut, LutError, ServerSpec};
+use crate::descriptor::Descriptor;
+use crate::lut::{ClientSpec, Lut, LutError, ServerSpec};
+
+/// `exec`: no executable of its own, no settings (its commands take NESQUIC_* variables).
+pub static EXEC: Descriptor = Descriptor {
+    name: "exec",
+    version: "external",
+    description: "your own commands: --server-cmd/--client-cmd, parameters in NESQUIC_* variables (docs/protocol.md)",
+    crypto_backend: "unknown",
+    single_workload_reason: "the commands are given one NESQUIC_SIZE and no connection or stream counts",
+    ..Descriptor::BUILTIN
+};
 
 /// User-provided server and client commands (`/bin/sh -c` syntax).
 #[derive(Debug, Clone)]
@@ -33,20 +44,8 @@ impl ExecLut {
 }
 
 impl Lut for ExecLut {
-    fn name(&self) -> &'static str {
-        "exec"
-    }
-    fn version(&self) -> String {
-        "external".into()
-    }
-    fn description(&self) -> &'static str {
-        "your own commands: --server-cmd/--client-cmd, parameters in NESQUIC_* variables (docs/protocol.md)"
-    }
-    fn crypto_backend(&self) -> &'static str {
-        "unknown"
-    }
-    fn io_modes(&self) -> &'static [IoMode] {
-        &[IoMode::Native]
+    fn descriptor(&self) -> &'static Descriptor {
+        &EXEC
     }
 
     /// The server command's executable: what function probes resolve against.
@@ -63,9 +62,6 @@ impl Lut for ExecLut {
         found.ok_or_else(|| LutError::ExecNotFound { command: self.server_cmd.clone() })
     }
 
-    fn single_workload_reason(&self) -> &'static str {
-        "the commands are given one NESQUIC_SIZE and no connection or stream counts"
-    }
     fn runs_user_commands(&self) -> bool {
         true
     }

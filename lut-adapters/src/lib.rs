@@ -1,6 +1,7 @@
 //! `nesquic-lut-adapters`: what the orchestrator knows about each library under test (LUT): one
-//! descriptor per LUT behind the [`Lut`] trait (name, version, crypto backend, I/O paths,
-//! `--lut-opt` settings, which workloads it runs), resolving a LUT by name ([`find_lut`]),
+//! [`Descriptor`] per LUT, as data (name, version, crypto backend, I/O paths, the typed
+//! `--lut-opt` settings it accepts and why it refuses others, which workloads it runs), the
+//! [`Lut`] trait for what truly differs (where the executable is, how it is started), resolving a LUT by name ([`find_lut`]),
 //! building its server and client command lines, and generating the run's certificate ([`tls`]).
 //!
 //! Every LUT runs as its own executable (`nesquic-lut-<name>`, built by `nesquic-lut-bins`, the
@@ -13,10 +14,14 @@
 #![warn(missing_docs)]
 
 pub mod aioquic;
+pub mod descriptor;
 pub mod exec;
 pub mod lut;
+pub mod msquic;
 pub mod ngtcp2;
 pub mod quic_go;
+pub mod quiche;
+pub mod quinn;
 pub mod s2n_quic;
 pub mod tcp_tls;
 pub mod tquic;
@@ -26,11 +31,9 @@ pub use nesquic_protocol::payload as protocol;
 pub use nesquic_protocol::report;
 pub mod tls;
 
-pub use aioquic::AioquicLut;
+#[cfg(test)]
+mod tests;
+
+pub use descriptor::Descriptor;
 pub use exec::ExecLut;
-pub use lut::{all_luts, find_lut, IoMode, Lut, LutError, MsquicLut, QuicheLut, QuinnLut};
-pub use ngtcp2::Ngtcp2Lut;
-pub use quic_go::QuicGoLut;
-pub use s2n_quic::S2nQuicLut;
-pub use tcp_tls::TcpTlsLut;
-pub use tquic::TquicLut;
+pub use lut::{all_luts, find_lut, Builtin, IoMode, Lut, LutError, LutOpt, OptionKind};

@@ -9,6 +9,9 @@ use crate::tls::CertFiles;
 pub use nesquic_testcases::Workload;
 
 pub use nesquic_protocol::cli::IoMode;
+pub use nesquic_protocol::options::{LutOpt, OptionKind};
+
+pub use crate::descriptor::{Descriptor, OptionSpec, Refusal, SourceBuild};
 
 /// Errors resolving a LUT.
 #[derive(Debug, thiserror::Error)]
@@ -26,7 +29,7 @@ pub enum LutError {
     NotBuilt {
         /// Where it was expected.
         path: PathBuf,
-        /// How to build it ([`Lut::build_hint`]).
+        /// How to build it ([`Descriptor::build_hint`]).
         how: &'static str,
     },
     /// The LUT cannot run on the requested I/O path.
@@ -56,7 +59,7 @@ pub enum LutError {
     UnsupportedWorkload {
         /// The LUT.
         lut: &'static str,
-        /// Why ([`Lut::single_workload_reason`]).
+        /// Why ([`Descriptor::single_workload_reason`]).
         why: &'static str,
         /// The I/O path.
         io: IoMode,
@@ -76,7 +79,7 @@ pub enum LutError {
         why: String,
     },
     /// A `--lut-opt` the LUT does not understand on this I/O path.
-    #[error("LUT '{lut}' with --io {io} does not understand --lut-opt {option}; it accepts: {known}")]
+    #[error("LUT '{lut}' with --io {io} does not understand --lut-opt {option}: {why}. {lut} accepts: {known}")]
     BadOption {
         /// The LUT.
         lut: &'static str,
@@ -84,6 +87,8 @@ pub enum LutError {
         io: IoMode,
         /// What was given.
         option: String,
+        /// Why not (unknown, a value it lacks, another I/O path's, what its library cannot do).
+        why: String,
         /// What it accepts.
         known: String,
     },
@@ -119,8 +124,8 @@ pub struct ServerSpec<'a> {
     pub io: IoMode,
     /// Where the library writes its own qlog, if asked (`--lut-qlog`).
     pub qlog: Option<&'a std::path::Path>,
-    /// LUT-specific settings (`--lut-opt KEY=VALUE`), checked against [`Lut::options`].
-    pub options: &'a [String],
+    /// LUT-specific settings (`--lut-opt KEY=VALUE`), checked against [`Descriptor::options`].
+    pub options: &'a [LutOpt],
 }
 
 /// Parameters of one client process.
@@ -136,69 +141,47 @@ pub struct ClientSpec<'a> {
     pub io: IoMode,
     /// Where the library writes its own qlog, if asked (`--lut-qlog`).
     pub qlog: Option<&'a std::path::Path>,
-    /// LUT-specific settings (`--lut-opt KEY=VALUE`), checked against [`Lut::options`].
-    pub options: &'a [String],
+    /// LUT-specific settings (`--lut-opt KEY=VALUE`), checked against [`Descriptor::options`].
+    pub options: &'a [LutOpt],
 }
 
-/// A library under test. Implementations are small: a name, versions, and the executable that
-/// runs it. Process arguments follow one convention for every LUT (`nesquic-protocol`'s `cli`).
+/// A library under test: its [`Descriptor`] (data), plus behaviour only where a LUT truly
+/// differs: where its executable is and how it is started (`exec` runs the user's commands; a
+/// `--lut-path` build has its own binary and version). Process arguments follow one convention
+/// for every LUT (`nesquic-protocol`'s `cli`).
 pub trait Lut: Send + Sync {
+    /// What the LUT is.
+    fn descriptor(&self) -> &'static Descriptor;
+
     /// Short name used on the command line (`--lut NAME`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.descriptor().name
+    }
+
     /// The library's version as linked into this build.
-    fn version(&self) -> String;
-    /// One line for `--help` and listings.
-    fn description(&self) -> &'static str;
-    /// The crypto backend, which decides which probe catalog entries apply.
-    fn crypto_backend(&self) -> &'static str;
-    /// I/O paths the adapter supports; the first is the default.
-    fn io_modes(&self) -> &'static [IoMode];
+    fn version(&self) -> String {
+        self.descriptor().version.to_string()
+    }
 
     /// Whether it runs commands the user gives (`exec`) rather than an executable of its own.
     fn runs_user_commands(&self) -> bool {
         false
     }
 
-    /// How to rebuild the adapter against a checkout of the library (`--lut-path`); `None`: it
-    /// cannot be.
-    fn source_build(&self) -> Option<&'static SourceBuild> {
-        None
-    }
-
-    /// Executable file name, found next to the `nesquic` binary.
-    fn executable_name(&self) -> String {
-        format!("nesquic-lut-{}", self.name())
-    }
-
     /// The executable (the binary probes attach to) in `dir`, checked to exist.
     fn binary_path(&self, dir: &Path) -> Result<PathBuf, LutError> {
-        let path = dir.join(self.executable_name());
+        let path = dir.join(self.descriptor().executable_name());
         if path.is_file() {
             Ok(path)
         } else {
-            Err(LutError::NotBuilt { path, how: self.build_hint() })
+            Err(LutError::NotBuilt { path, how: self.descriptor().build_hint })
         }
-    }
-
-    /// How to get the executable when it is missing.
-    fn build_hint(&self) -> &'static str {
-        "build it with `just build` (Rust LUTs: `cargo build --release -p nesquic-lut-bins`)"
     }
 
     /// What to start: normally the binary itself; `exec` starts a launcher that sets up the
     /// environment and execs the user's command (same pid).
     fn launcher(&self, binary: &Path) -> PathBuf {
         binary.to_path_buf()
-    }
-
-    /// Checks `io` against [`Lut::io_modes`].
-    fn check_io(&self, io: IoMode) -> Result<(), LutError> {
-        if self.io_modes().contains(&io) {
-            Ok(())
-        } else {
-            let supported = self.io_modes().iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-            Err(LutError::UnsupportedIo { lut: self.name(), io, supported })
-        }
     }
 
     /// Arguments for the server process.
@@ -232,66 +215,15 @@ pub trait Lut: Send + Sync {
         push_common_args(&mut args, spec.io, spec.qlog, spec.options);
         args
     }
+}
 
-    /// I/O paths on which the executable runs any [`Workload`] (several connections, several
-    /// streams); on the others it runs only one connection with one stream.
-    fn multi_workload_io(&self) -> &'static [IoMode] {
-        &[]
-    }
+/// A LUT with an executable of its own built with Nesquic: nothing but its descriptor.
+#[derive(Debug, Clone, Copy)]
+pub struct Builtin(pub &'static Descriptor);
 
-    /// Why the executable runs only one connection with one stream off [`Lut::multi_workload_io`].
-    fn single_workload_reason(&self) -> &'static str {
-        "its executable is not given connection or stream counts"
-    }
-
-    /// Checks that the LUT can run `workload` on `io`.
-    fn check_workload(&self, io: IoMode, workload: &Workload) -> Result<(), LutError> {
-        if workload.is_single() || self.multi_workload_io().contains(&io) {
-            return Ok(());
-        }
-        let hint = match self.multi_workload_io() {
-            [] => String::new(),
-            ios => {
-                format!(" (it does with --io {})", ios.iter().map(ToString::to_string).collect::<Vec<_>>().join("|"))
-            }
-        };
-        Err(LutError::UnsupportedWorkload {
-            lut: self.name(),
-            why: self.single_workload_reason(),
-            io,
-            connections: workload.connections,
-            streams: workload.streams,
-            hint,
-        })
-    }
-
-    /// Settings this LUT accepts with `--lut-opt KEY=VALUE`: (key, allowed values, meaning).
-    fn options(&self) -> &'static [LutOption] {
-        &[]
-    }
-
-    /// Checks `KEY=VALUE` settings against [`Lut::options`] for I/O path `io`.
-    fn check_options(&self, io: IoMode, options: &[String]) -> Result<(), LutError> {
-        for o in options {
-            let known: Vec<&LutOption> = self.options().iter().filter(|opt| opt.io.contains(&io)).collect();
-            let ok = o.split_once('=').is_some_and(|(k, v)| {
-                known.iter().any(|opt| {
-                    opt.key == k
-                        && (opt.values.contains(&v) || (opt.values == [BYTES] && v.parse::<u64>().is_ok_and(|n| n > 0)))
-                })
-            });
-            if !ok {
-                let list: Vec<String> =
-                    known.iter().map(|opt| format!("{}={} ({})", opt.key, opt.values.join("|"), opt.meaning)).collect();
-                return Err(LutError::BadOption {
-                    lut: self.name(),
-                    io,
-                    option: o.clone(),
-                    known: if list.is_empty() { "none".into() } else { list.join(", ") },
-                });
-            }
-        }
-        Ok(())
+impl Lut for Builtin {
+    fn descriptor(&self) -> &'static Descriptor {
+        self.0
     }
 }
 
@@ -308,249 +240,35 @@ fn push_workload_args(args: &mut Vec<OsString>, w: &Workload, client: bool) {
     }
 }
 
-/// `--io`, `--qlog` and `--opt` are the same for both roles.
-fn push_common_args(args: &mut Vec<OsString>, io: IoMode, qlog: Option<&Path>, options: &[String]) {
+/// `--io`, `--qlog` and `--opt KEY=VALUE` (the settings' wire form) are the same for both roles.
+fn push_common_args(args: &mut Vec<OsString>, io: IoMode, qlog: Option<&Path>, options: &[LutOpt]) {
     args.extend(["--io".into(), io.to_string().into()]);
     if let Some(q) = qlog {
         args.extend(["--qlog".into(), q.into()]);
     }
     for o in options {
-        args.extend(["--opt".into(), o.into()]);
-    }
-}
-
-/// The value placeholder of options that take a byte count.
-pub const BYTES: &str = "BYTES";
-
-pub(crate) const RCVBUF_NATIVE: LutOption = LutOption {
-    key: "rcvbuf",
-    values: &[BYTES],
-    meaning: "SO_RCVBUF to request (also --rcvbuf)",
-    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
-};
-pub(crate) const SNDBUF_NATIVE: LutOption = LutOption {
-    key: "sndbuf",
-    values: &[BYTES],
-    meaning: "SO_SNDBUF to request (also --sndbuf)",
-    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
-};
-pub(crate) const RCVBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..RCVBUF_NATIVE };
-pub(crate) const SNDBUF_NESQUIC: LutOption = LutOption { io: &[IoMode::Nesquic, IoMode::Plain], ..SNDBUF_NATIVE };
-
-const CC_ALL: LutOption = LutOption {
-    key: "cc",
-    values: &["cubic", "newreno", "bbr"],
-    meaning: "congestion control (default cubic; also --cc)",
-    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
-};
-
-const CIPHER_ALL: LutOption = LutOption {
-    key: "cipher",
-    values: &["aes128gcm", "aes256gcm", "chacha20"],
-    meaning: "the only TLS 1.3 cipher suite offered (Initial packets stay AES-128-GCM, RFC 9001); also --cipher",
-    io: &[IoMode::Native, IoMode::Nesquic, IoMode::Plain],
-};
-
-/// How an adapter in `lut-adapters/quic-bins` is rebuilt against a checkout of its library
-/// (`--lut-path`): the library's crates are patched in over the registry's.
-#[derive(Debug)]
-pub struct SourceBuild {
-    /// The library's crates that can be patched in (a checkout holds them as directories of
-    /// these names); the first is the one whose version is reported.
-    pub crates: &'static [&'static str],
-    /// The adapter's `main`, under `lut-adapters/quic-bins/`.
-    pub adapter_source: &'static str,
-    /// The adapter's dependencies besides `nesquic-lut-bins` (Cargo.toml lines).
-    pub dependencies: &'static str,
-}
-
-/// quinn: its three crates, the quinn adapter.
-static QUINN_SOURCE_BUILD: SourceBuild = SourceBuild {
-    crates: &["quinn", "quinn-proto", "quinn-udp"],
-    adapter_source: "src/bin/quinn.rs",
-    dependencies: "quinn = { version = \"*\", features = [\"qlog\"] }\n\
-        tokio = { version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }\n\
-        anyhow = \"1\"\nclap = { version = \"4.5\", features = [\"derive\", \"env\"] }\nlibc = \"0.2\"\n",
-};
-
-/// One `--lut-opt` setting a LUT understands.
-#[derive(Debug, Clone, Copy)]
-pub struct LutOption {
-    /// Key.
-    pub key: &'static str,
-    /// Accepted values.
-    pub values: &'static [&'static str],
-    /// What it does.
-    pub meaning: &'static str,
-    /// The I/O paths it applies to.
-    pub io: &'static [IoMode],
-}
-
-/// quinn 0.11 with rustls + ring, on its own quinn-udp I/O.
-#[derive(Debug, Default)]
-pub struct QuinnLut;
-
-impl Lut for QuinnLut {
-    fn name(&self) -> &'static str {
-        "quinn"
-    }
-    fn source_build(&self) -> Option<&'static SourceBuild> {
-        Some(&QUINN_SOURCE_BUILD)
-    }
-    fn options(&self) -> &'static [LutOption] {
-        &[
-            LutOption {
-                key: "gso",
-                values: &["on", "off"],
-                meaning: "UDP segmentation offload (native: quinn's own; nesquic: the I/O layer's; default on)",
-                io: &[IoMode::Native, IoMode::Nesquic],
-            },
-            NESQUIC_IO_GRO,
-            NESQUIC_IO_MMSG,
-            RCVBUF_NATIVE,
-            SNDBUF_NATIVE,
-            CC_ALL,
-            CIPHER_ALL,
-        ]
-    }
-    fn version(&self) -> String {
-        env!("NESQUIC_QUINN_VERSION").to_string()
-    }
-    fn description(&self) -> &'static str {
-        "quinn (rustls + ring); native: tokio + quinn-udp; nesquic/plain: quinn-proto over Nesquic I/O"
-    }
-    fn crypto_backend(&self) -> &'static str {
-        "ring"
-    }
-    fn io_modes(&self) -> &'static [IoMode] {
-        &[IoMode::Native, IoMode::Nesquic, IoMode::Plain]
-    }
-    fn multi_workload_io(&self) -> &'static [IoMode] {
-        self.io_modes()
-    }
-}
-
-pub(crate) const NESQUIC_IO_GSO: LutOption = LutOption {
-    key: "gso",
-    values: &["on", "off"],
-    meaning: "the I/O layer's UDP GSO (default on)",
-    io: &[IoMode::Nesquic],
-};
-pub(crate) const NESQUIC_IO_GRO: LutOption = LutOption {
-    key: "gro",
-    values: &["on", "off"],
-    meaning: "the I/O layer's UDP GRO (default on)",
-    io: &[IoMode::Nesquic],
-};
-pub(crate) const NESQUIC_IO_MMSG: LutOption = LutOption {
-    key: "mmsg",
-    values: &["on", "off"],
-    meaning: "the I/O layer's sendmmsg/recvmmsg batching (default on)",
-    io: &[IoMode::Nesquic],
-};
-
-/// quiche (Cloudflare, BoringSSL built from source) through the translation layer.
-#[derive(Debug, Default)]
-pub struct QuicheLut;
-
-impl Lut for QuicheLut {
-    fn name(&self) -> &'static str {
-        "quiche"
-    }
-    fn options(&self) -> &'static [LutOption] {
-        &[
-            NESQUIC_IO_GSO,
-            NESQUIC_IO_GRO,
-            NESQUIC_IO_MMSG,
-            RCVBUF_NESQUIC,
-            SNDBUF_NESQUIC,
-            LutOption {
-                meaning: "congestion control: cubic (default), newreno (Reno), bbr (BBRv2); also --cc",
-                ..CC_ALL
-            },
-            LutOption {
-                key: "pacing",
-                values: &["on", "off"],
-                meaning: "quiche's pacing (SendInfo.at honoured; default on)",
-                io: &[IoMode::Nesquic, IoMode::Plain],
-            },
-        ]
-    }
-    fn version(&self) -> String {
-        env!("NESQUIC_QUICHE_VERSION").to_string()
-    }
-    fn description(&self) -> &'static str {
-        "quiche (BoringSSL) driven by Nesquic's translation layer; it has no I/O of its own"
-    }
-    fn crypto_backend(&self) -> &'static str {
-        "boringssl"
-    }
-    fn io_modes(&self) -> &'static [IoMode] {
-        &[IoMode::Nesquic, IoMode::Plain]
-    }
-    fn multi_workload_io(&self) -> &'static [IoMode] {
-        self.io_modes()
-    }
-}
-
-/// MsQuic (Microsoft, C) on its own datapath, built from the `msquic` crate's vendored sources
-/// with quictls; the executable is the `nesquic-lut-msquic` package.
-#[derive(Debug, Default)]
-pub struct MsquicLut;
-
-impl Lut for MsquicLut {
-    fn name(&self) -> &'static str {
-        "msquic"
-    }
-    fn options(&self) -> &'static [LutOption] {
-        &[
-            LutOption {
-                key: "profile",
-                values: &["max-throughput", "low-latency"],
-                meaning: "MsQuic's execution profile (default max-throughput; also --msquic-profile)",
-                io: &[IoMode::Native],
-            },
-            LutOption {
-                key: "cc",
-                values: &["cubic", "bbr"],
-                meaning: "congestion control (default cubic; MsQuic has no NewReno; also --cc)",
-                io: &[IoMode::Native],
-            },
-            LutOption { io: &[IoMode::Native], ..CIPHER_ALL },
-        ]
-    }
-    fn version(&self) -> String {
-        env!("NESQUIC_MSQUIC_VERSION").to_string()
-    }
-    fn description(&self) -> &'static str {
-        "MsQuic (C, quictls) on its own datapath (GSO/GRO where the kernel allows)"
-    }
-    fn crypto_backend(&self) -> &'static str {
-        "msquic (quictls)"
-    }
-    fn io_modes(&self) -> &'static [IoMode] {
-        &[IoMode::Native]
-    }
-    fn multi_workload_io(&self) -> &'static [IoMode] {
-        self.io_modes()
+        args.extend(["--opt".into(), o.to_string().into()]);
     }
 }
 
 /// Every LUT this build knows.
 pub fn all_luts() -> Vec<Box<dyn Lut>> {
-    vec![
-        Box::new(QuinnLut),
-        Box::new(QuicheLut),
-        Box::new(MsquicLut),
-        Box::new(crate::quic_go::QuicGoLut),
-        Box::new(crate::s2n_quic::S2nQuicLut),
-        Box::new(crate::tquic::TquicLut),
-        Box::new(crate::tcp_tls::TcpTlsLut),
-        // Scripted and C stacks (lut-adapters/aioquic, lut-adapters/ngtcp2).
-        Box::new(crate::aioquic::AioquicLut),
-        Box::new(crate::ngtcp2::Ngtcp2Lut),
-    ]
+    DESCRIPTORS.iter().map(|d| Box::new(Builtin(d)) as Box<dyn Lut>).collect()
 }
+
+/// The descriptors of every LUT with an executable of its own.
+pub static DESCRIPTORS: [&Descriptor; 9] = [
+    &crate::quinn::QUINN,
+    &crate::quiche::QUICHE,
+    &crate::msquic::MSQUIC,
+    &crate::quic_go::QUIC_GO,
+    &crate::s2n_quic::S2N_QUIC,
+    &crate::tquic::TQUIC,
+    &crate::tcp_tls::TCP_TLS,
+    // Scripted and C stacks (lut-adapters/aioquic, lut-adapters/ngtcp2).
+    &crate::aioquic::AIOQUIC,
+    &crate::ngtcp2::NGTCP2,
+];
 
 /// `--lut NAME`, or `exec` with its two commands (which only `exec` takes).
 pub fn find_lut_or_exec(
@@ -607,7 +325,7 @@ mod tests {
 
     #[test]
     fn quinn_version_comes_from_the_lockfile() {
-        let v = QuinnLut.version();
+        let v = find_lut("quinn").unwrap().version();
         assert!(v.starts_with("0.11."), "{v}");
     }
 }

@@ -92,7 +92,8 @@ fn describe(plan: &nesquic_engine::run::RunPlan) -> String {
         text.push_str(&format!(" from {} ({})", source.path.display(), source.revision));
     }
     if !plan.lut_options.is_empty() {
-        text.push_str(&format!(" [{}]", plan.lut_options.join(" ")));
+        let options: Vec<String> = plan.lut_options.iter().map(ToString::to_string).collect();
+        text.push_str(&format!(" [{}]", options.join(" ")));
     }
     text
 }

@@ -200,14 +200,18 @@ fn list_luts() {
         Box::new(nesquic_lut_adapters::ExecLut { server_cmd: String::new(), client_cmd: String::new() });
     let dir = run::lut_dir(None).ok();
     for lut in nesquic_lut_adapters::all_luts().into_iter().chain([exec]) {
-        let io: Vec<String> = lut.io_modes().iter().map(ToString::to_string).collect();
-        println!("{:<8} {:<10} io: {:<20} {}", lut.name(), lut.version(), io.join(","), lut.description());
-        if let (Some(Err(e)), false) = (dir.as_ref().map(|d| lut.binary_path(d)), lut.runs_user_commands()) {
+        let d = lut.descriptor();
+        let io: Vec<String> = d.io_modes.iter().map(ToString::to_string).collect();
+        println!("{:<8} {:<10} io: {:<20} {}", lut.name(), lut.version(), io.join(","), d.description);
+        if let (Some(Err(e)), false) = (dir.as_ref().map(|dir| lut.binary_path(dir)), lut.runs_user_commands()) {
             println!("{:<8} unavailable: {e}", "");
         }
-        for o in lut.options() {
+        for o in d.options {
             let io: Vec<String> = o.io.iter().map(ToString::to_string).collect();
-            println!("{:<8} --lut-opt {}={}  {} [--io {}]", "", o.key, o.values.join("|"), o.meaning, io.join("|"));
+            println!("{:<8} --lut-opt {}={}  {} [--io {}]", "", o.kind.key(), o.values(), o.meaning, io.join("|"));
+        }
+        for r in d.refuses {
+            println!("{:<8} no {}: {}", "", r.kind.key(), r.why);
         }
     }
 }

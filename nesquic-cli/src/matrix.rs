@@ -230,9 +230,9 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
     for name in &args.lut {
         let lut = nesquic_lut_adapters::find_lut(name)?;
         let ios: Vec<IoMode> = if args.io.is_empty() {
-            vec![lut.io_modes()[0]]
+            vec![lut.descriptor().io_modes[0]]
         } else if args.io.iter().any(|s| s == "all") {
-            lut.io_modes().to_vec()
+            lut.descriptor().io_modes.to_vec()
         } else {
             args.io
                 .iter()
@@ -240,12 +240,12 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
                 .collect::<Result<_>>()?
         };
         for io in ios {
-            if let Err(e) = lut.check_io(io) {
+            if let Err(e) = lut.descriptor().check_io(io) {
                 skipped.push(e.to_string());
                 continue;
             }
             for options in &option_sets {
-                if let Err(e) = lut.check_options(io, options) {
+                if let Err(e) = lut.descriptor().parse_options(io, options) {
                     skipped.push(e.to_string());
                     continue;
                 }
@@ -253,12 +253,14 @@ fn combinations(args: &MatrixArgs) -> Result<(Vec<Combination>, Vec<String>)> {
                     if args.rcvbuf.is_empty() { vec![None] } else { args.rcvbuf.iter().cloned().map(Some).collect() };
                 for rcvbuf in buffers {
                     // A LUT that cannot set its socket buffer is skipped for this dimension.
-                    if rcvbuf.is_some() && lut.check_options(io, &["rcvbuf=1".to_string()]).is_err() {
+                    let rcvbuf_ok =
+                        lut.descriptor().check_options(io, &[nesquic_lut_adapters::LutOpt::RcvBuf(1)]).is_ok();
+                    if rcvbuf.is_some() && !rcvbuf_ok {
                         skipped.push(format!("{} --io {io} cannot set --rcvbuf", lut.name()));
                         continue;
                     }
                     for (name, workload) in &testcases {
-                        if let Err(e) = lut.check_workload(io, workload) {
+                        if let Err(e) = lut.descriptor().check_workload(io, workload) {
                             skipped.push(format!("testcase {name}: {e}"));
                             continue;
                         }

@@ -1,12 +1,12 @@
 //! Printing what the probes measured, for `run`, `trace` and `probes`; `nesquic probes` itself.
 //! Resolving a request and opening the session is the engine's (`nesquic_engine::plan`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use anyhow::Result;
 use nesquic_ebpf::metrics::Timing;
-use nesquic_ebpf::{Catalog, Metrics, ObjectSymbols, RoleMetrics};
+use nesquic_ebpf::{Catalog, Metrics, ObjectSymbols, Role, RoleMetrics};
 pub use nesquic_engine::plan::{classifier, ProbePlan};
 
 /// Prints a sampling profile (components with 95% intervals, then the hottest functions); `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
@@ -104,7 +104,7 @@ fn list_profile_rules(binary: &Path) -> Result<()> {
 }
 
 /// Prints the probe figures. `cpu_s` gives each role's CPU seconds over the same window.
-pub fn print_summary(metrics: &Metrics, cpu_s: &BTreeMap<String, f64>, window: &str) {
+pub fn print_summary(metrics: &Metrics, cpu_s: &HashMap<Role, f64>, window: &str) {
     let mut how = Vec::new();
     how.extend(metrics.io_mechanism.as_deref());
     how.extend(metrics.function_mechanism.as_deref());
@@ -117,7 +117,7 @@ pub fn print_summary(metrics: &Metrics, cpu_s: &BTreeMap<String, f64>, window: &
         let cpu_ns = cpu_s.get(&role.role).copied().unwrap_or(0.0) * 1e9;
         println!("{}", role.role);
         print_io(role, cpu_ns);
-        print_kernel_io(&metrics.kernel_io, &role.role, cpu_ns);
+        print_kernel_io(&metrics.kernel_io, role.role, cpu_ns);
         print_packet_io_split(&metrics.kernel_io, role);
         print_functions(role, cpu_ns);
     }
@@ -213,7 +213,7 @@ pub fn print_agent_problems(agents: &[crate::backend::AgentReport]) {
 fn print_packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) {
     for direction in ["send", "recv"] {
         let syscall_ns: u64 = role.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.total_ns).sum();
-        let Some(b) = kernel.breakdown(&role.role, direction, syscall_ns) else { return };
+        let Some(b) = kernel.breakdown(role.role, direction, syscall_ns) else { return };
         if syscall_ns == 0 {
             continue;
         }
@@ -235,7 +235,7 @@ fn print_packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &Role
     }
 }
 
-fn print_kernel_io(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &str, cpu_ns: f64) {
+fn print_kernel_io(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: Role, cpu_ns: f64) {
     let rows: Vec<_> = kernel.rows.iter().filter(|r| r.role == role).collect();
     if rows.is_empty() {
         return;

@@ -2,7 +2,7 @@
 //! `.sqlog` file). Every file is validated strictly; problems name the file and record. With
 //! `--html`, the whole run directory is drawn as one page instead (`nesquic-html`).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -95,8 +95,9 @@ fn print_trace(file: &Path, trace: &QlogTrace) -> Result<()> {
     println!("{snapshots} metrics snapshots in the trace");
     if let Some(metrics) = &summary.probes {
         let cpu: f64 = summary.per_repetition.iter().map(|r| r.cpu_s).sum();
-        let role = trace.vantage().to_string();
-        crate::probes::print_summary(metrics, &BTreeMap::from([(role, cpu)]), "totals over all repetitions");
+        // A trace of a role nesquic does not know (not ours) has no CPU time to put beside it.
+        let cpu_s: HashMap<nesquic_ebpf::Role, f64> = trace.vantage().parse().into_iter().map(|r| (r, cpu)).collect();
+        crate::probes::print_summary(metrics, &cpu_s, "totals over all repetitions");
     }
     println!();
     Ok(())

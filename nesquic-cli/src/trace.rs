@@ -1,7 +1,7 @@
 //! `nesquic trace -- CMD ARGS`: run any command under the probes (role "process"), and print
 //! and write what they saw; the sequence itself is the engine's (`nesquic_engine::trace`).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -70,7 +70,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     let Traced { exit, metrics, agents, profile, calibration } = traced;
     crate::probes::print_agent_problems(&agents);
     let cpu = (exit.user + exit.system).as_secs_f64();
-    crate::probes::print_summary(&metrics, &BTreeMap::from([("process".to_string(), cpu)]), "whole command");
+    crate::probes::print_summary(&metrics, &HashMap::from([(nesquic_ebpf::Role::Process, cpu)]), "whole command");
     crate::probes::print_duty(&metrics);
     if let Some(c) = &calibration {
         crate::probes::print_compensated(&metrics, c);

@@ -3,6 +3,7 @@
 //! tracepoints still run). The mechanism is found by trying, at run time: a kernel in lockdown
 //! refuses fentry with EPERM, a kernel without CONFIG_KPROBES has no kprobe PMU.
 
+use crate::Role;
 use aya::programs::{FEntry, FExit, KProbe};
 use aya::{Btf, Ebpf};
 use serde::{Deserialize, Serialize};
@@ -97,8 +98,8 @@ pub struct Breakdown {
 /// One kernel function of one role.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct KernelFunctionMetrics {
-    /// Role name.
-    pub role: String,
+    /// Which process.
+    pub role: Role,
     /// Kernel function.
     pub function: String,
     /// Its part of the path.
@@ -112,12 +113,12 @@ pub struct KernelFunctionMetrics {
 
 impl KernelIo {
     /// Rows from summed per-(role, function) stats; `stats[i]` is function `i` of `role`.
-    pub fn add_role(&mut self, role: &str, stats: &[NqStats]) {
+    pub fn add_role(&mut self, role: Role, stats: &[NqStats]) {
         let Some(mechanism) = self.mechanism else { return };
         for (i, s) in stats.iter().enumerate().filter(|(_, s)| s.calls > 0) {
             let Some((function, stage)) = FUNCTIONS.get(i) else { continue };
             self.rows.push(KernelFunctionMetrics {
-                role: role.to_string(),
+                role,
                 function: function.to_string(),
                 stage: *stage,
                 mechanism: mechanism.label().to_string(),
@@ -149,7 +150,7 @@ impl KernelIo {
     /// `udp_recvmsg`; UDP = `udp_recvmsg` - copy (`skb_copy_datagram_iter`). GRO coalescing runs
     /// in softirq context, outside the receiving syscall: reported beside the split, not in it.
     /// Parts clamp at zero (a function can run outside its caller on another CPU).
-    pub fn breakdown(&self, role: &str, direction: &str, syscall_ns: u64) -> Option<Breakdown> {
+    pub fn breakdown(&self, role: Role, direction: &str, syscall_ns: u64) -> Option<Breakdown> {
         let ns = |f: &str| {
             self.rows.iter().filter(|r| r.role == role && r.function == f).map(|r| r.timing.total_ns).sum::<u64>()
         };
@@ -187,7 +188,7 @@ impl KernelIo {
     }
 
     /// Calls of `function` by `role` (0 when absent).
-    pub fn calls(&self, role: &str, function: &str) -> u64 {
+    pub fn calls(&self, role: Role, function: &str) -> u64 {
         self.rows.iter().filter(|r| r.role == role && r.function == function).map(|r| r.timing.calls).sum()
     }
 }
@@ -284,7 +285,7 @@ mod breakdown_tests {
     fn row(function: &str, total_ns: u64) -> KernelFunctionMetrics {
         let stage = FUNCTIONS.iter().find(|(f, _)| *f == function).expect("known function").1;
         KernelFunctionMetrics {
-            role: "server".into(),
+            role: Role::Server,
             function: function.into(),
             stage,
             mechanism: "fentry/fexit".into(),
@@ -305,13 +306,13 @@ mod breakdown_tests {
                 row("ip_generic_getfrag", 200),
             ],
         };
-        let b = io.breakdown("server", "send", 1000).expect("rows");
+        let b = io.breakdown(Role::Server, "send", 1000).expect("rows");
         let part = |s: &str| b.parts.iter().find(|(n, _)| n == s).expect("part").1;
         assert_eq!(
             (part("syscall entry/exit"), part("udp"), part("ip"), part("device"), part("segmentation"), part("copy")),
             (200, 100, 150, 300, 50, 200)
         );
         assert_eq!(b.parts.iter().map(|(_, ns)| ns).sum::<u64>(), 1000);
-        assert!(io.breakdown("client", "send", 1000).is_none());
+        assert!(io.breakdown(Role::Client, "send", 1000).is_none());
     }
 }

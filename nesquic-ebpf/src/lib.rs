@@ -4,7 +4,8 @@
 //! (demangling, version prefixes, globs) and reading the in-kernel aggregates into [`Metrics`].
 //!
 //! It must not know about QUIC libraries' APIs, LUT adapters or how processes are started: it is
-//! given pids with a role index and object files to resolve against.
+//! given pids with a [`Role`] (`nesquic-protocol`'s, the one type every crate shares) and object
+//! files to resolve against.
 #![warn(missing_docs)]
 
 pub mod catalog;
@@ -24,6 +25,8 @@ pub mod user;
 pub mod verifier;
 
 use std::path::PathBuf;
+
+pub use nesquic_protocol::Role;
 
 pub use catalog::{Catalog, ProbeRequest, ProbeSpec, Resolution, ResolvedFunction};
 pub use metrics::{DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};

@@ -2,6 +2,7 @@
 //! per probed function. Percentiles come from the log2 histograms and are reported as the upper
 //! bound of the bucket holding them (`p50_le_ns`: half the calls took at most this long).
 
+use crate::Role;
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{NqHealth, NqStats, HIST_BUCKETS, SYSCALLS};
@@ -27,8 +28,8 @@ pub struct Metrics {
 /// One role (server, client, process).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RoleMetrics {
-    /// Role name.
-    pub role: String,
+    /// Which process.
+    pub role: Role,
     /// Per syscall, only those called.
     pub io: Vec<SyscallMetrics>,
     /// Per probed function, only those called.
@@ -206,7 +207,7 @@ pub struct FunctionLabel {
 
 impl RoleMetrics {
     /// Builds one role's metrics from summed per-syscall and per-function stats.
-    pub fn build(role: &str, io: &[NqStats], functions: &[(FunctionLabel, NqStats)]) -> Self {
+    pub fn build(role: Role, io: &[NqStats], functions: &[(FunctionLabel, NqStats)]) -> Self {
         let io = io
             .iter()
             .enumerate()
@@ -241,7 +242,7 @@ impl RoleMetrics {
                 mechanism: MECHANISM_UPROBE.to_string(),
             })
             .collect();
-        Self { role: role.to_string(), io, functions, io_crosscheck: Vec::new() }
+        Self { role, io, functions, io_crosscheck: Vec::new() }
     }
 }
 

@@ -3,6 +3,7 @@
 //! bytes. The datagram count is measured (the io probes or the LUT's own I/O counters) and named;
 //! without one there is no per-packet figure, never an estimate.
 
+use crate::Role;
 use serde::{Deserialize, Serialize};
 
 use crate::profile::{RoleProfile, Share};
@@ -80,7 +81,7 @@ impl PacketCost {
 
 /// Datagrams `role` moved in `direction` (`send`/`recv`) by the io probes' syscall rows; `None`
 /// when the probes saw no such row (io not probed).
-pub fn datagrams_probed(metrics: &crate::Metrics, role: &str, direction: &str) -> Option<u64> {
+pub fn datagrams_probed(metrics: &crate::Metrics, role: Role, direction: &str) -> Option<u64> {
     let rows: Vec<_> = metrics
         .roles
         .iter()
@@ -96,14 +97,14 @@ pub fn datagrams_probed(metrics: &crate::Metrics, role: &str, direction: &str) -
 /// measured count and its source.
 pub fn attach(
     profile: &mut crate::profile::Profile,
-    cpu_s: impl Fn(&str) -> f64,
-    datagrams: impl Fn(&str, &str) -> Option<(u64, String)>,
+    cpu_s: impl Fn(Role) -> f64,
+    datagrams: impl Fn(Role, &str) -> Option<(u64, String)>,
     payload_bytes: u64,
 ) {
     for role in &mut profile.roles {
-        let (direction, label) = if role.role == "client" { ("recv", "received") } else { ("send", "sent") };
-        role.cost = datagrams(&role.role, direction)
-            .and_then(|(n, source)| PacketCost::of(role, cpu_s(&role.role), label, n, &source, payload_bytes));
+        let (direction, label) = if role.role == Role::Client { ("recv", "received") } else { ("send", "sent") };
+        role.cost = datagrams(role.role, direction)
+            .and_then(|(n, source)| PacketCost::of(role, cpu_s(role.role), label, n, &source, payload_bytes));
     }
 }
 
@@ -123,7 +124,7 @@ mod tests {
             ci95_high: 1.0,
         };
         let profile = RoleProfile {
-            role: "server".into(),
+            role: Role::Server,
             samples: total,
             split: shares.iter().copied().map(share).collect(),
             components: [("crypto", 30), ("packet_io", 50), ("other", 20)].into_iter().map(share).collect(),

@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::Role;
 use serde::{Deserialize, Serialize};
 
 pub use crate::stack_rules::Classifier;
@@ -258,8 +259,8 @@ impl Share {
 /// One role's profile.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RoleProfile {
-    /// Role name.
-    pub role: String,
+    /// Which process.
+    pub role: Role,
     /// Samples in total.
     pub samples: u64,
     /// Per top-level component (`packet_io`: the sum of `packet_io.*`), largest first; they sum
@@ -319,21 +320,21 @@ fn ranked(m: HashMap<String, u64>, total: u64, limit: usize) -> Vec<Share> {
 pub fn build(
     samples: &[RawSample],
     maps: &HashMap<u32, ProcessMaps>,
-    roles: &[(u32, &str)],
+    roles: &[Role],
     classifier: &Classifier,
     frequency_hz: u64,
 ) -> Profile {
     let mut symbolizer = Symbolizer::new();
     let empty = ProcessMaps::default();
     let mut out = Vec::new();
-    for &(role, name) in roles {
+    for &role in roles {
         let mut total = 0;
         let mut components: HashMap<String, u64> = HashMap::new();
         let mut functions: HashMap<String, u64> = HashMap::new();
         let mut unknown: HashMap<String, u64> = HashMap::new();
         let mut unclassified: HashMap<String, u64> = HashMap::new();
         let mut folded: HashMap<String, u64> = HashMap::new();
-        for s in samples.iter().filter(|s| s.role == role) {
+        for s in samples.iter().filter(|s| s.role == role.index()) {
             let pmaps = maps.get(&s.tgid).unwrap_or(&empty);
             // Every frame but the innermost is a return address, one past the call: look up the
             // byte before it, or a call that ends a function names the next one.
@@ -377,7 +378,7 @@ pub fn build(
             *groups.entry(crate::stack_rules::family(c).to_string()).or_default() += n;
         }
         out.push(RoleProfile {
-            role: name.to_string(),
+            role,
             samples: total,
             components: ranked(groups, total, usize::MAX),
             split: ranked(components, total, usize::MAX),
@@ -481,7 +482,7 @@ mod tests {
             RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], count: 1 },
             RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], count: 5 },
         ];
-        let p = build(&samples, &HashMap::new(), &[(0, "server"), (1, "client")], &c, 99);
+        let p = build(&samples, &HashMap::new(), &[Role::Server, Role::Client], &c, 99);
         let server = &p.roles[0];
         assert_eq!(server.samples, 4);
         assert_eq!(server.components.iter().map(|s| s.samples).sum::<u64>(), 4);

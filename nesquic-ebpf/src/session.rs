@@ -18,6 +18,7 @@ use crate::layout::{
     NqDatagramEvent, NqFuncConfig, NqHealth, NqSampleKey, NqSettings, NqStats, KFUNCS, MAX_FUNCS, MAX_ROLES, SYSCALLS,
 };
 use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
+use crate::Role;
 use crate::{preflight, EbpfError};
 
 /// The compiled eBPF object (built by build.rs).
@@ -482,11 +483,12 @@ impl ProbeSession {
         Ok(())
     }
 
-    /// Reads and sums the aggregates. `roles` names the role indices to report.
-    pub fn snapshot(&self, roles: &[(u32, &str)]) -> Result<Metrics, EbpfError> {
+    /// Reads and sums the aggregates of `roles` (tracked under their [`Role::index`]).
+    pub fn snapshot(&self, roles: &[Role]) -> Result<Metrics, EbpfError> {
         let mut out = Vec::new();
         let mut kernel_io = KernelIo { rows: Vec::new(), ..self.kernel_io.clone() };
-        for &(role, name) in roles {
+        for &name in roles {
+            let role = name.index();
             if kernel_io.mechanism.is_some() {
                 let mut stats = Vec::with_capacity(KFUNCS);
                 for i in 0..KFUNCS as u32 {

@@ -83,7 +83,7 @@ fn counts_times_and_io_match_what_the_workload_did() {
     );
     assert_eq!(refused.len(), 2, "{refused:?}");
 
-    let agent = backend.process(0, "process").expect("process");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
     let child = dir.path().join("child.txt");
     let (_, did) = run(&agent, dir.path(), &["--child-report", child.to_str().expect("utf-8")]);
     let state = agent.state();
@@ -162,7 +162,7 @@ fn counts_times_and_io_match_what_the_workload_did() {
 fn hammer(dir: &Path, functions: &[ResolvedFunction], threads: u64, calls: u64) -> (AgentProcess, Value) {
     let (backend, refused) = UserBackend::prepare(dir, functions, false).expect("prepare");
     assert!(refused.is_empty(), "{refused:?}");
-    let agent = backend.process(0, "process").expect("process");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
     let out = dir.join("hammer.json");
     let mut cmd = Command::new(workload());
     cmd.args(["--hammer", &threads.to_string(), &calls.to_string()]).arg(&out);
@@ -270,7 +270,7 @@ fn objects_loaded_by_dlopen_after_start_up_are_hooked() {
         [function_in(&fixture, "nesquic_fixture_work", false, 1), function_in(&plugin, "nesquic_plugin_work", true, 0)];
     let (backend, refused) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
     assert!(refused.is_empty(), "{refused:?}");
-    let agent = backend.process(0, "process").expect("process");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
     let calls = 1234u64;
     let out = dir.path().join("dlopen.json");
     let mut cmd = Command::new(workload());
@@ -305,7 +305,7 @@ fn a_corrupt_plan_patches_nothing_and_the_process_completes() {
     let (backend, refused) = UserBackend::prepare(dir.path(), &functions, true).expect("prepare");
     assert!(refused.is_empty());
     std::fs::write(backend.plan_path(), b"not a plan at all").expect("corrupt the plan");
-    let agent = backend.process(0, "process").expect("process");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
     run(&agent, dir.path(), &[]);
     let state = agent.state();
     assert!(state.ready, "{state:?}");
@@ -326,7 +326,7 @@ fn mismatched_bytes_leave_the_function_unpatched() {
         + std::mem::offset_of!(nesquic_agent_abi::PlanTarget, expected);
     plan[at] ^= 0xff;
     std::fs::write(backend.plan_path(), plan).expect("write plan");
-    let agent = backend.process(0, "process").expect("process");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
     run(&agent, dir.path(), &[]);
     let status = agent.patch_status();
     assert!(!status[0].patched && status[0].reason.contains("differ"), "{status:?}");

@@ -132,6 +132,11 @@ impl LutCommand {
         }
     }
 
+    /// The `--opt` settings, typed.
+    pub fn options(&self) -> Result<Vec<crate::options::LutOpt>, crate::options::OptionError> {
+        crate::options::LutOpt::parse_all(self.opts())
+    }
+
     /// Connections in total (a server serves this many, then exits).
     pub fn connections(&self) -> u32 {
         match self {

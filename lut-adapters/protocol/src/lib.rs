@@ -2,7 +2,7 @@
 //! else (docs/protocol.md). It owns the benchmark protocol's payload ([`payload`]: request
 //! encoding, the pattern, the verifier), its per-stream harness ([`stream`]) and the client's
 //! bookkeeping of a whole workload ([`client`]: connections `parallel` at a time, their figures), the command line
-//! every LUT executable accepts ([`cli`]), the report lines a LUT writes on stdout ([`report`]),
+//! every LUT executable accepts ([`cli`]) and its typed settings ([`options`]), the report lines a LUT writes on stdout ([`report`]),
 //! the one [`Role`] type, and the TLS files LUTs are handed ([`tls`], [`pem`]).
 //!
 //! Adapters in any language depend only on this crate (or on docs/protocol.md). It must not know
@@ -14,6 +14,7 @@
 
 pub mod cli;
 pub mod client;
+pub mod options;
 pub mod payload;
 pub mod pem;
 pub mod report;
@@ -23,5 +24,6 @@ pub mod tls;
 
 pub use cli::{IoMode, LutCli, LutCommand};
 pub use client::{ClientConnection, ClientRun, Workload};
+pub use options::{LutOpt, OptionKind};
 pub use report::LutEvent;
 pub use role::{Role, LUT_ROLES};

@@ -173,10 +173,8 @@ impl Probes {
 impl UserProbes {
     /// The environment for a LUT process about to start in `role` (its own counters file).
     pub fn environment(&mut self, role: Role) -> Result<Vec<(String, OsString)>> {
-        let agent = self
-            .backend
-            .process(self.agents.len(), role.name())
-            .with_step(|| format!("prepare the agent for the {role}"))?;
+        let agent =
+            self.backend.process(self.agents.len(), role).with_step(|| format!("prepare the agent for the {role}"))?;
         let env = agent.env().to_vec();
         self.agents.push((role, agent));
         Ok(env)
@@ -229,7 +227,7 @@ impl UserProbes {
                 Some(r) => r,
                 None => {
                     metrics.roles.push(RoleMetrics {
-                        role: u.role.clone(),
+                        role: u.role,
                         io: Vec::new(),
                         functions: Vec::new(),
                         io_crosscheck: Vec::new(),

@@ -179,7 +179,7 @@ fn read_results(path: &Path) -> Result<std::collections::HashMap<String, SelfTim
 }
 
 fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
-    let role = metrics.roles.iter().find(|r| r.role == Role::Process.name())?;
+    let role = metrics.roles.iter().find(|r| r.role == Role::Process)?;
     let f = role.functions.iter().find(|f| f.name == name && f.timing.calls > 0)?;
     Some(f.timing.mean_ns())
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use nesquic_lut_adapters::{IoMode, Lut, LutError};
+use nesquic_lut_adapters::{Lut, LutError};
 
 use crate::error::StepExt;
 use crate::EngineError;
@@ -29,7 +29,7 @@ pub struct CustomBuild {
 
 /// Builds `lut`'s adapter against the library at `path`.
 pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
-    let Some(recipe) = lut.source_build() else {
+    let Some(recipe) = lut.descriptor().source_build else {
         return Err(EngineError::msg(format!(
             "--lut-path builds Rust LUTs from source; {} is not one (use --lut exec for other stacks)",
             lut.name()
@@ -49,7 +49,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path) -> Result<CustomBuild> {
     let dir = repo.join("target").join("lut-builds").join(format!("{name}-{key}"));
     std::fs::create_dir_all(dir.join("src")).with_step(|| format!("create {}", dir.display()))?;
 
-    let executable = lut.executable_name();
+    let executable = lut.descriptor().executable_name();
     let mut manifest = format!(
         "[package]\nname = \"{executable}-custom\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\n\
          [[bin]]\nname = \"{executable}\"\npath = \"src/main.rs\"\n\n[dependencies]\n\
@@ -159,25 +159,13 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 }
 
 impl Lut for CustomBuild {
-    fn name(&self) -> &'static str {
-        self.inner.name()
+    fn descriptor(&self) -> &'static nesquic_lut_adapters::Descriptor {
+        self.inner.descriptor()
     }
     fn version(&self) -> String {
         format!("{} (from {})", self.version, self.source.display())
     }
-    fn description(&self) -> &'static str {
-        self.inner.description()
-    }
-    fn crypto_backend(&self) -> &'static str {
-        self.inner.crypto_backend()
-    }
-    fn io_modes(&self) -> &'static [IoMode] {
-        self.inner.io_modes()
-    }
     fn binary_path(&self, _dir: &Path) -> Result<PathBuf, LutError> {
         Ok(self.binary.clone())
-    }
-    fn options(&self) -> &'static [nesquic_lut_adapters::lut::LutOption] {
-        self.inner.options()
     }
 }

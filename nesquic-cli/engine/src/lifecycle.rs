@@ -241,11 +241,10 @@ impl<'a> ProbeTracker<'a> {
     /// Reads the totals, agents and profile of `roles` (when `succeeded`), then detaches from the
     /// processes and zeroes the probes for the next ones.
     pub fn collect(&mut self, succeeded: bool, roles: &[Role]) -> Result<Probed> {
-        let slots: Vec<(u32, &str)> = roles.iter().map(|r| r.slot()).collect();
         let duty_fraction = self.duty.as_mut().and_then(|d| d.finish());
         let kernel = match self.session.as_deref() {
             Some(session) if succeeded => {
-                let mut m = session.snapshot(&slots)?;
+                let mut m = session.snapshot(roles)?;
                 if let Some(fraction) = duty_fraction {
                     m.apply_duty(fraction);
                 }
@@ -262,7 +261,7 @@ impl<'a> ProbeTracker<'a> {
         let mut profile = None;
         if let Some(session) = self.session.as_deref_mut() {
             if succeeded && session.is_profiling() {
-                profile = Some(crate::plan::build_profile(session, &maps, &slots)?);
+                profile = Some(crate::plan::build_profile(session, &maps, roles)?);
             }
             session.untrack_all()?;
             session.reset()?;

@@ -64,15 +64,15 @@ pub fn measure(
         // Cost per datagram: the probes' datagram count, else the LUT's own I/O counters.
         let (server_cpu, client_cpu) = (figures.server.cpu_total_s, figures.client.cpu_total_s);
         let (probes, counters) = (&figures.probes, &figures.io_layer_counters);
-        let datagrams = |role: &str, direction: &str| {
+        let datagrams = |role: Role, direction: &str| {
             let probed = probes.as_ref().and_then(|m| nesquic_ebpf::packet_cost::datagrams_probed(m, role, direction));
             probed.map(|n| (n, "io probes".to_string())).or_else(|| {
-                let (_, c) = counters.iter().find(|(r, _)| r.to_string() == role)?;
+                let (_, c) = counters.iter().find(|(r, _)| *r == role)?;
                 let n = if direction == "send" { c.send.datagrams } else { c.recv.datagrams };
                 Some((n, "the LUT's I/O counters".to_string()))
             })
         };
-        let cpu = |role: &str| if role == "client" { client_cpu } else { server_cpu };
+        let cpu = |role: Role| if role == Role::Client { client_cpu } else { server_cpu };
         nesquic_ebpf::packet_cost::attach(p, cpu, datagrams, figures.bytes);
     }
     Ok(figures)
@@ -136,7 +136,7 @@ impl ProcessObserver for RunObserver<'_> {
         let kernel = match self.probes.session.as_deref_mut() {
             Some(s) => {
                 recorder.datagram_events(&s.drain_datagram_events())?;
-                Some(s.snapshot(&LUT_ROLES.map(Role::slot))?)
+                Some(s.snapshot(&LUT_ROLES)?)
             }
             None => None,
         };

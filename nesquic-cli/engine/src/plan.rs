@@ -19,7 +19,7 @@ pub fn classifier() -> Result<nesquic_ebpf::profile::Classifier, EngineError> {
 pub fn build_profile(
     session: &mut ProbeSession,
     maps: &std::collections::HashMap<u32, nesquic_ebpf::profile::ProcessMaps>,
-    roles: &[(u32, &str)],
+    roles: &[nesquic_protocol::Role],
 ) -> Result<nesquic_ebpf::profile::Profile, EngineError> {
     let samples = session.profile_samples()?;
     let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &classifier()?, session.profile_hz());

@@ -40,7 +40,7 @@ pub struct RepetitionSpec<'a> {
     /// Label for the progress bar ("rep 2/5").
     pub label: String,
     /// LUT-specific settings (`--lut-opt`).
-    pub options: &'a [String],
+    pub options: &'a [nesquic_lut_adapters::LutOpt],
     /// Duty-cycle the function probes (`--duty`).
     pub duty: Option<crate::duty::DutySpec>,
     /// `--link veth`: server and client run in its hosts' network namespaces; the client may be

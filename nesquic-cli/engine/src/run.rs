@@ -54,8 +54,8 @@ pub struct RunPlan {
     pub io: IoMode,
     /// The scenario, overrides applied.
     pub testcase: Testcase,
-    /// The LUT's settings (`key=value`, checked against the LUT's options).
-    pub lut_options: Vec<String>,
+    /// The LUT's settings, checked against its descriptor.
+    pub lut_options: Vec<nesquic_lut_adapters::LutOpt>,
     /// The probe list, if any.
     pub probe: Option<String>,
     /// Who measures the probes.
@@ -262,13 +262,13 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         lut: LutInfo {
             name: lut.name().into(),
             version: lut.version(),
-            crypto_backend: lut.crypto_backend().into(),
+            crypto_backend: lut.descriptor().crypto_backend.into(),
             io: plan.io,
             binary: plan.binary.clone(),
             source: plan.lut_source.clone(),
         },
         testcase: TestcaseInfo::from(&plan.testcase),
-        lut_options: plan.lut_options.clone(),
+        lut_options: plan.lut_options.iter().map(ToString::to_string).collect(),
         size_bytes: workload.total_bytes(),
         repetitions: reps,
         summary,
@@ -347,11 +347,11 @@ fn run_started(
         lut: LutStarted {
             name: lut.name().into(),
             version: lut.version(),
-            crypto_backend: lut.crypto_backend().into(),
+            crypto_backend: lut.descriptor().crypto_backend.into(),
             binary: plan.binary.clone(),
             source: plan.lut_source.clone(),
         },
-        lut_options: plan.lut_options.clone(),
+        lut_options: plan.lut_options.iter().map(ToString::to_string).collect(),
         testcase: TestcaseStarted {
             info: TestcaseInfo::from(testcase),
             size_bytes: testcase.workload.total_bytes(),
@@ -393,7 +393,7 @@ fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebp
     };
     let probes = merged.map(|m| {
         let mut m = m.clone();
-        m.roles.retain(|r| r.role == role.to_string());
+        m.roles.retain(|r| r.role == role);
         m
     });
     RunSummary {
@@ -424,7 +424,7 @@ fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebp
             .repetitions
             .iter()
             .filter_map(|r| r.profile.as_ref())
-            .map(|p| p.roles.iter().find(|x| x.role == role.to_string()).cloned())
+            .map(|p| p.roles.iter().find(|x| x.role == role).cloned())
             .collect(),
     }
 }

@@ -63,7 +63,7 @@ pub fn compare_page(input: &CompareInput) -> Result<String, HtmlError> {
         crate::run::summary(&mut column, &run.record);
         crate::run::repetitions(&mut column, &run.record, &format!("{label}-"))?;
         for (side, shares) in crate::profile::components(&run.record).into_iter().filter(|(_, s)| !s.is_empty()) {
-            column.raw(&crate::profile::component_bars(&format!("{label}-components-{side}"), &side, &shares)?);
+            column.raw(&crate::profile::component_bars(&format!("{label}-components-{side}"), side.name(), &shares)?);
         }
         page.raw(&column.body());
         page.raw("</div>\n");

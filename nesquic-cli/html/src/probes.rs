@@ -171,10 +171,10 @@ fn short(name: &str) -> String {
 }
 
 fn offload(page: &mut Page, m: &Metrics) -> Result<(), HtmlError> {
-    let rows: Vec<(String, &nesquic_ebpf::metrics::SyscallMetrics)> = m
+    let rows: Vec<(nesquic_ebpf::Role, &nesquic_ebpf::metrics::SyscallMetrics)> = m
         .roles
         .iter()
-        .flat_map(|r| r.io.iter().map(move |s| (r.role.clone(), s)))
+        .flat_map(|r| r.io.iter().map(move |s| (r.role, s)))
         .filter(|(_, s)| s.timing.calls > 0)
         .collect();
     if rows.is_empty() {

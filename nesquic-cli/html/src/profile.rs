@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use nesquic_ebpf::profile::Share;
+use nesquic_ebpf::Role;
 use nesquic_record::RunRecord;
 
 use crate::page::{num, Page};
@@ -12,16 +13,17 @@ use crate::run::RunInput;
 use crate::HtmlError;
 
 /// Per side: component shares over every repetition (samples summed, intervals recomputed).
-pub(crate) fn components(r: &RunRecord) -> BTreeMap<String, Vec<Share>> {
-    let mut counts: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+pub(crate) fn components(r: &RunRecord) -> Vec<(Role, Vec<Share>)> {
+    // Keyed by name: the sides come in the same (alphabetical) order as ever.
+    let mut counts: BTreeMap<&str, (Role, BTreeMap<String, u64>)> = BTreeMap::new();
     for role in r.repetitions.iter().filter_map(|x| x.profile.as_ref()).flat_map(|p| &p.roles) {
-        let side = counts.entry(role.role.clone()).or_default();
+        let (_, side) = counts.entry(role.role.name()).or_insert((role.role, BTreeMap::new()));
         for c in &role.components {
             *side.entry(c.name.clone()).or_default() += c.samples;
         }
     }
     counts
-        .into_iter()
+        .into_values()
         .map(|(side, c)| {
             let total: u64 = c.values().sum();
             let mut shares: Vec<Share> = c.into_iter().map(|(name, n)| Share::of(name, n, total)).collect();
@@ -55,10 +57,10 @@ pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
     page.h2("Where the CPU goes (--probe profile)");
     page.note("CPU-clock samples of each side's user and kernel stacks, classified into components by the catalog's rules; summed over repetitions.");
     for (side, s) in shares.iter().filter(|(_, s)| !s.is_empty()) {
-        page.raw(&component_bars(&format!("components-{side}"), side, s)?);
+        page.raw(&component_bars(&format!("components-{side}"), side.name(), s)?);
     }
-    for side in shares.keys() {
-        cost(page, r, side)?;
+    for (side, _) in &shares {
+        cost(page, r, *side)?;
     }
     // A side the sampler never caught running has no graph to draw.
     for (role, stacks) in input.stacks.iter().filter(|(_, s)| !s.is_empty()) {
@@ -74,7 +76,7 @@ pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
 }
 
 /// CPU ns per datagram by component (median over repetitions), where a datagram count exists.
-fn cost(page: &mut Page, r: &RunRecord, side: &str) -> Result<(), HtmlError> {
+fn cost(page: &mut Page, r: &RunRecord, side: Role) -> Result<(), HtmlError> {
     let costs: Vec<&nesquic_ebpf::packet_cost::PacketCost> = r
         .repetitions
         .iter()

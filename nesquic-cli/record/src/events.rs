@@ -292,7 +292,7 @@ impl MetricsUpdated {
         metrics: Option<&Metrics>,
         last: bool,
     ) -> Self {
-        let mine = metrics.and_then(|m| m.roles.iter().find(|r| r.role == role.to_string()));
+        let mine = metrics.and_then(|m| m.roles.iter().find(|r| r.role == role));
         Self {
             repetition,
             values: TOTALS_SINCE_START.into(),

@@ -79,7 +79,7 @@ impl IoTotals {
     /// else from the I/O layer's counters; `None` when it has neither.
     pub fn of_repetition(rep: &RepetitionFigures) -> Option<SidesIo> {
         if let Some(m) = &rep.probes {
-            let side = |role: Role| m.roles.iter().find(|r| r.role == role.to_string()).map(Self::of);
+            let side = |role: Role| m.roles.iter().find(|r| r.role == role).map(Self::of);
             if let (Some(s), Some(c)) = (side(Role::Server), side(Role::Client)) {
                 if s.send.calls + c.recv.calls > 0 {
                     return Some((s, c, IoSource::Probes));
@@ -150,7 +150,7 @@ impl IoFigures {
 /// Mean duration of a timed probe category in one repetition: calibrated (probe overhead
 /// subtracted) where a calibration ran, else raw.
 fn timed_ns(rep: &RepetitionFigures, role: Role, category: &str) -> Option<f64> {
-    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role.to_string())?;
+    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role)?;
     let (calls, ns) = m.functions.iter().filter(|f| f.category == category && f.timed).fold((0u64, 0.0f64), |a, f| {
         let mean = f.compensated_mean_ns.unwrap_or_else(|| f.timing.mean_ns());
         (a.0 + f.timing.calls, a.1 + mean * f.timing.calls as f64)
@@ -174,7 +174,7 @@ fn per_packet(reps: &[RepetitionFigures], role: Role, category: &str) -> Option<
 
 /// Calls of `category`'s probed functions on `role`, counted or timed; `None` without them.
 fn crypto_calls(rep: &RepetitionFigures, role: Role, category: &str) -> Option<u64> {
-    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role.to_string())?;
+    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role)?;
     let calls: Vec<u64> = m.functions.iter().filter(|f| f.category == category).map(|f| f.timing.calls).collect();
     (!calls.is_empty()).then(|| calls.iter().sum())
 }
@@ -186,7 +186,7 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
 /// Where the probes' per-direction totals for `role` differ from the I/O layer's own counters
 /// (empty: they agree exactly).
 pub fn disagreements(role: Role, layer: &nesquic_io::Counters, probes: &nesquic_ebpf::Metrics) -> Vec<String> {
-    let Some(m) = probes.roles.iter().find(|r| r.role == role.name()) else {
+    let Some(m) = probes.roles.iter().find(|r| r.role == role) else {
         return vec!["no probe figures for this role".into()];
     };
     let seen = IoTotals::of(m);

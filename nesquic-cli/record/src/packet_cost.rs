@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::figures::RepetitionFigures;
+use nesquic_protocol::Role;
 
 /// One side's cost per datagram: the server's per datagram sent, the client's per datagram received.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -36,12 +37,12 @@ impl PacketCostFigures {
     /// The medians over `reps`; `None` when no repetition has a per-datagram cost (no profile,
     /// or no datagram count).
     pub fn of(reps: &[RepetitionFigures]) -> Option<Self> {
-        let figures = Self { server: side(reps, "server"), client: side(reps, "client") };
+        let figures = Self { server: side(reps, Role::Server), client: side(reps, Role::Client) };
         (figures.server.is_some() || figures.client.is_some()).then_some(figures)
     }
 }
 
-fn side(reps: &[RepetitionFigures], role: &str) -> Option<SideCost> {
+fn side(reps: &[RepetitionFigures], role: Role) -> Option<SideCost> {
     let costs: Vec<&nesquic_ebpf::packet_cost::PacketCost> = reps
         .iter()
         .filter_map(|r| r.profile.as_ref())

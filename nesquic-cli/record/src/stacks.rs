@@ -29,16 +29,16 @@ pub type Folded = Vec<(String, u64)>;
 /// Sums each side's folded stacks over `repetitions` and writes them into `dir`; nothing when no
 /// repetition was profiled.
 pub fn write(dir: &Path, repetitions: &[RepetitionFigures]) -> Result<Vec<StackFile>, RecordError> {
-    let mut sides: BTreeMap<String, BTreeMap<&str, u64>> = BTreeMap::new();
+    // Keyed by name, so the files are listed in the same (alphabetical) order as ever.
+    let mut sides: BTreeMap<&str, (Role, BTreeMap<&str, u64>)> = BTreeMap::new();
     for role in repetitions.iter().filter_map(|r| r.profile.as_ref()).flat_map(|p| &p.roles) {
-        let side = sides.entry(role.role.clone()).or_default();
+        let (_, side) = sides.entry(role.role.name()).or_insert((role.role, BTreeMap::new()));
         for (stack, n) in &role.folded {
             *side.entry(stack).or_default() += n;
         }
     }
     let mut files = Vec::new();
-    for (name, stacks) in sides {
-        let role: Role = name.parse().map_err(|_| RecordError::Invalid(format!("profile of unknown role {name}")))?;
+    for (role, stacks) in sides.into_values() {
         let file = PathBuf::from(format!("profile-{role}.folded"));
         let text: String = stacks.iter().map(|(s, n)| format!("{s} {n}\n")).collect();
         let path = dir.join(&file);

@@ -8,7 +8,9 @@ use nesquic_engine::custom_build;
 pub(crate) use nesquic_engine::process;
 pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
 use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
-use nesquic_lut_adapters::IoMode;
+use nesquic_lut_adapters::descriptor::Descriptor;
+use nesquic_lut_adapters::lut::{socket_buffer, DESCRIPTORS};
+use nesquic_lut_adapters::{IoMode, LutOpt, OptionKind};
 pub(crate) use nesquic_record::calibration::Calibration;
 pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary};
 use process::LUT_ROLES;
@@ -222,46 +224,12 @@ impl RunArgs {
             lut_source = Some(LutSource { path: built.source.clone(), revision: built.revision.clone() });
             lut = Box::new(built);
         }
-        let io = self.io.unwrap_or(lut.io_modes()[0]);
-        lut.check_io(io)?;
+        let descriptor = lut.descriptor();
+        let io = self.io.unwrap_or(descriptor.io_modes[0]);
+        descriptor.check_io(io)?;
         let testcase = self.scenario.resolve()?;
-        lut.check_workload(io, &testcase.workload).with_context(|| format!("testcase {}", testcase.name))?;
-        if self.cipher.is_some() && !lut.options().iter().any(|o| o.key == "cipher") {
-            anyhow::bail!(
-                "--cipher: LUT '{}' cannot choose its TLS 1.3 cipher suite ({} exposes no such setting); quinn and msquic can",
-                lut.name(),
-                lut.crypto_backend()
-            );
-        }
-        let mut lut_options = self.lut_opts.clone();
-        for (key, value) in
-            [("gso", &self.gso), ("gro", &self.gro), ("mmsg", &self.mmsg), ("cc", &self.cc), ("cipher", &self.cipher)]
-        {
-            if let Some(v) = value {
-                lut_options.push(format!("{key}={v}"));
-            }
-        }
-        if let Some(v) = &self.rcvbuf {
-            lut_options.push(format!(
-                "rcvbuf={}",
-                nesquic_lut_adapters::lut::socket_buffer(v, "rmem_default").context("--rcvbuf")?
-            ));
-        }
-        if let Some(v) = &self.sndbuf {
-            lut_options.push(format!(
-                "sndbuf={}",
-                nesquic_lut_adapters::lut::socket_buffer(v, "wmem_default").context("--sndbuf")?
-            ));
-        }
-        if let Some(profile) = &self.msquic_profile {
-            anyhow::ensure!(
-                lut.options().iter().any(|o| o.key == "profile"),
-                "--msquic-profile only applies to --lut msquic ({} has no execution profile)",
-                lut.name()
-            );
-            lut_options.push(format!("profile={profile}"));
-        }
-        lut.check_options(io, &lut_options)?;
+        descriptor.check_workload(io, &testcase.workload).with_context(|| format!("testcase {}", testcase.name))?;
+        let lut_options = self.lut_options(descriptor, io)?;
         let binary = lut.binary_path(&lut_dir(self.lut_dir.as_deref())?)?;
         Ok(RunPlan {
             lut,
@@ -291,6 +259,55 @@ impl RunArgs {
             json: if self.overhead { None } else { self.json.clone() },
             tool: ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") },
         })
+    }
+
+    /// `--lut-opt` and the flags that are settings (`--gso`, `--cc`, `--rcvbuf`...), typed and
+    /// checked against what the LUT accepts on `io`.
+    fn lut_options(&self, descriptor: &Descriptor, io: IoMode) -> Result<Vec<LutOpt>> {
+        if self.cipher.is_some() && !descriptor.offers(OptionKind::Cipher) {
+            let why = descriptor.refuses.iter().find(|r| r.kind == OptionKind::Cipher).map_or_else(
+                || format!("{} exposes no such setting", descriptor.crypto_backend),
+                |r| r.why.to_string(),
+            );
+            let can: Vec<&str> = DESCRIPTORS.iter().filter(|d| d.offers(OptionKind::Cipher)).map(|d| d.name).collect();
+            anyhow::bail!(
+                "--cipher: LUT '{}' cannot choose its TLS 1.3 cipher suite ({why}); {} can",
+                descriptor.name,
+                can.join(", ")
+            );
+        }
+        if self.msquic_profile.is_some() {
+            anyhow::ensure!(
+                descriptor.offers(OptionKind::Profile),
+                "--msquic-profile only applies to --lut msquic ({} has no execution profile)",
+                descriptor.name
+            );
+        }
+        let mut options = descriptor.parse_options(io, &self.lut_opts)?;
+        let flags = [
+            (OptionKind::Gso, &self.gso),
+            (OptionKind::Gro, &self.gro),
+            (OptionKind::Mmsg, &self.mmsg),
+            (OptionKind::Cc, &self.cc),
+            (OptionKind::Cipher, &self.cipher),
+            (OptionKind::Profile, &self.msquic_profile),
+        ];
+        for (kind, value) in flags {
+            if let Some(v) = value {
+                options.push(kind.with_value(v).with_context(|| format!("--{}", kind.key()))?);
+            }
+        }
+        for (kind, value, sysctl) in
+            [(OptionKind::RcvBuf, &self.rcvbuf, "rmem_default"), (OptionKind::SndBuf, &self.sndbuf, "wmem_default")]
+        {
+            if let Some(v) = value {
+                let flag = format!("--{}", kind.key());
+                let bytes = socket_buffer(v, sysctl).context(flag.clone())?;
+                options.push(kind.with_value(&bytes.to_string()).context(flag)?);
+            }
+        }
+        descriptor.check_options(io, &options)?;
+        Ok(options)
     }
 }
 
@@ -329,7 +346,7 @@ impl RunReporter for Terminal {
                 "nesquic: {} {} ({}), io {}, testcase {}: {} x {} repetition(s)",
                 lut.name(),
                 lut.version(),
-                lut.crypto_backend(),
+                lut.descriptor().crypto_backend,
                 plan.io,
                 t.name,
                 t.workload.describe(),
@@ -410,9 +427,9 @@ fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
 
 /// Prints the probe tables (totals over repetitions).
 fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
-    let mut cpu = std::collections::BTreeMap::new();
-    cpu.insert("server".to_string(), report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
-    cpu.insert("client".to_string(), report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
+    let mut cpu = std::collections::HashMap::new();
+    cpu.insert(nesquic_ebpf::Role::Server, report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
+    cpu.insert(nesquic_ebpf::Role::Client, report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
     let n = report.repetitions.iter().filter(|r| r.probes.is_some()).count();
     let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
     crate::probes::print_summary(merged, &cpu, &window);

@@ -79,7 +79,7 @@ pub fn measure_cost(workload: &Path, scratch: &Path, rounds: usize, calls: u64) 
     }
     let (mut hooked, mut bare) = (Vec::new(), Vec::new());
     for i in 0..rounds {
-        let agent = backend.process(i, "calibration")?;
+        let agent = backend.process(i, crate::Role::Process)?;
         hooked.push(run_round(workload, scratch, calls, Some(&agent))?);
         bare.push(run_round(workload, scratch, calls, None)?);
     }

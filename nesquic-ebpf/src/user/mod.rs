@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use crate::Role;
 use nesquic_agent_abi::{
     self as abi, plan_status, slot_status, Counters, CountersHeader, PlanHeader, PlanTarget, Stats,
 };
@@ -144,8 +145,8 @@ impl UserBackend {
 
     /// Sets up one LUT process: its counters file (`agent-<index>-<role>.counters` in the run
     /// directory) and the environment to start it with.
-    pub fn process(&self, role_index: usize, role_name: &str) -> Result<AgentProcess, UserError> {
-        let counters_path = self.run_dir.join(format!("agent-{role_index}-{role_name}.counters"));
+    pub fn process(&self, role_index: usize, role: Role) -> Result<AgentProcess, UserError> {
+        let counters_path = self.run_dir.join(format!("agent-{role_index}-{role}.counters"));
         let counters = CountersMap::create(&counters_path)?;
         let mut preload = self.agent_lib.clone().into_os_string();
         if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
@@ -157,13 +158,13 @@ impl UserBackend {
             (abi::PLAN_ENV.to_string(), self.plan_path.clone().into_os_string()),
             (abi::COUNTERS_ENV.to_string(), counters_path.into_os_string()),
         ];
-        Ok(AgentProcess { role: role_name.to_string(), counters, env, planned: self.planned.clone(), io: self.io })
+        Ok(AgentProcess { role, counters, env, planned: self.planned.clone(), io: self.io })
     }
 }
 
 /// One LUT process's agent: its environment and its counters.
 pub struct AgentProcess {
-    role: String,
+    role: Role,
     counters: CountersMap,
     env: Vec<(String, OsString)>,
     planned: Vec<PlannedFunction>,
@@ -203,7 +204,7 @@ impl AgentProcess {
 
     /// What the agent measured so far, as the kernel path reports it (rows with calls only).
     pub fn snapshot(&self) -> RoleMetrics {
-        metrics_of(&self.role, &self.counters.read(), &self.planned, self.io)
+        metrics_of(self.role, &self.counters.read(), &self.planned, self.io)
     }
 
     /// Per planned function: patched, or why not.
@@ -314,7 +315,7 @@ fn syscall_rows(slots: &[Stats]) -> Vec<Stats> {
 
 /// Counters -> one role's metrics (the kernel path's semantics; rows without calls left out).
 /// A function's figures are the sum of its slot over every per-thread shard.
-fn metrics_of(role: &str, c: &Counters, planned: &[PlannedFunction], io: bool) -> RoleMetrics {
+fn metrics_of(role: Role, c: &Counters, planned: &[PlannedFunction], io: bool) -> RoleMetrics {
     let valid = c.is_valid();
     let io_rows = if io && valid { syscall_rows(&c.io) } else { Vec::new() };
     let io = io_rows
@@ -353,7 +354,7 @@ fn metrics_of(role: &str, c: &Counters, planned: &[PlannedFunction], io: bool) -
             mechanism: MECHANISM_INLINE_HOOK.to_string(),
         })
         .collect();
-    RoleMetrics { role: role.to_string(), io, functions, io_crosscheck: Vec::new() }
+    RoleMetrics { role, io, functions, io_crosscheck: Vec::new() }
 }
 
 #[cfg(test)]

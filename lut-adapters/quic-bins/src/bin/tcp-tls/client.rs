@@ -28,8 +28,6 @@ struct Shared {
     workload: Workload,
     /// Bytes verified so far, for the progress lines.
     verified: AtomicU64,
-    /// The first connection attempt: connections' `start_ns` count from here.
-    first: Instant,
     /// The `io` line goes out once, for the first socket.
     reported: Once,
 }
@@ -42,7 +40,6 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
         options: options.clone(),
         workload,
         verified: AtomicU64::new(0),
-        first: Instant::now(),
         reported: Once::new(),
     });
     let progress = shared.clone();
@@ -52,7 +49,7 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
     });
     // `parallel` workers take connection indices in order, so at most that many are open.
     let next = Arc::new(AtomicU32::new(0));
-    let (tx, rx) = mpsc::channel::<Result<(u32, ConnectionResult)>>();
+    let (tx, rx) = mpsc::channel::<Result<(u32, Instant, ConnectionResult)>>();
     for _ in 0..workload.parallel.clamp(1, workload.connections.max(1)) {
         let (shared, next, tx) = (shared.clone(), next.clone(), tx.clone());
         std::thread::Builder::new()
@@ -61,9 +58,10 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
                 if index >= shared.workload.connections {
                     return;
                 }
-                let result = one_connection(&shared).with_context(|| format!("connection {index}"));
+                let start = Instant::now();
+                let result = one_connection(&shared, start).with_context(|| format!("connection {index}"));
                 let failed = result.is_err();
-                let _ = tx.send(result.map(|r| (index, r)));
+                let _ = tx.send(result.map(|r| (index, start, r)));
                 if failed {
                     return;
                 }
@@ -76,9 +74,18 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
         // A failed connection ends the run now (the process exit ends the other threads).
         results.push(rx.recv().context("a connection worker ended early")??);
     }
-    let elapsed = shared.first.elapsed();
-    results.sort_by_key(|(index, _)| *index);
-    let connections: Vec<ConnectionResult> = results.into_iter().map(|(_, r)| r).collect();
+    // Connections' `start_ns` and the elapsed time count from the first connection attempt, not
+    // from before the worker threads were spawned (a loaded machine delays those by 100+ ms).
+    let first = results.iter().map(|(_, start, _)| *start).min().unwrap_or_else(Instant::now);
+    let elapsed = first.elapsed();
+    results.sort_by_key(|(index, _, _)| *index);
+    let connections: Vec<ConnectionResult> = results
+        .into_iter()
+        .map(|(_, start, result)| ConnectionResult {
+            start_ns: start.duration_since(first).as_nanos() as u64,
+            ..result
+        })
+        .collect();
     let done = ClientResult::of_run(workload.is_single(), connections, elapsed.as_nanos() as u64)
         .context("a one-connection workload ran more than one connection")?;
     LutEvent::Done(done).emit();
@@ -97,9 +104,9 @@ struct StreamTimes {
 /// every handshake is complete (as QUIC streams open after the one handshake). Its handshake time
 /// is until the last TLS handshake completed; its transfer time from then to the last byte
 /// verified; each stream's figures are its own TCP connection's.
-fn one_connection(shared: &Shared) -> Result<ConnectionResult> {
+/// `start_ns` is filled in by the caller, once the first connection's start is known.
+fn one_connection(shared: &Shared, start: Instant) -> Result<ConnectionResult> {
     let streams = shared.workload.streams.max(1);
-    let start = Instant::now();
     let times: Vec<StreamTimes> = if streams == 1 {
         vec![one_stream(shared, None).context("stream 0")?]
     } else {
@@ -124,7 +131,7 @@ fn one_connection(shared: &Shared) -> Result<ConnectionResult> {
     let handshakes_done = times.iter().map(|t| t.handshake_done).max().unwrap_or(start);
     let last_byte = times.iter().map(|t| t.verified).max().unwrap_or(start);
     Ok(ConnectionResult {
-        start_ns: start.duration_since(shared.first).as_nanos() as u64,
+        start_ns: 0,
         handshake_ns: handshakes_done.duration_since(start).as_nanos() as u64,
         transfer_ns: last_byte.duration_since(handshakes_done).as_nanos() as u64,
         streams: times

@@ -1,0 +1,33 @@
+//! MsQuic (Microsoft, C) on its own datapath, built from the `msquic` crate's vendored sources
+//! with quictls; the executable is the `nesquic-lut-msquic` package.
+
+use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
+
+use crate::descriptor::common::CIPHER;
+use crate::descriptor::{Descriptor, OptionSpec, Refusal, NATIVE};
+
+/// MsQuic with its execution profiles; it opens and sizes its own sockets.
+pub static MSQUIC: Descriptor = Descriptor {
+    name: "msquic",
+    version: env!("NESQUIC_MSQUIC_VERSION"),
+    description: "MsQuic (C, quictls) on its own datapath (GSO/GRO where the kernel allows)",
+    crypto_backend: "msquic (quictls)",
+    io_modes: NATIVE,
+    multi_workload_io: NATIVE,
+    options: &[
+        OptionSpec::new(
+            OptionKind::Profile,
+            "MsQuic's execution profile (default max-throughput; also --msquic-profile)",
+        )
+        .on(NATIVE),
+        OptionSpec::new(OptionKind::Cc, "congestion control (default cubic; MsQuic has no NewReno; also --cc)")
+            .on(NATIVE)
+            .only(&[LutOpt::Cc(Cc::Cubic), LutOpt::Cc(Cc::Bbr)]),
+        CIPHER.on(NATIVE),
+    ],
+    refuses: &[
+        Refusal { kind: OptionKind::RcvBuf, why: "MsQuic opens its own sockets and sizes their buffers itself" },
+        Refusal { kind: OptionKind::SndBuf, why: "MsQuic opens its own sockets and sizes their buffers itself" },
+    ],
+    ..Descriptor::BUILTIN
+};

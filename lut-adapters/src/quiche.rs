@@ -1,0 +1,31 @@
+//! quiche (Cloudflare, BoringSSL built from source): no I/O of its own, driven through the
+//! translation layer.
+
+use nesquic_protocol::options::OptionKind;
+
+use crate::descriptor::common::{CC, IO_GRO, IO_GSO, IO_MMSG, IO_RCVBUF, IO_SNDBUF};
+use crate::descriptor::{Descriptor, OptionSpec, Refusal, TRANSLATED};
+
+/// quiche through the translation layer, on Nesquic's I/O layer or plain sockets.
+pub static QUICHE: Descriptor = Descriptor {
+    name: "quiche",
+    version: env!("NESQUIC_QUICHE_VERSION"),
+    description: "quiche (BoringSSL) driven by Nesquic's translation layer; it has no I/O of its own",
+    crypto_backend: "boringssl",
+    io_modes: TRANSLATED,
+    multi_workload_io: TRANSLATED,
+    options: &[
+        IO_GSO,
+        IO_GRO,
+        IO_MMSG,
+        IO_RCVBUF,
+        IO_SNDBUF,
+        OptionSpec {
+            meaning: "congestion control: cubic (default), newreno (Reno), bbr (BBRv2); also --cc",
+            ..CC.on(TRANSLATED)
+        },
+        OptionSpec::new(OptionKind::Pacing, "quiche's pacing (SendInfo.at honoured; default on)").on(TRANSLATED),
+    ],
+    refuses: &[Refusal { kind: OptionKind::Cipher, why: "quiche::Config has no TLS 1.3 cipher suite setting" }],
+    ..Descriptor::BUILTIN
+};

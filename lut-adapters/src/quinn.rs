@@ -1,0 +1,39 @@
+//! quinn 0.11 with rustls + ring: natively on tokio + quinn-udp, or quinn-proto over Nesquic's I/O.
+
+use nesquic_protocol::options::OptionKind;
+
+use crate::descriptor::common::{CC, CIPHER, IO_GRO, IO_MMSG, RCVBUF, SNDBUF};
+use crate::descriptor::{Descriptor, OptionSpec, SourceBuild, ALL_IO};
+use crate::lut::IoMode;
+
+/// quinn: the only LUT rebuilt from a checkout (`--lut-path`); its GSO switch is quinn-udp's
+/// natively and the I/O layer's on `--io nesquic`.
+pub static QUINN: Descriptor = Descriptor {
+    name: "quinn",
+    version: env!("NESQUIC_QUINN_VERSION"),
+    description: "quinn (rustls + ring); native: tokio + quinn-udp; nesquic/plain: quinn-proto over Nesquic I/O",
+    crypto_backend: "ring",
+    io_modes: ALL_IO,
+    multi_workload_io: ALL_IO,
+    options: &[
+        OptionSpec::new(
+            OptionKind::Gso,
+            "UDP segmentation offload (native: quinn's own; nesquic: the I/O layer's; default on)",
+        )
+        .on(&[IoMode::Native, IoMode::Nesquic]),
+        IO_GRO,
+        IO_MMSG,
+        RCVBUF,
+        SNDBUF,
+        CC,
+        CIPHER,
+    ],
+    source_build: Some(&SourceBuild {
+        crates: &["quinn", "quinn-proto", "quinn-udp"],
+        adapter_source: "src/bin/quinn.rs",
+        dependencies: "quinn = { version = \"*\", features = [\"qlog\"] }\n\
+            tokio = { version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }\n\
+            anyhow = \"1\"\nclap = { version = \"4.5\", features = [\"derive\", \"env\"] }\nlibc = \"0.2\"\n",
+    }),
+    ..Descriptor::BUILTIN
+};
