@@ -9,17 +9,19 @@ size=${SIZE:-200MB}
 luts=${LUTS:-quinn quiche msquic}
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 for round in $(seq 1 "$rounds"); do
     for lut in $luts; do
         echo "round $round/$rounds: $lut" >&2
         "$bin/nesquic" run --lut "$lut" --size "$size" --probe io,profile --out "$scratch/$lut-$round" >/dev/null
     done
 done
-python3 - "$scratch" "$size" "$rounds" > bench/profile-coverage.md <<'PY'
+load="$load_before -> $(cut -d' ' -f1-3 /proc/loadavg) ($(nproc) CPUs)"
+python3 - "$scratch" "$size" "$rounds" "$load" > bench/profile-coverage.md <<'PY'
 import json, sys
 from collections import defaultdict
 from pathlib import Path
-runs_dir, size, rounds = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+runs_dir, size, rounds, load = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 pooled = defaultdict(lambda: defaultdict(int))  # (lut, role) -> name -> samples
 ns = defaultdict(lambda: defaultdict(list))  # (lut, role) -> component -> [ns/datagram]
 for d in sorted(runs_dir.iterdir()):
@@ -36,7 +38,8 @@ for d in sorted(runs_dir.iterdir()):
 print("# Profile coverage: where each side's CPU goes\n")
 print(f"`scripts/profile-coverage.sh` (ROUNDS={rounds}, SIZE={size}): `nesquic run --lut LUT --size {size} --probe io,profile`,")
 print("frame-pointer build, samples pooled over rounds. *unnamed* = other + unknown + kernel_other (goal <= 10%);")
-print("*unsymbolised leaf* = samples whose innermost frame has no name (goal <= 2%).\n")
+print("*unsymbolised leaf* = samples whose innermost frame has no name (goal <= 2%).")
+print(f"Load average (1, 5, 15 min) before -> after: {load}.\n")
 fams = ["crypto", "packet_io", "connection", "runtime", "memory", "app", "other", "kernel_other", "unknown"]
 print("| LUT | role | samples | unnamed | unsymbolised leaf | " + " | ".join(fams) + " |")
 print("|---|---|---|---|---|" + "---|" * len(fams))

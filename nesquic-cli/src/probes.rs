@@ -27,7 +27,11 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
     let other: usize = std::env::var("NESQUIC_PROFILE_OTHER").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     for role in &profile.roles {
         let unknown = role.unknown_leaf_samples() as f64 / role.samples.max(1) as f64 * 100.0;
-        println!("{}: {} samples ({unknown:.1}% with an unsymbolised leaf frame)", role.role, role.samples);
+        let frameless = role.frameless_callers as f64 / role.samples.max(1) as f64 * 100.0;
+        println!(
+            "{}: {} samples ({unknown:.1}% with an unsymbolised leaf frame, {frameless:.1}% in a frameless leaf whose caller the stack pointer gave)",
+            role.role, role.samples
+        );
         let cost = role.cost.as_ref();
         if let Some(c) = cost {
             println!(

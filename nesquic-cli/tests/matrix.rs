@@ -5,6 +5,8 @@ use std::process::Command;
 
 fn nesquic() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    // Tests ask for the probes they check: `run` turns some on by default as root.
+    c.env("NESQUIC_PROBE", "none");
     c.current_dir(env!("CARGO_TARGET_TMPDIR"));
     c
 }

@@ -29,6 +29,8 @@ fn nesquic() -> Command {
     // SAFETY: geteuid has no preconditions.
     assert_eq!(unsafe { libc::geteuid() }, 0, "the eBPF tests load probes: run them as root (just test does in CI)");
     let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
+    // Tests ask for the probes they check: `run` turns some on by default as root.
+    c.env("NESQUIC_PROBE", "none");
     c.current_dir(env!("CARGO_TARGET_TMPDIR"));
     c
 }
@@ -494,8 +496,22 @@ fn profile_attributes_cpu_to_the_hot_function() {
             .map_or(0.0, |f| f["share"].as_f64().expect("share"))
     };
     let (hot, cold) = (share("nesquic_workload_hot"), share("nesquic_workload_cold"));
-    assert!((0.6..=0.8).contains(&hot), "hot {hot}, cold {cold}: {role}");
-    assert!((0.2..=0.4).contains(&cold), "hot {hot}, cold {cold}");
+    assert!((0.4..=0.6).contains(&hot), "hot {hot}, cold {cold}: {role}");
+    assert!((0.1..=0.3).contains(&cold), "hot {hot}, cold {cold}");
+    // 30% of the time is in libc's memcpy, a leaf without a frame, called by a function the
+    // catalog's `*_aead_*` rule names: that time is the caller's component, crypto.aead, not
+    // memory (where it lands if the walk skips the frameless leaf's caller).
+    let split = |name: &str| {
+        role["split"]
+            .as_array()
+            .expect("split")
+            .iter()
+            .find(|c| c["name"] == name)
+            .map_or(0.0, |c| c["share"].as_f64().expect("share"))
+    };
+    let (aead, copy) = (split("crypto.aead"), split("memory.copy"));
+    assert!((0.2..=0.4).contains(&aead), "crypto.aead {aead}, memory.copy {copy}: {role}");
+    assert!(copy < 0.05, "crypto.aead {aead}, memory.copy {copy}: {role}");
     // The sampler ran on every tick of every CPU (at least the busy thread's ~1500 ticks), and
     // the kernel timed it: a handful of microseconds per run, a small share of the 1.5 s spun.
     let sampler = &traced["profile"]["sampler"];
@@ -529,6 +545,35 @@ fn quinn_profile_splits_cpu_into_components() {
         assert!(share("crypto") > 0.0 && share("packet_io") > 0.0, "{role}");
     }
     assert!(String::from_utf8_lossy(&out.stdout).contains("sampling profile"));
+    assert_nothing_attached();
+}
+
+#[test]
+fn run_turns_on_the_cheap_probes_by_default_and_none_turns_them_off() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = |probe: Option<&str>| {
+        let json = dir.path().join("run.json");
+        let mut c = nesquic();
+        c.env_remove("NESQUIC_PROBE").args(["run", "--size", "20MB", "--json"]).arg(&json);
+        if let Some(p) = probe {
+            c.args(["--probe", p]);
+        }
+        let out = c.output().expect("run");
+        assert!(out.status.success(), "{}", stderr(&out));
+        let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+        (report, String::from_utf8_lossy(&out.stdout).into_owned(), stderr(&out))
+    };
+    let (report, stdout, err) = run(None);
+    assert!(err.contains("nesquic: probes: profile,io"), "{err}");
+    let rep = &report["repetitions"][0];
+    assert!(rep["profile"]["roles"].as_array().is_some_and(|r| r.len() == 2), "{rep}");
+    assert!(rep["probes"]["roles"].is_array(), "io probes ran: {rep}");
+    assert!(stdout.contains("sampling profile") && stdout.contains("component"), "{stdout}");
+    let (report, stdout, err) = run(Some("none"));
+    let rep = &report["repetitions"][0];
+    assert!(rep["probes"].is_null() && rep["profile"].is_null(), "{rep}");
+    assert!(!stdout.contains("sampling profile") && !err.contains("probes:"), "{stdout}{err}");
     assert_nothing_attached();
 }
 

@@ -610,6 +610,29 @@ struct {
 	__type(value, __u64);
 } samples SEC(".maps");
 
+/* The word at the user stack pointer, when the user leaf is outside the executable's own code;
+ * else 0. A frameless leaf (glibc's memcpy, syscall wrappers: shared-library assembly) keeps its
+ * return address there, which the frame-pointer walk skips; user space inserts it when the leaf
+ * has no frame. In the executable (Rust and C built with frame pointers) the word is data that
+ * would make nearly every sample a new map key. (Checking that the word points into executable
+ * memory with bpf_find_vma cost ~6 us per sample: measured, docs/probe-overhead.md.) */
+static __always_inline __u64 return_address_at_sp(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	/* The user registers as saved on entry to the kernel: the ones the user-stack walk starts
+	 * from, whether the tick hit user or kernel mode. */
+	struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct mm_struct *mm = task->mm;
+	__u64 word = 0;
+	if (!user || !mm)
+		return 0;
+	if (user->ip >= mm->start_code && user->ip < mm->end_code)
+		return 0;
+	if (bpf_probe_read_user(&word, sizeof(word), (void *)user->sp) != 0)
+		return 0;
+	return word;
+}
+
 /* Runs on every CPU-clock tick (per CPU, at the sampling frequency); counts the LUT's stacks. */
 SEC("perf_event")
 int nq_sample(struct bpf_perf_event_data *ctx)
@@ -623,6 +646,7 @@ int nq_sample(struct bpf_perf_event_data *ctx)
 		.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
 		.kernel_stack = bpf_get_stackid(ctx, &stacks, 0),
 	};
+	key.sp_word = return_address_at_sp();
 	__u64 one = 1;
 	__u64 *count = bpf_map_lookup_elem(&samples, &key);
 	if (count)

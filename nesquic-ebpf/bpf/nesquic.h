@@ -88,6 +88,10 @@ struct nq_sample_key {
 	__u32 role;
 	__s32 user_stack;   /* id in the stacks map, < 0: none */
 	__s32 kernel_stack;
+	/* The word at the user stack pointer when sampled (0: unreadable). A leaf that pushes no
+	 * frame (glibc's memcpy, syscall wrappers) keeps its return address there, which the
+	 * frame-pointer walk skips: user space inserts it when the leaf is frameless. */
+	__u64 sp_word;
 };
 
 struct nq_settings {
@@ -102,6 +106,6 @@ _Static_assert(sizeof(struct nq_func_config) == 8, "nq_func_config layout change
 _Static_assert(sizeof(struct nq_health) == 48, "nq_health layout changed");
 _Static_assert(sizeof(struct nq_datagram_event) == 32, "nq_datagram_event layout changed");
 _Static_assert(sizeof(struct nq_settings) == 16, "nq_settings layout changed");
-_Static_assert(sizeof(struct nq_sample_key) == 16, "nq_sample_key layout changed");
+_Static_assert(sizeof(struct nq_sample_key) == 24, "nq_sample_key layout changed");
 
 #endif

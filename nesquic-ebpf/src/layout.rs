@@ -147,6 +147,8 @@ pub struct NqSampleKey {
     pub user_stack: i32,
     /// Stack id of the kernel stack (< 0: none).
     pub kernel_stack: i32,
+    /// The word at the user stack pointer (0: unreadable): a frameless leaf's return address.
+    pub sp_word: u64,
 }
 
 /// `struct nq_settings`.
@@ -195,4 +197,4 @@ const _: () = assert!(std::mem::size_of::<NqFuncConfig>() == 8);
 const _: () = assert!(std::mem::size_of::<NqHealth>() == 48);
 const _: () = assert!(std::mem::size_of::<NqDatagramEvent>() == 32);
 const _: () = assert!(std::mem::size_of::<NqSettings>() == 16);
-const _: () = assert!(std::mem::size_of::<NqSampleKey>() == 16);
+const _: () = assert!(std::mem::size_of::<NqSampleKey>() == 24);

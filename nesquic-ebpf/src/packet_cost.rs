@@ -131,6 +131,7 @@ mod tests {
             top_functions: Vec::new(),
             unknown_leaves: Vec::new(),
             unclassified_leaves: Vec::new(),
+            frameless_callers: 0,
             cost: None,
             folded: Vec::new(),
         };

@@ -11,6 +11,8 @@ use serde::{Deserialize, Serialize};
 pub use crate::stack_rules::Classifier;
 use crate::symbols::ObjectSymbols;
 
+mod frameless;
+
 /// One sampled stack pair as read from the kernel, innermost frame first.
 #[derive(Debug, Clone)]
 pub struct RawSample {
@@ -22,6 +24,8 @@ pub struct RawSample {
     pub user: Vec<u64>,
     /// Kernel instruction pointers.
     pub kernel: Vec<u64>,
+    /// The word at the user stack pointer (0: unread): a frameless leaf's return address.
+    pub sp_word: u64,
     /// How many times it was sampled.
     pub count: u64,
 }
@@ -69,6 +73,9 @@ impl ProcessMaps {
 pub struct Symbolizer {
     kernel: Vec<(u64, String)>,
     objects: HashMap<PathBuf, Option<ObjectSymbols>>,
+    /// Code bytes read from mapped files, per (file, offset): to tell frameless functions and
+    /// return addresses (`frameless`).
+    code: HashMap<(PathBuf, u64), Option<[u8; frameless::CODE_BYTES]>>,
 }
 
 impl Symbolizer {
@@ -86,7 +93,7 @@ impl Symbolizer {
             })
             .collect();
         kernel.sort_unstable_by_key(|(a, _)| *a);
-        Self { kernel, objects: HashMap::new() }
+        Self { kernel, objects: HashMap::new(), code: HashMap::new() }
     }
 
     /// The kernel function containing `ip`.
@@ -102,9 +109,14 @@ impl Symbolizer {
 
     /// The user function containing `ip`, or why there is none.
     pub fn user_frame(&mut self, maps: &ProcessMaps, ip: u64) -> Result<String, Unresolved> {
+        self.function_at(maps, ip).map(|f| f.name)
+    }
+
+    /// The user function containing `ip`: its name, file, and where it and `ip` are in the file.
+    fn function_at(&mut self, maps: &ProcessMaps, ip: u64) -> Result<FoundFunction, Unresolved> {
         let (path, file_offset) = maps.find(ip).ok_or(Unresolved::NoMapping)?;
         if path.as_os_str() == VDSO {
-            return Ok(VDSO.to_string());
+            return Ok(FoundFunction { name: VDSO.to_string(), path: None, start_offset: 0, ip_offset: 0 });
         }
         let object = self
             .objects
@@ -124,12 +136,13 @@ impl Symbolizer {
             })
             .as_ref()
             .ok_or(Unresolved::UnreadableObject)?;
-        let vaddr = object
+        let (va, off, _) = object
             .segments
             .iter()
             .find(|(_, off, size)| file_offset >= *off && file_offset < off + size)
-            .map(|(va, off, _)| file_offset - off + va)
+            .copied()
             .ok_or(Unresolved::NoSymbol)?;
+        let vaddr = file_offset - off + va;
         // The function with the highest start at or below vaddr that still contains it.
         let below = object.functions.partition_point(|f| f.address <= vaddr);
         let best = object.functions[..below]
@@ -137,8 +150,23 @@ impl Symbolizer {
             .rev()
             .find(|f| f.size == 0 || vaddr < f.address + f.size)
             .ok_or(Unresolved::NoSymbol)?;
-        Ok(best.demangled.clone())
+        Ok(FoundFunction {
+            name: best.demangled.clone(),
+            path: Some(path.to_path_buf()),
+            // Symbols from a debug file carry no file offset: the segment gives it.
+            start_offset: (best.address + off).saturating_sub(va),
+            ip_offset: file_offset,
+        })
     }
+}
+
+/// Where a sampled address is: its function's name, and for a mapped file, the file and the
+/// file offsets of the function's start and of the address.
+struct FoundFunction {
+    name: String,
+    path: Option<PathBuf>,
+    start_offset: u64,
+    ip_offset: u64,
 }
 
 /// The separate debug file of `path` by its build-id (`/usr/lib/debug/.build-id/ab/cdef….debug`,
@@ -279,6 +307,10 @@ pub struct RoleProfile {
     /// `unknown`): what a new rule should cover.
     #[serde(default)]
     pub unclassified_leaves: Vec<Share>,
+    /// Samples whose leaf had no frame and whose caller was taken from the stack pointer
+    /// (`profile::frameless`): the walk alone would have skipped that caller.
+    #[serde(default)]
+    pub frameless_callers: u64,
     /// CPU cost per datagram and per payload byte by component, when a datagram count exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::packet_cost::PacketCost>,
@@ -334,13 +366,19 @@ pub fn build(
         let mut unknown: HashMap<String, u64> = HashMap::new();
         let mut unclassified: HashMap<String, u64> = HashMap::new();
         let mut folded: HashMap<String, u64> = HashMap::new();
+        let mut frameless_callers = 0;
         for s in samples.iter().filter(|s| s.role == role.index()) {
             let pmaps = maps.get(&s.tgid).unwrap_or(&empty);
             // Every frame but the innermost is a return address, one past the call: look up the
             // byte before it, or a call that ends a function names the next one.
             let caller = |i: usize, ip: u64| if i == 0 { ip } else { ip.saturating_sub(1) };
+            let mut user_ips = s.user.clone();
+            if let Some(ret) = symbolizer.frameless_caller(pmaps, &s.user, s.sp_word) {
+                user_ips.insert(1, ret);
+                frameless_callers += s.count;
+            }
             let user: Vec<Result<String, Unresolved>> =
-                s.user.iter().enumerate().map(|(i, ip)| symbolizer.user_frame(pmaps, caller(i, *ip))).collect();
+                user_ips.iter().enumerate().map(|(i, ip)| symbolizer.user_frame(pmaps, caller(i, *ip))).collect();
             let kernel: Vec<Result<String, Unresolved>> = s
                 .kernel
                 .iter()
@@ -385,6 +423,7 @@ pub fn build(
             top_functions: ranked(functions, total, 15),
             unknown_leaves: ranked(unknown, total, usize::MAX),
             unclassified_leaves: ranked(unclassified, total, 20),
+            frameless_callers,
             cost: None,
             folded: {
                 let mut v: Vec<(String, u64)> = folded.into_iter().collect();
@@ -478,9 +517,9 @@ mod tests {
         let c = Classifier::new(&catalog.components).expect("catalog rules compile");
         // No map for pid 1 here: every user frame is unresolved; kernel addresses below kallsyms too.
         let samples = vec![
-            RawSample { tgid: 1, role: 0, user: vec![0x1000, 0x2000], kernel: vec![], count: 3 },
-            RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], count: 1 },
-            RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], count: 5 },
+            RawSample { tgid: 1, role: 0, user: vec![0x1000, 0x2000], kernel: vec![], sp_word: 0, count: 3 },
+            RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], sp_word: 0, count: 1 },
+            RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], sp_word: 0, count: 5 },
         ];
         let p = build(&samples, &HashMap::new(), &[Role::Server, Role::Client], &c, 99);
         let server = &p.roles[0];

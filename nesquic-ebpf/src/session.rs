@@ -293,6 +293,7 @@ impl ProbeSession {
                 role: key.role,
                 user: frames(key.user_stack),
                 kernel: frames(key.kernel_stack),
+                sp_word: key.sp_word,
                 count,
             });
         }

@@ -17,6 +17,7 @@ use process::LUT_ROLES;
 
 use crate::units;
 
+mod default_probes;
 mod markdown;
 
 /// `nesquic run` arguments.
@@ -117,12 +118,14 @@ pub struct RunArgs {
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
-    /// eBPF probes (root), comma-separated: io (syscalls), profile (CPU sampling by component;
+    /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component;
     /// profile:HZ sets the rate per CPU, default 999),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
-    /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed).
+    /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
+    /// Not given: `nesquic run` turns on those that cost <= 2% goodput (profile,io, and crypto
+    /// where the user-space agent counts it) when it can load eBPF (root), none otherwise.
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
-    #[arg(long, value_name = "LIST")]
+    #[arg(long, value_name = "LIST", env = "NESQUIC_PROBE")]
     pub probe: Option<String>,
     /// Who measures the probes: auto (user space where the agent can hook: dynamically linked
     /// LUTs, safe function entries; the kernel for the rest), user (the agent; no root unless an
@@ -173,6 +176,9 @@ pub use nesquic_record::run::{LutSource, RunRecord as RunReport};
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let mut plan = args.plan()?;
+    if args.probe.is_none() && !args.overhead {
+        plan.probe = default_probes::choose(&plan);
+    }
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
     let mut reporter = Terminal { quiet: args.quiet };
@@ -212,6 +218,11 @@ impl RunArgs {
     /// Resolves the flags into a checked plan: the LUT (built from `--lut-path` if given), its
     /// I/O path, testcase and options, the executable, the link conditions.
     pub fn plan(&self) -> Result<RunPlan> {
+        let no_probes = self.probe.as_deref() == Some(default_probes::NONE);
+        anyhow::ensure!(
+            !no_probes || (!self.overhead && self.duty.is_none()),
+            "--probe none: --overhead and --duty need probes to measure"
+        );
         anyhow::ensure!(
             self.qlog_compat.is_none() || self.lut_qlog,
             "--qlog-compat qvis draws the library's packet and recovery events: add --lut-qlog"
@@ -238,7 +249,7 @@ impl RunArgs {
             io,
             testcase,
             lut_options,
-            probe: self.probe.clone(),
+            probe: self.probe.clone().filter(|p| p != default_probes::NONE),
             probe_backend: self.probe_backend,
             duty: self.duty,
             qlog_datagrams: self.qlog_datagrams,

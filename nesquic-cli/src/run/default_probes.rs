@@ -1,0 +1,37 @@
+//! Which probes `nesquic run` turns on when `--probe` is not given: those whose measured cost is
+//! at most 2% goodput (docs/probe-overhead.md), so the main command says where the CPU goes.
+//! `--probe none` turns every probe off.
+
+use nesquic_engine::backend::{who_measures, BackendChoice};
+use nesquic_engine::plan::ProbePlan;
+use nesquic_engine::run::RunPlan;
+
+/// What `--probe none` says.
+pub const NONE: &str = "none";
+
+/// The probe list for `plan` when `--probe` was not given, or `None` (with the reason on
+/// stderr) when probes cannot run: the sampling profile and packet I/O always (0.961x and
+/// 0.984-1.018x goodput measured), counted crypto only where the user-space agent counts every
+/// crypto entry (0.988-1.018x; kernel uprobes cost 0.47x).
+pub fn choose(plan: &RunPlan) -> Option<String> {
+    if let Err(why) = nesquic_ebpf::preflight::check_privileges() {
+        eprintln!("nesquic: running without probes: {why} (--probe none skips this note)");
+        return None;
+    }
+    let list = if agent_counts_crypto(plan) { "profile,io,crypto" } else { "profile,io" };
+    eprintln!("nesquic: probes: {list} (the default: each costs <= 2% goodput; --probe none for none)");
+    Some(list.to_string())
+}
+
+/// Whether the user-space agent, not kernel uprobes, would count every crypto entry of the
+/// plan's executable.
+fn agent_counts_crypto(plan: &RunPlan) -> bool {
+    if plan.probe_backend == BackendChoice::Kernel {
+        return false;
+    }
+    let Ok(crypto) = ProbePlan::new("crypto", &plan.binary) else { return false };
+    if crypto.resolution.functions.is_empty() {
+        return false;
+    }
+    who_measures(&crypto, &plan.binary, plan.probe_backend).is_ok_and(|who| who.user && who.refused.is_empty())
+}
