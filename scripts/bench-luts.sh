@@ -36,6 +36,10 @@ every_stack() {
         --lut aioquic,tcp-tls --size 100MB --repeat 3 --probe io,crypto --json bench/luts-aioquic-100MB.json
     table "Crypto ns per packet: timed seal/open, calibrated probe cost subtracted (quic-go refuses return probes)" \
         --lut "${stacks/quic-go,/}" --size 25MB --repeat 3 --probe crypto:time --json bench/luts-crypto.json
+    # quic-go is a static Go binary: no agent, so its crypto is counted by kernel uprobes (~10 us
+    # a hit on this VM), which dominates its row above. Without them, quinn and TCP+TLS as anchors:
+    table "quic-go without crypto probes, 1 GB (quinn and TCP+TLS as anchors)" \
+        --lut quinn,quic-go,tcp-tls --size 1GB --repeat 3 --probe io --json bench/luts-quic-go-1GB.json
 }
 
 # quinn's and quiche's I/O paths, the I/O layer's switches, and quinn's testcases.
