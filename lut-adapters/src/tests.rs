@@ -192,6 +192,9 @@ fn io_paths_and_workload_shapes_are_checked() {
     assert!(descriptor("quiche").check_workload(IoMode::Plain, &many).is_ok());
     assert!(descriptor("tquic").check_workload(IoMode::Nesquic, &many).is_ok());
     let err = crate::exec::EXEC.check_workload(IoMode::Native, &many).unwrap_err().to_string();
-    assert!(err.contains("2 connection(s) with 1 stream(s)") && err.contains("no connection or stream counts"), "{err}");
+    assert!(
+        err.contains("2 connection(s) with 1 stream(s)") && err.contains("no connection or stream counts"),
+        "{err}"
+    );
     assert_eq!(descriptor("tcp-tls").executable_name(), "nesquic-lut-tcp-tls");
 }
