@@ -38,6 +38,10 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 pkg-config --exists libngtcp2_crypto_gnutls 2>/dev/null || need_apt+=(libngtcp2-dev libngtcp2-crypto-gnutls-dev)
 pkg-config --exists gnutls 2>/dev/null || need_apt+=(libgnutls28-dev)
+# Remote roles (docs/remote.md): the tests start Debian's sshd in a namespace; each host's NIC
+# offloads are read with ethtool -k.
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
+command -v ethtool >/dev/null 2>&1 || need_apt+=(ethtool)
 
 if [ "$kernels" -eq 1 ]; then
     command -v qemu-system-x86_64 >/dev/null 2>&1 || need_apt+=(qemu-system-x86)
@@ -54,6 +58,10 @@ if [ ${#need_apt[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+    # openssh-server's postinst enables a system sshd on port 22: the tests start their own.
+    if printf '%s\n' "${need_apt[@]}" | grep -qx openssh-server; then
+        systemctl disable --now ssh >/dev/null 2>&1 || true
+    fi
 fi
 
 if ! command -v cargo >/dev/null 2>&1; then

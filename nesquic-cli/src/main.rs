@@ -13,6 +13,7 @@ mod matrix;
 mod perf_classify;
 mod pipe;
 mod probes;
+mod remote;
 mod report;
 mod run;
 mod testcase;
@@ -74,7 +75,7 @@ enum Command {
     Report(report::ReportArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
     #[command(after_help = EXIT_STATUS)]
-    Matrix(matrix::MatrixArgs),
+    Matrix(Box<matrix::MatrixArgs>),
     /// Classify a `perf script` dump into profile components (checks `--probe profile`
     /// against `perf record`; see scripts/perf-agreement.sh).
     #[command(hide = true, after_help = EXIT_STATUS)]
@@ -100,6 +101,10 @@ enum Command {
     /// each probe kind will use here (root: capabilities are tried, not guessed).
     #[command(after_help = EXIT_STATUS)]
     Doctor(doctor::DoctorArgs),
+    /// The remote side of --server-host/--client-host: started by another nesquic over SSH,
+    /// speaks JSON lines on stdin/stdout (docs/remote.md).
+    #[command(hide = true)]
+    RemoteRole,
 }
 
 /// `nesquic probes` arguments.
@@ -157,7 +162,15 @@ impl Command {
     /// Commands that own LUT processes, probes or namespaces while they print: a closed stdout
     /// must unwind through their cleanup rather than kill them on the spot.
     fn holds_resources(&self) -> bool {
-        matches!(self, Command::Run(_) | Command::Trace(_) | Command::Matrix(_) | Command::Ab(_) | Command::Doctor(_))
+        matches!(
+            self,
+            Command::Run(_)
+                | Command::Trace(_)
+                | Command::Matrix(_)
+                | Command::Ab(_)
+                | Command::Doctor(_)
+                | Command::RemoteRole
+        )
     }
 
     fn execute(self) -> anyhow::Result<ExitCode> {
@@ -177,6 +190,7 @@ impl Command {
             Command::Matrix(args) => matrix::execute(&args),
             Command::PerfClassify(args) => perf_classify::execute(&args),
             Command::Doctor(args) => doctor::execute(&args),
+            Command::RemoteRole => remote::serve(&run::TOOL),
             Command::Compare(args) => return Ok(gate_status(compare::execute(&args))),
             Command::Ab(args) => return Ok(gate_status(ab::execute(&args))),
         };

@@ -81,6 +81,9 @@ pub struct MatrixArgs {
     /// table) to FILE, default the matrix's directory/matrix.html.
     #[arg(long, value_name = "FILE", num_args = 0..=1)]
     pub html: Option<Option<PathBuf>>,
+    /// Roles on other hosts, for every run (as in `nesquic run`).
+    #[command(flatten)]
+    pub hosts: crate::remote::HostArgs,
 }
 
 /// One cell of the matrix.
@@ -150,6 +153,7 @@ fn plan(args: &MatrixArgs, c: &Combination, defaults: &RunArgs) -> Result<RunPla
         loss: args.loss,
         probe: args.probe.clone(),
         probe_backend: args.probe_backend,
+        hosts: args.hosts.clone(),
         quiet: true,
         ..defaults.clone()
     };

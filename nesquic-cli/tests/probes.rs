@@ -7,7 +7,10 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use common::{assert_nothing_attached, our_programs};
 use serde_json::Value;
+
+mod common;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -37,31 +40,6 @@ fn nesquic() -> Command {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Names of loaded BPF programs that are ours (`nq_` prefix).
-fn our_programs() -> Vec<String> {
-    let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("bpftool");
-    let progs: Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
-    progs
-        .as_array()
-        .expect("array")
-        .iter()
-        .filter_map(|p| p["name"].as_str())
-        .filter(|n| n.starts_with("nq_"))
-        .map(String::from)
-        .collect()
-}
-
-fn assert_nothing_attached() {
-    // Program teardown after the last fd closes is immediate, but give the kernel a moment.
-    for _ in 0..50 {
-        if our_programs().is_empty() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("probes still loaded: {:?}", our_programs());
 }
 
 /// Calls of every function of one probe category in one role's figures.

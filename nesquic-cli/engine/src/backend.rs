@@ -21,7 +21,7 @@ use crate::EngineError;
 type Result<T> = std::result::Result<T, EngineError>;
 
 /// `--probe-backend`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackendChoice {
     /// User space where the agent can hook (dynamically linked programs, safe function

@@ -20,6 +20,7 @@ pub mod measure;
 pub mod overhead;
 pub mod plan;
 pub mod process;
+pub mod remote;
 pub mod repetition;
 pub mod run;
 pub mod trace;

@@ -107,6 +107,8 @@ pub struct Supervisor<'a> {
     pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
     /// Longest wait for an event.
     pub poll: Duration,
+    /// What remote roles' probes measured, as they reported it.
+    pub remote_totals: Vec<(Role, crate::remote::wire::RoleTotals)>,
 }
 
 impl<'a> Supervisor<'a> {
@@ -122,6 +124,7 @@ impl<'a> Supervisor<'a> {
             done: None,
             lut_qlogs: Vec::new(),
             poll: POLL,
+            remote_totals: Vec::new(),
         }
     }
 
@@ -139,6 +142,7 @@ impl<'a> Supervisor<'a> {
             match self.rx.try_recv().ok()? {
                 ProcessEvent::Report(role, event) => return Some((role, event)),
                 ProcessEvent::Exited(..) => continue,
+                ProcessEvent::Remote(role, totals) => self.remote_totals.push((role, *totals)),
             }
         }
     }
@@ -166,6 +170,10 @@ impl<'a> Supervisor<'a> {
                     Role::Server => self.server_exit = Some(exit),
                     Role::Client | Role::Process => self.client_exit = Some(exit),
                 }
+                Ok(None)
+            }
+            Ok(ProcessEvent::Remote(role, totals)) => {
+                self.remote_totals.push((role, *totals));
                 Ok(None)
             }
             Ok(ProcessEvent::Report(role, event)) => {

@@ -42,7 +42,14 @@ pub fn measure(
     {
         recorder.datagram_events(&session.drain_datagram_events())?;
     }
-    let Probed { metrics: probes, agents, profile } = observer.probes.collect(outcome.is_ok(), &LUT_ROLES)?;
+    let here: Vec<Role> =
+        LUT_ROLES.into_iter().filter(|r| spec.remote.is_none_or(|s| s.roles.target(*r).is_none())).collect();
+    let Probed { metrics: mut probes, mut agents, mut profile } = observer.probes.collect(outcome.is_ok(), &here)?;
+    if let Ok(o) = &outcome {
+        for (_, totals) in &o.remote_totals {
+            crate::remote::merge_totals(totals, &mut probes, &mut agents, &mut profile);
+        }
+    }
     if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
         for role in LUT_ROLES {
             let progress = (role == Role::Client).then_some(o.client_result.bytes);

@@ -29,6 +29,8 @@ pub enum ProcessEvent {
     Report(Role, LutEvent),
     /// The process exited and was reaped.
     Exited(Role, Exit),
+    /// A remote role's probe totals (after its exit).
+    Remote(Role, Box<crate::remote::wire::RoleTotals>),
 }
 
 /// How a process ended, with the kernel's accounting of it.
@@ -85,28 +87,30 @@ pub struct LutProcess {
     pub role: Role,
     /// Its pid.
     pub pid: i32,
-    gate: Option<OwnedFd>,
-    pending: Option<PendingSpawn>,
-    stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    pub(crate) gate: Option<OwnedFd>,
+    pub(crate) pending: Option<PendingSpawn>,
+    pub(crate) stderr_tail: Arc<Mutex<VecDeque<String>>>,
     /// Set when the stderr reader reached end of file (the process closed it).
-    stderr_done: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) stderr_done: Arc<std::sync::atomic::AtomicBool>,
     /// Set when the stdout reader reached end of file: every report line has been queued.
-    stdout_done: Arc<std::sync::atomic::AtomicBool>,
-    reaped: bool,
+    pub(crate) stdout_done: Arc<std::sync::atomic::AtomicBool>,
+    pub(crate) reaped: bool,
+    /// A role on another host: this process is its ssh session.
+    pub remote: Option<crate::remote::link::RemoteLink>,
 }
 
 /// A fork held at the gate. `Command::spawn` only returns once the child has exec'd, so it runs
 /// on its own thread, which then stays as the child's reaper: `PR_SET_PDEATHSIG` fires when the
 /// *thread* that forked exits, so that thread must outlive the child.
 #[derive(Debug)]
-struct PendingSpawn {
+pub(crate) struct PendingSpawn {
     pipes: Receiver<std::io::Result<(Option<ChildStdout>, Option<ChildStderr>)>>,
     events: Sender<ProcessEvent>,
 }
 
 const STDERR_LINES_KEPT: usize = 20;
 /// How long a fork may take to report its pid.
-const FORK_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const FORK_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl LutProcess {
     /// Forks `binary args…` and holds the child before `exec` until [`LutProcess::release`], so
@@ -230,6 +234,7 @@ impl LutProcess {
             stderr_done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             stdout_done: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             reaped: false,
+            remote: None,
         })
     }
 
@@ -281,6 +286,10 @@ impl LutProcess {
             unsafe { libc::kill(self.pid, libc::SIGKILL) };
         }
         self.gate = None;
+        // A remote role ends when its input closes (and ssh, killed above, closes it anyway).
+        if let Some(remote) = self.remote.as_mut() {
+            remote.stdin = None;
+        }
         // Never released: its spawner thread reaps it; we must not signal that pid again.
         if self.pending.take().is_some() {
             self.reaped = true;
@@ -333,7 +342,7 @@ fn read_pid(pipe: &OwnedFd) -> Result<i32> {
     Ok(i32::from_ne_bytes(buf))
 }
 
-fn reap(pid: i32, started: Instant) -> Exit {
+pub(crate) fn reap(pid: i32, started: Instant) -> Exit {
     let mut status = 0;
     // SAFETY: rusage is plain old data.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -384,7 +393,7 @@ fn spawn_stdout_reader(
     });
 }
 
-fn spawn_stderr_reader(
+pub(crate) fn spawn_stderr_reader(
     stderr: impl Read + Send + 'static,
     tail: Arc<Mutex<VecDeque<String>>>,
     done: Arc<std::sync::atomic::AtomicBool>,
@@ -397,7 +406,7 @@ fn spawn_stderr_reader(
     });
 }
 
-fn push_tail(tail: &Mutex<VecDeque<String>>, line: String) {
+pub(crate) fn push_tail(tail: &Mutex<VecDeque<String>>, line: String) {
     if let Ok(mut t) = tail.lock() {
         if t.len() == STDERR_LINES_KEPT {
             t.pop_front();

@@ -48,6 +48,8 @@ pub struct RepetitionSpec<'a> {
     pub topology: Option<&'a nesquic_link::Topology>,
     /// Ask the LUT for its own qlog, written to `<dir>/lut-<role>-<rep>.sqlog`.
     pub lut_qlog: Option<(&'a Path, u32)>,
+    /// Roles on other hosts (`--server-host`, `--client-host`), reached over SSH.
+    pub remote: Option<&'a crate::remote::RemoteStage>,
 }
 
 /// What one repetition measured.
@@ -61,6 +63,8 @@ pub struct RepetitionOutcome {
     pub client: Exit,
     /// qlog files the LUT wrote, with the wall clock of their time zero (ns since the epoch).
     pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
+    /// What remote roles' probes measured.
+    pub remote_totals: Vec<(Role, crate::remote::wire::RoleTotals)>,
 }
 
 /// How long the client's result line may trail its exit.
@@ -72,18 +76,28 @@ const SERVER_GRACE: Duration = Duration::from_secs(10);
 pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObserver) -> Result<RepetitionOutcome> {
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, spec.timeout, spec.interrupted, "the LUT processes");
-    let server_args = spec.lut.server_args(&ServerSpec {
-        listen: match spec.topology {
-            Some(t) => std::net::SocketAddr::new(t.server.ip, 0),
-            None => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
-        },
-        workload: spec.workload,
-        certs: spec.certs,
-        io: spec.io,
-        qlog: lut_qlog_path(spec, Role::Server).as_deref(),
-        options: spec.options,
-    });
-    let mut server = start(&spec.launch(Role::Server, &server_args), tx.clone(), observer)?;
+    let listen = match (spec.topology, spec.remote) {
+        (Some(t), _) => std::net::SocketAddr::new(t.server.ip, 0),
+        (None, Some(r)) => std::net::SocketAddr::new(r.server_ip, 0),
+        (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let mut server = match spec.remote.and_then(|r| r.roles.server.as_ref().map(|t| (r, t))) {
+        Some((stage, target)) => {
+            let qlog = stage.qlog_destination(Role::Server, lut_qlog_path(spec, Role::Server));
+            crate::remote::link::spawn(target, &stage.plan(Role::Server, spec, listen), qlog, tx.clone())?
+        }
+        None => {
+            let server_args = spec.lut.server_args(&ServerSpec {
+                listen,
+                workload: spec.workload,
+                certs: spec.certs,
+                io: spec.io,
+                qlog: lut_qlog_path(spec, Role::Server).as_deref(),
+                options: spec.options,
+            });
+            start(&spec.launch(Role::Server, &server_args), tx.clone(), observer)?
+        }
+    };
 
     let addr = loop {
         let event = watch.next(&mut [&mut server])?;
@@ -104,15 +118,24 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         }
     };
 
-    let client_args = spec.lut.client_args(&ClientSpec {
-        connect: spec.topology.map_or(addr, |t| t.route(addr)),
-        certs: spec.certs,
-        workload: spec.workload,
-        io: spec.io,
-        qlog: lut_qlog_path(spec, Role::Client).as_deref(),
-        options: spec.options,
-    });
-    let mut client = start(&spec.launch(Role::Client, &client_args), tx, observer)?;
+    let connect = spec.topology.map_or(addr, |t| t.route(addr));
+    let mut client = match spec.remote.and_then(|r| r.roles.client.as_ref().map(|t| (r, t))) {
+        Some((stage, target)) => {
+            let qlog = stage.qlog_destination(Role::Client, lut_qlog_path(spec, Role::Client));
+            crate::remote::link::spawn(target, &stage.plan(Role::Client, spec, connect), qlog, tx)?
+        }
+        None => {
+            let client_args = spec.lut.client_args(&ClientSpec {
+                connect,
+                certs: spec.certs,
+                workload: spec.workload,
+                io: spec.io,
+                qlog: lut_qlog_path(spec, Role::Client).as_deref(),
+                options: spec.options,
+            });
+            start(&spec.launch(Role::Client, &client_args), tx, observer)?
+        }
+    };
     let started = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     let mut client_exited_at: Option<Instant> = None;
@@ -178,6 +201,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         server: watch.exit(Role::Server).ok_or_else(|| EngineError::msg("server exit missing"))?,
         client: watch.exit(Role::Client).ok_or_else(|| EngineError::msg("client exit missing"))?,
         lut_qlogs: watch.lut_qlogs,
+        remote_totals: watch.remote_totals,
     })
 }
 
@@ -199,7 +223,14 @@ fn lut_qlog_path(spec: &RepetitionSpec<'_>, role: Role) -> Option<std::path::Pat
 fn crashed(what: &str, process: &LutProcess, exit: Option<Exit>, when: &str) -> String {
     let how = exit.map(|e| e.describe()).unwrap_or_else(|| "unknown status".into());
     let tail = process.stderr_tail();
-    let mut msg = format!("{what} (pid {}) ended with {how} {when}", process.pid);
+    let mut msg = match &process.remote {
+        Some(r) if !r.reported_exit() => format!(
+            "lost the SSH session to {} (the {what}'s host) {when}: ssh ended with {how} before the remote role reported its LUT's exit",
+            r.destination
+        ),
+        Some(r) => format!("{what} on {} ended with {how} {when}", r.destination),
+        None => format!("{what} (pid {}) ended with {how} {when}", process.pid),
+    };
     if !tail.is_empty() {
         msg.push_str(&format!("; its last output:\n{tail}"));
     }

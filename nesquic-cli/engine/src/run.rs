@@ -84,6 +84,8 @@ pub struct RunPlan {
     pub json: Option<PathBuf>,
     /// The tool.
     pub tool: ToolInfo,
+    /// Roles on other hosts, over SSH (docs/remote.md).
+    pub remote: crate::remote::RemoteRoles,
 }
 
 /// What the caller shows while a run goes on. Every method has a silent default.
@@ -94,6 +96,8 @@ pub trait RunReporter {
     fn calibrated(&mut self, _calibration: &Calibration) {}
     /// The link is up.
     fn link_ready(&mut self, _topology: &Topology) {}
+    /// Every remote host answered: each role's host, its facts and clock offset.
+    fn hosts_ready(&mut self, _hosts: &[(Role, HostInfo)]) {}
     /// Repetitions start.
     fn starting(&mut self, _plan: &RunPlan) {}
     /// One repetition finished.
@@ -120,6 +124,8 @@ pub(crate) struct Stage {
     pub topology: Option<Topology>,
     /// The run's certificate and key.
     pub certs: tls::CertFiles,
+    /// Roles on other hosts: reached, checked, their facts and clocks.
+    pub remote: Option<crate::remote::RemoteStage>,
 }
 
 impl Stage {
@@ -151,7 +157,22 @@ impl Stage {
             reporter.link_ready(t);
         }
         let certs = tls::generate(workdir.path())?;
-        Ok(Self { workdir, launcher, needs, topology, certs })
+        let remote = if plan.remote.any() {
+            check_remote(plan, &launcher)?;
+            let inputs = crate::remote::StageInputs {
+                lut: plan.lut.name(),
+                certs: &certs,
+                probe: plan.probe.clone(),
+                probe_backend: plan.probe_backend,
+                tool: &plan.tool,
+            };
+            let stage = crate::remote::RemoteStage::connect(&plan.remote, inputs)?;
+            reporter.hosts_ready(&stage.hosts);
+            Some(stage)
+        } else {
+            None
+        };
+        Ok(Self { workdir, launcher, needs, topology, certs, remote })
     }
 
     /// The repetition every one of the run's starts from.
@@ -170,8 +191,28 @@ impl Stage {
             options: &plan.lut_options,
             duty: plan.duty,
             topology: self.topology.as_ref(),
+            remote: self.remote.as_ref(),
         }
     }
+}
+
+/// What remote roles cannot do yet, refused before anything starts.
+fn check_remote(plan: &RunPlan, launcher: &Path) -> Result<()> {
+    let refuse =
+        |what: &str| Err(EngineError::msg(format!("{what} cannot be combined with --server-host/--client-host")));
+    if plan.link != LinkKind::Loopback {
+        return refuse("--link (the hosts' own network is the link)");
+    }
+    if launcher != plan.binary || plan.lut_source.is_some() {
+        return refuse("--lut exec and --lut-path (the remote host runs the LUTs built beside its nesquic)");
+    }
+    if plan.qlog_datagrams {
+        return refuse("--qlog-datagrams (its events are the remote kernel's)");
+    }
+    if plan.duty.is_some() {
+        return refuse("--duty");
+    }
+    Ok(())
 }
 
 /// Runs `plan`; stops early (killing the LUT processes) once `interrupted` is set.
@@ -231,7 +272,11 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         };
         recorder.both(|_| Event::LinkConfigured(link.clone()))?;
     }
-    recorder.both(|role| Event::RunStarted(Box::new(RunStarted { role, ..started.clone() })))?;
+    let host_of = |role: Role| stage.remote.as_ref().and_then(|r| r.host(role)).cloned();
+    recorder.both(|role| {
+        let host = host_of(role).unwrap_or_else(|| started.host.clone());
+        Event::RunStarted(Box::new(RunStarted { role, host, ..started.clone() }))
+    })?;
 
     let mut reps = Vec::new();
     for i in 1..=plan.repeat {
@@ -275,6 +320,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         calibration,
         link,
         profile_stacks,
+        hosts: stage.remote.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
     };
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);

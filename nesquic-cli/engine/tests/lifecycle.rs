@@ -132,6 +132,7 @@ fn repetition(server: &str, client: &str, timeout: Duration) -> (Result<Repetiti
         options: &[],
         duty: None,
         topology: None,
+        remote: None,
         lut_qlog: None,
     };
     let mut observer = Recording::default();

@@ -201,6 +201,36 @@ pub struct HostInfo {
     pub cpu_model: Option<String>,
     /// Logical CPUs.
     pub cores: Option<usize>,
+    /// How the host was reached: `local`, or the SSH destination of a remote role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The `nesquic` version that ran there (remote roles).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nesquic_version: Option<String>,
+    /// The interface on the route to the other host (`ip route get`), when one was asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
+    /// Its offloads (`ethtool -k`: GSO, GRO, TSO, UDP segmentation), `on`/`off` as ethtool says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub offloads: Vec<(String, String)>,
+    /// Why the NIC or its offloads are missing (no route, ethtool not installed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_note: Option<String>,
+    /// Remote hosts: its clock's offset from the local one, measured over SSH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<ClockOffset>,
+}
+
+/// A remote host's clock against the local one: NTP-style pings over the SSH channel, the sample
+/// with the shortest round trip kept.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ClockOffset {
+    /// Remote clock minus local clock, ns (remote time − offset = local time).
+    pub offset_ns: i64,
+    /// Round trip of the sample kept, ns: the offset is exact within half of it.
+    pub rtt_ns: u64,
+    /// Pings exchanged.
+    pub rounds: u32,
 }
 
 impl HostInfo {
@@ -215,6 +245,12 @@ impl HostInfo {
             kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).ok(),
             cpu_model,
             cores: std::thread::available_parallelism().map(|n| n.get()).ok(),
+            name: None,
+            nesquic_version: None,
+            nic: None,
+            offloads: Vec::new(),
+            nic_note: None,
+            clock: None,
         }
     }
 }

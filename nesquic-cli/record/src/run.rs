@@ -50,6 +50,10 @@ pub struct RunRecord {
     /// With `--probe profile`: each side's folded stacks, in files beside summary.json.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profile_stacks: Vec<crate::stacks::StackFile>,
+    /// Each role's host when a role ran remotely (`--server-host`, `--client-host`): kernel,
+    /// CPU, NIC and offloads, the clock offset; empty for one-machine runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<(nesquic_protocol::Role, crate::events::HostInfo)>,
 }
 
 impl RunRecord {

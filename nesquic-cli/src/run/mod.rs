@@ -20,6 +20,9 @@ use crate::units;
 mod default_probes;
 mod markdown;
 
+/// This build, as recorded in runs and checked against remote hosts.
+pub const TOOL: ToolInfo = ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") };
+
 /// `nesquic run` arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunArgs {
@@ -166,6 +169,9 @@ pub struct RunArgs {
     /// overtakes earlier ones (netem's `reorder`).
     #[arg(long, value_name = "PERCENT")]
     pub reorder: Option<f64>,
+    /// Roles on other hosts.
+    #[command(flatten)]
+    pub hosts: crate::remote::HostArgs,
     /// Set by `nesquic matrix`: no per-run summary tables, repetition lines on stderr.
     #[arg(skip)]
     pub quiet: bool,
@@ -268,7 +274,8 @@ impl RunArgs {
             interval: self.interval,
             out: self.out.clone(),
             json: if self.overhead { None } else { self.json.clone() },
-            tool: ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") },
+            tool: TOOL,
+            remote: self.hosts.roles()?,
         })
     }
 
@@ -341,6 +348,14 @@ impl RunReporter for Terminal {
     fn calibrated(&mut self, calibration: &Calibration) {
         if !self.quiet {
             crate::calibrate::print(calibration);
+        }
+    }
+
+    fn hosts_ready(&mut self, hosts: &[(nesquic_protocol::Role, nesquic_record::events::HostInfo)]) {
+        if !self.quiet {
+            for line in crate::remote::describe_hosts(hosts) {
+                eprintln!("nesquic: {line}");
+            }
         }
     }
 
@@ -497,6 +512,9 @@ fn print_summary(report: &RunReport) {
                 io.send_buffer
             );
         }
+    }
+    for line in crate::remote::describe_hosts(&report.hosts) {
+        println!("{line}");
     }
     print_io_layer_counters(report);
     if let Some(link) = &report.link {

@@ -2,11 +2,13 @@
 #![allow(dead_code)]
 
 pub mod lut;
+pub mod ssh_host;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -169,4 +171,30 @@ pub fn assert_done_adds_up(done: &serde_json::Value, shape: Shape) {
     assert_eq!(sum, shape.size * u64::from(shape.connections * shape.streams));
     assert_eq!(u64_at(done, "/transfer_ns"), last_byte - first_request);
     assert!(u64_at(done, "/elapsed_ns") >= last_byte, "{done}");
+}
+
+/// Names of loaded BPF programs that are ours (`nq_` prefix).
+pub fn our_programs() -> Vec<String> {
+    let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("bpftool");
+    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    progs
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .filter(|n| n.starts_with("nq_"))
+        .map(String::from)
+        .collect()
+}
+
+/// Fails unless every probe of ours is gone (within 5 s).
+pub fn assert_nothing_attached() {
+    // Program teardown after the last fd closes is immediate, but give the kernel a moment.
+    for _ in 0..50 {
+        if our_programs().is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("probes still loaded: {:?}", our_programs());
 }
