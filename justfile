@@ -100,8 +100,13 @@ bench-testcases ROUNDS="15": build
 bench-frame-pointers OLD_LUT_DIR: build
     ./scripts/bench-frame-pointers.sh {{OLD_LUT_DIR}}
 
+# What one profile sample costs the sampled program (timer interrupt included), per rate: a busy
+# chunk timed bare and profiled, alternating rounds (root) -> bench/tick-cost/results.md
+bench-profile-cost: build
+    ./bench/tick-cost/run.sh
+
 # Every benchmark (bench-frame-pointers needs an old build, so it is not among them).
-bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf bench-profile bench-tcp-tls bench-testcases
+bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf bench-profile bench-profile-cost bench-tcp-tls bench-testcases
 
 # The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.

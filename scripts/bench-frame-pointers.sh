@@ -22,7 +22,7 @@ for round in $(seq 1 "$rounds"); do
             dir_arg=()
             [ "$arm" = before ] && dir_arg=(--lut-dir "$before")
             echo "round $round/$rounds: $lut ($arm)" >&2
-            "$bin/nesquic" run --lut "$lut" --size "$size" "${dir_arg[@]}" \
+            "$bin/nesquic" run --lut "$lut" --size "$size" --probe none "${dir_arg[@]}" \
                 --out "$scratch/$lut-$arm-$round" >/dev/null
         done
     done

@@ -7,7 +7,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 for r in $(seq 1 "$rounds"); do
     for lut in tcp-tls quinn; do
-        ./target/release/nesquic run --lut "$lut" --size 200MB \
+        ./target/release/nesquic run --lut "$lut" --size 200MB --probe none \
             --json "$dir/$lut-$r.json" --out "$dir/run-$lut-$r" >/dev/null 2>&1
     done
 done

@@ -240,7 +240,7 @@ fn client_on_a_remote_host_downloads_from_a_local_server() {
     let mut c = nesquic();
     c.args(["run", "--client-host", &host.target()]).args(host.ssh_args());
     c.arg("--remote-nesquic").arg(nesquic_path());
-    c.args(["--lut", "quinn", "--size", "5MB", "--probe", "io", "--json"]).arg(&json);
+    c.args(["--lut", "quinn", "--size", "5MB", "--probe", "io,crypto.open:time", "--json"]).arg(&json);
     let out = c.output().expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
     let record = json_of(&json);
@@ -250,6 +250,20 @@ fn client_on_a_remote_host_downloads_from_a_local_server() {
     assert!(rep["goodput_mbps"].as_f64().is_some_and(|g| g > 0.0), "{rep}");
     for role in ["server", "client"] {
         assert!(probe_totals(rep, role, "send").1 > 0, "{role}: nothing sent");
+    }
+    // Timed probes: each host calibrated its own, and each role's timed rows were compensated
+    // with its own host's figures (the run's `calibration` is the local one).
+    assert!(record["calibration"].is_object(), "no local calibration: {record}");
+    let remote = rep["remote_calibration"].as_array().expect("remote calibration");
+    assert!(remote.len() == 1 && remote[0][0] == "client", "{remote:?}");
+    let roles = rep["probes"]["roles"].as_array().expect("probe roles");
+    let client_rows = roles.iter().find(|r| r["role"] == "client").expect("client rows");
+    let timed: Vec<&Value> =
+        client_rows["functions"].as_array().expect("functions").iter().filter(|f| f["timed"] == true).collect();
+    assert!(!timed.is_empty(), "no timed function on the remote client: {client_rows}");
+    for f in timed {
+        assert!(f["calls"].as_u64().is_some_and(|n| n > 1000), "{f}");
+        assert!(f["compensated_mean_ns"].as_f64().is_some(), "not compensated: {f}");
     }
     let hosts = record["hosts"].as_array().expect("hosts");
     let client = hosts.iter().find(|h| h[0] == "client").expect("client host")[1].clone();

@@ -615,7 +615,7 @@ struct {
  * return address there, which the frame-pointer walk skips; user space inserts it when the leaf
  * has no frame. In the executable (Rust and C built with frame pointers) the word is data that
  * would make nearly every sample a new map key. (Checking that the word points into executable
- * memory with bpf_find_vma cost ~6 us per sample: measured, docs/probe-overhead.md.) */
+ * memory with bpf_find_vma cost ~5 us per sample: measured, docs/probe-overhead.md.) */
 static __always_inline __u64 return_address_at_sp(void)
 {
 	struct task_struct *task = bpf_get_current_task_btf();

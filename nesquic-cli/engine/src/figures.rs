@@ -43,6 +43,7 @@ pub fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
             io_layer_counters: Vec::new(),
             probes: None,
             agents: Vec::new(),
+            remote_calibration: Vec::new(),
             profile: None,
             workload: None,
         }

@@ -63,6 +63,8 @@ pub fn measure(
     figures.workload = WorkloadFigures::of(&outcome.client_result, &spec.workload)?;
     figures.probes = probes;
     figures.agents = agents;
+    figures.remote_calibration =
+        outcome.remote_totals.iter().filter_map(|(role, totals)| Some((*role, totals.calibration.clone()?))).collect();
     figures.profile = profile;
     figures.io_settings = io_settings;
     figures.io_layer_counters = io_layer_counters;

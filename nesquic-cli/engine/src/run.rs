@@ -286,7 +286,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         let mut figures = measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i)
             .with_step(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
         if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
-            c.compensate(m);
+            c.compensate_roles(m, |role| plan.remote.target(role).is_none());
         }
         reporter.repetition(&label, &figures);
         reps.push(figures);

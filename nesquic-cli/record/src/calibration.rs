@@ -54,7 +54,13 @@ impl Calibration {
     /// Fills `compensated_mean_ns` of every timed function in `metrics`: the kernel's per-site
     /// overhead for uprobes, the agent's in-window cost for inline hooks.
     pub fn compensate(&self, metrics: &mut Metrics) {
-        for role in &mut metrics.roles {
+        self.compensate_roles(metrics, |_| true);
+    }
+
+    /// As [`Calibration::compensate`], for the rows of the roles `measured_here` accepts: a
+    /// remote role's rows are compensated with its own host's calibration, over there.
+    pub fn compensate_roles(&self, metrics: &mut Metrics, measured_here: impl Fn(nesquic_protocol::Role) -> bool) {
+        for role in metrics.roles.iter_mut().filter(|r| measured_here(r.role)) {
             for f in &mut role.functions {
                 if !f.timed || f.timing.calls == 0 {
                     continue;

@@ -67,6 +67,10 @@ pub struct RepetitionFigures {
     /// why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<crate::run::AgentReport>,
+    /// Remote roles with timed probes: the calibration their own host measured and compensated
+    /// their timed rows with (the run's `calibration` is this host's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub remote_calibration: Vec<(Role, crate::calibration::Calibration)>,
 }
 
 /// Median, minimum and maximum of one figure over repetitions.

@@ -14,6 +14,11 @@ pub const NONE: &str = "none";
 /// 0.984-1.018x goodput measured), counted crypto only where the user-space agent counts every
 /// crypto entry (0.988-1.018x; kernel uprobes cost 0.47x).
 pub fn choose(plan: &RunPlan) -> Option<String> {
+    // Privileges and the agent are this host's: a role elsewhere is probed only on request.
+    if plan.remote.any() {
+        eprintln!("nesquic: running without probes: a role runs on another host (--probe LIST asks for them there)");
+        return None;
+    }
     if let Err(why) = nesquic_ebpf::preflight::check_privileges() {
         eprintln!("nesquic: running without probes: {why} (--probe none skips this note)");
         return None;

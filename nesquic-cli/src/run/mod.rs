@@ -122,7 +122,7 @@ pub struct RunArgs {
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
     /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component;
-    /// profile:HZ sets the rate per CPU, default 999),
+    /// profile:HZ sets the rate per CPU, default 499),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
     /// Not given: `nesquic run` turns on those that cost <= 2% goodput (profile,io, and crypto

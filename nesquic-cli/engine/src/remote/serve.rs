@@ -126,6 +126,11 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
         Some(p) => Some(Probes::open(p, plan.probe_backend, &binary, workdir.path(), KernelNeeds::default())?),
         None => None,
     };
+    // Timed probes are compensated with what they add on this host, not on the local one.
+    let calibration = match &probes {
+        Some(p) => crate::calibrate::for_probes(p)?,
+        None => None,
+    };
     let (mut session, mut user) = probes.map_or((None, None), |p| (p.kernel, p.user));
     let mut relay = Relay { probes: ProbeTracker::new(session.as_mut(), user.as_mut(), None), out, qlog: None };
     let (tx, rx) = channel();
@@ -162,8 +167,11 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
         wire::send(relay.out, &Reply::LutQlog { start_unix_ns, text })
             .map_err(EngineError::os("write to the SSH channel"))?;
     }
-    let probed = relay.probes.collect(exit.success(), &[plan.role])?;
-    let totals = RoleTotals { metrics: probed.metrics, agents: probed.agents, profile: probed.profile };
+    let mut probed = relay.probes.collect(exit.success(), &[plan.role])?;
+    if let (Some(c), Some(m)) = (&calibration, probed.metrics.as_mut()) {
+        c.compensate(m);
+    }
+    let totals = RoleTotals { metrics: probed.metrics, agents: probed.agents, profile: probed.profile, calibration };
     wire::send(relay.out, &Reply::Totals(Box::new(totals))).map_err(EngineError::os("write to the SSH channel"))?;
     Ok(())
 }

@@ -138,6 +138,9 @@ pub struct RoleTotals {
     pub agents: Vec<AgentReport>,
     /// The sampling profile.
     pub profile: Option<Profile>,
+    /// With timed probes: this host's calibration, already applied to `metrics`.
+    #[serde(default)]
+    pub calibration: Option<nesquic_record::calibration::Calibration>,
 }
 
 /// Writes one message as a line.
