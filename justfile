@@ -65,10 +65,12 @@ bench-io: setup
 bench-probes: build
     ./scripts/bench-probes.sh
 
-# LUTs and I/O paths side by side (quinn native vs quinn-proto on Nesquic I/O vs plain, quiche,
-# msquic; 25 MB, 200 MB, 1 GB), alternating rounds, syscalls from the eBPF probes; -> bench/luts.md
-bench-luts: build
-    ./scripts/bench-luts.sh
+# Every stack side by side (25 MB, 1 GB; TCP+TLS as the reference row; crypto per packet) and the
+# I/O paths (quinn native vs quinn-proto on Nesquic I/O vs plain, quiche), alternating rounds,
+# syscalls from the probes; -> bench/luts.md (PART=stacks: only the every-stack tables ->
+# bench/luts-stacks.md)
+bench-luts PART="all": build
+    ./scripts/bench-luts.sh {{PART}}
 
 # Do calibrated timed crypto probes agree with the unprobed sampling profile? -> bench/crypto-agreement.md
 bench-crypto: build

@@ -107,6 +107,14 @@ fn workload_counts_are_exact_with(backend: &str, functions: &str, mechanisms: &[
         ("recvmsg", 8, 7000, 7, 1),
         ("recvfrom", 4, 2000, 4, 0),
     ];
+    // The file calls on its TCP socket, with the kernel backend (the agent interposes the socket
+    // calls only); its file and pipe calls are not network I/O and are not counted.
+    let tcp = [("write", 3, 3000), ("writev", 1, 1000), ("sendfile", 1, 4000), ("readv", 1, 0)];
+    for (name, calls, bytes) in tcp.into_iter().filter(|_| backend == "kernel") {
+        let s = syscall(role, name);
+        assert_eq!((s["calls"].as_u64(), s["bytes"].as_u64()), (Some(calls), Some(bytes)), "{name}: {s}");
+        assert_eq!(s["direction"], if name.starts_with("read") { "recv" } else { "send" }, "{name}");
+    }
     for (name, calls, bytes, datagrams, eagain) in fixed {
         let s = syscall(role, name);
         assert_eq!(
@@ -116,7 +124,11 @@ fn workload_counts_are_exact_with(backend: &str, functions: &str, mechanisms: &[
         );
     }
     // ...and, where the kernel decides how many calls it takes (GRO batching), its own counters.
-    for name in ["sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom"] {
+    let socket_calls = ["sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom"];
+    let file_calls = ["write", "writev", "sendfile", "read", "readv"];
+    let followed =
+        if backend == "kernel" { [&socket_calls[..], &file_calls[..]].concat() } else { socket_calls.to_vec() };
+    for name in followed {
         let s = syscall(role, name);
         for field in ["calls", "bytes", "datagrams", "eagain"] {
             assert_eq!(s[field], did[name][field], "{name}.{field}: probes {s} vs workload {}", did[name]);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Nesquic's eBPF programs.
  *
- * - Syscall tracepoints (enter + exit) for send/receive: per (role, syscall) calls, bytes (from the
+ * - Syscall tracepoints (enter + exit) for send/receive (and write/read/writev/readv/sendfile on
+ *   an inet socket): per (role, syscall) calls, bytes (from the
  *   return value / msg_len at exit, never buffer sizes), datagrams (UDP_SEGMENT on send, UDP_GRO
  *   stride on receive), errors, EAGAIN and a log2 latency histogram.
  * - One uprobe/uretprobe pair shared by every probed function; the attach cookie says which.
@@ -10,12 +11,17 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 #include "nesquic.h"
 
 #define SOL_UDP 17
 #define UDP_SEGMENT 103
 #define UDP_GRO 104
 #define EAGAIN 11
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define AF_INET 2
+#define AF_INET6 10
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -267,13 +273,18 @@ static __always_inline int io_exit(long ret)
 		return 0;
 	}
 	struct nq_health *h = health_slot();
-	int is_send = c.kind <= NQ_SENDTO;
+	int is_send = c.kind <= NQ_SENDTO || c.kind == NQ_WRITE || c.kind == NQ_WRITEV || c.kind == NQ_SENDFILE;
 	int cmsg_type = is_send ? UDP_SEGMENT : UDP_GRO;
 	int emit = datagram_events_on();
 	__u64 now = bpf_ktime_get_ns();
 	switch (c.kind) {
 	case NQ_SENDTO:
 	case NQ_RECVFROM:
+	case NQ_WRITE:
+	case NQ_WRITEV:
+	case NQ_SENDFILE:
+	case NQ_READ:
+	case NQ_READV:
 		s->bytes += ret;
 		s->datagrams += 1;
 		s->messages += 1;
@@ -341,6 +352,48 @@ IO_PROBES(sendto, NQ_SENDTO, 0)
 IO_PROBES(recvmsg, NQ_RECVMSG, ctx->args[1])
 IO_PROBES(recvmmsg, NQ_RECVMMSG, ctx->args[1])
 IO_PROBES(recvfrom, NQ_RECVFROM, 0)
+
+/* Whether `fd` of the current process is an IPv4/IPv6 socket (TCP or UDP): the file's inode is a
+ * socket and its sock's family is inet. A few CO-RE reads, done only for LUT processes, so their
+ * reads and writes of files, pipes and Unix sockets are not counted as network I/O. */
+static __always_inline int fd_is_inet_socket(long fd)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0 || fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *file = NULL;
+	if (bpf_probe_read_kernel(&file, sizeof(file), &fds[fd]) || !file)
+		return 0;
+	if ((BPF_CORE_READ(file, f_inode, i_mode) & S_IFMT) != S_IFSOCK)
+		return 0;
+	struct socket *sock = BPF_CORE_READ(file, private_data);
+	__u16 family = BPF_CORE_READ(sock, sk, __sk_common.skc_family);
+	return family == AF_INET || family == AF_INET6;
+}
+
+/* write/read and friends: followed like the socket calls when their fd is an inet socket. */
+#define FD_IO_PROBES(name, tracepoint, kind)                                              \
+	SEC("tracepoint/syscalls/sys_enter_" #tracepoint)                                 \
+	int nq_enter_##name(struct trace_event_raw_sys_enter *ctx)                        \
+	{                                                                                 \
+		if (!role_of_current() || !fd_is_inet_socket(ctx->args[0]))               \
+			return 0;                                                         \
+		return io_enter(kind, 0);                                                 \
+	}                                                                                 \
+	SEC("tracepoint/syscalls/sys_exit_" #tracepoint)                                  \
+	int nq_exit_##name(struct trace_event_raw_sys_exit *ctx)                          \
+	{                                                                                 \
+		return io_exit(ctx->ret);                                                 \
+	}
+
+FD_IO_PROBES(write, write, NQ_WRITE)
+FD_IO_PROBES(writev, writev, NQ_WRITEV)
+/* sendfile(out_fd, in_fd, ...): counted when out_fd is a socket (the kernel's tracepoint name). */
+FD_IO_PROBES(sendfile, sendfile64, NQ_SENDFILE)
+FD_IO_PROBES(read, read, NQ_READ)
+FD_IO_PROBES(readv, readv, NQ_READV)
 
 /* A LUT that forks: its children inherit the role. (Threads land here too; their tids are never
  * looked up as a tgid while they live, and the loader clears the map between runs.) */

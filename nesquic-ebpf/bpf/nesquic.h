@@ -12,6 +12,8 @@
 #define NQ_MAX_BATCH 64
 #define NQ_MAX_CMSGS 4
 
+/* The socket calls (first six) and the file calls that move bytes on a socket when given one
+ * (write, writev, sendfile's out_fd, read, readv: counted only on IPv4/IPv6 sockets). */
 enum nq_syscall {
 	NQ_SENDMSG = 0,
 	NQ_SENDMMSG = 1,
@@ -19,7 +21,12 @@ enum nq_syscall {
 	NQ_RECVMSG = 3,
 	NQ_RECVMMSG = 4,
 	NQ_RECVFROM = 5,
-	NQ_SYSCALLS = 6,
+	NQ_WRITE = 6,
+	NQ_WRITEV = 7,
+	NQ_SENDFILE = 8,
+	NQ_READ = 9,
+	NQ_READV = 10,
+	NQ_SYSCALLS = 11,
 };
 
 /* Kernel functions of the UDP path, timed by fentry/fexit or kprobe/kretprobe where the kernel

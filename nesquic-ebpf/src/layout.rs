@@ -11,8 +11,25 @@ pub const MAX_FUNCS: u32 = 256;
 /// Kernel functions of the UDP path (enum nq_kfunc; named in [`crate::kernel_io::FUNCTIONS`]).
 pub const KFUNCS: usize = 8;
 
-/// Syscalls the I/O probes follow, in the order of `enum nq_syscall`.
-pub const SYSCALLS: [&str; 6] = ["sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom"];
+/// Syscalls the I/O probes follow, in the order of `enum nq_syscall`: the socket calls, then the
+/// file calls counted when their fd is an IPv4/IPv6 socket (TCP stacks' `write`/`read`).
+pub const SYSCALLS: [&str; 11] = [
+    "sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom", "write", "writev", "sendfile", "read", "readv",
+];
+
+/// Whether [`SYSCALLS`]`[kind]` sends (the others receive).
+pub fn is_send(kind: usize) -> bool {
+    matches!(SYSCALLS.get(kind), Some(&("sendmsg" | "sendmmsg" | "sendto" | "write" | "writev" | "sendfile")))
+}
+
+/// The kernel's tracepoint name for [`SYSCALLS`]`[kind]` (`sys_enter_<name>`): x86-64's sendfile
+/// is the `sendfile64` system call.
+pub fn tracepoint_name(syscall: &str) -> &str {
+    match syscall {
+        "sendfile" => "sendfile64",
+        other => other,
+    }
+}
 
 /// `struct nq_stats`: one aggregate, per CPU.
 #[repr(C)]

@@ -214,7 +214,7 @@ impl RoleMetrics {
             .filter(|(_, s)| s.calls > 0)
             .map(|(i, s)| SyscallMetrics {
                 syscall: SYSCALLS[i].to_string(),
-                direction: if i < 3 { "send" } else { "recv" }.to_string(),
+                direction: if crate::layout::is_send(i) { "send" } else { "recv" }.to_string(),
                 timing: Timing::from_stats(s),
                 errors: s.errors,
                 eagain: s.eagain,

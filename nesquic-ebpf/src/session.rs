@@ -127,8 +127,13 @@ impl ProbeSession {
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
         if io {
             for name in SYSCALLS {
-                session.attach_tracepoint(&format!("nq_enter_{name}"), "syscalls", &format!("sys_enter_{name}"))?;
-                session.attach_tracepoint(&format!("nq_exit_{name}"), "syscalls", &format!("sys_exit_{name}"))?;
+                let tracepoint = crate::layout::tracepoint_name(name);
+                session.attach_tracepoint(
+                    &format!("nq_enter_{name}"),
+                    "syscalls",
+                    &format!("sys_enter_{tracepoint}"),
+                )?;
+                session.attach_tracepoint(&format!("nq_exit_{name}"), "syscalls", &format!("sys_exit_{tracepoint}"))?;
             }
             session.kernel_io = crate::kernel_io::attach(&mut session.ebpf);
         }

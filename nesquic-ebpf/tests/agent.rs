@@ -144,8 +144,12 @@ fn counts_times_and_io_match_what_the_workload_did() {
     }
     let mmsg = io(&role, "sendmmsg");
     assert_eq!((mmsg.messages, mmsg.segmented_messages), (6, 6));
-    // No UDP write/read/send/recv in the workload: non-UDP fds (files, pipes) are not counted.
-    assert!(role.io.iter().all(|s| !["write", "read", "send", "recv"].contains(&s.syscall.as_str())), "{:?}", role.io);
+    // `write`/`read` on its TCP socket are counted (as the kernel backend counts them); its
+    // writes and reads of a file and a pipe are not, and `send`/`recv` join the sendto/recvfrom rows.
+    let (write, read) = (io(&role, "write"), io(&role, "read"));
+    assert_eq!((write.timing.calls, write.bytes), (3, 3000), "{write:?}");
+    assert_eq!((Some(read.timing.calls), Some(read.bytes)), (did["read"]["calls"].as_u64(), Some(8000)), "{read:?}");
+    assert!(role.io.iter().all(|s| !["send", "recv"].contains(&s.syscall.as_str())), "{:?}", role.io);
 
     // The agent did not spread to the child the workload started.
     let child = std::fs::read_to_string(&child).expect("child report");

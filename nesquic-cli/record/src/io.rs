@@ -113,6 +113,10 @@ pub struct IoFigures {
     pub server_seal_ns: Option<f64>,
     /// Mean ns per client `crypto.open` call, likewise.
     pub client_open_ns: Option<f64>,
+    /// Server `crypto.seal` calls per datagram it sent (counted or timed crypto probes).
+    pub server_seals_per_datagram: Option<f64>,
+    /// Client `crypto.open` calls per datagram it received.
+    pub client_opens_per_datagram: Option<f64>,
     /// Where the syscall figures came from: "probes" or "io-layer".
     pub syscall_source: Option<&'static str>,
 }
@@ -136,6 +140,8 @@ impl IoFigures {
             client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv.datagrams, c.recv.calls)),
             server_seal_ns: timed(Role::Server, "crypto.seal"),
             client_open_ns: timed(Role::Client, "crypto.open"),
+            server_seals_per_datagram: per_packet(reps, Role::Server, "crypto.seal"),
+            client_opens_per_datagram: per_packet(reps, Role::Client, "crypto.open"),
             syscall_source: per_rep.first().map(|p| p.2.label()),
         }
     }
@@ -150,6 +156,27 @@ fn timed_ns(rep: &RepetitionFigures, role: Role, category: &str) -> Option<f64> 
         (a.0 + f.timing.calls, a.1 + mean * f.timing.calls as f64)
     });
     (calls > 0).then(|| ns / calls as f64)
+}
+
+/// Median over `reps` of `role`'s `category` calls per datagram it sent (server) or received
+/// (client).
+fn per_packet(reps: &[RepetitionFigures], role: Role, category: &str) -> Option<f64> {
+    let per_rep: Vec<f64> = reps
+        .iter()
+        .filter_map(|r| {
+            let (server, client, _) = IoTotals::of_repetition(r)?;
+            let datagrams = if role == Role::Server { server.send.datagrams } else { client.recv.datagrams };
+            ratio(crypto_calls(r, role, category)?, datagrams)
+        })
+        .collect();
+    crate::stats::median(&per_rep)
+}
+
+/// Calls of `category`'s probed functions on `role`, counted or timed; `None` without them.
+fn crypto_calls(rep: &RepetitionFigures, role: Role, category: &str) -> Option<u64> {
+    let m = rep.probes.as_ref()?.roles.iter().find(|r| r.role == role)?;
+    let calls: Vec<u64> = m.functions.iter().filter(|f| f.category == category).map(|f| f.timing.calls).collect();
+    (!calls.is_empty()).then(|| calls.iter().sum())
 }
 
 fn ratio(a: u64, b: u64) -> Option<f64> {

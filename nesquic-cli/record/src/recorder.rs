@@ -70,8 +70,11 @@ impl Recorder {
                 .map(|i| RawInfo { length: if i + 1 < n { segment } else { e.bytes - segment * (n - 1) } })
                 .collect();
             let data = UdpDatagrams { count: n, raw, syscall: syscall.to_string() };
-            // The first three syscall kinds send.
-            let event = if e.kind < 3 { Event::UdpDatagramsSent(data) } else { Event::UdpDatagramsReceived(data) };
+            let event = if nesquic_ebpf::layout::is_send(e.kind as usize) {
+                Event::UdpDatagramsSent(data)
+            } else {
+                Event::UdpDatagramsReceived(data)
+            };
             let ms = (e.ts_ns as f64 - self.monotonic_zero_ns as f64) / 1e6;
             self.trace(role).event_at(ms, &event)?;
             self.unsorted = true;

@@ -47,7 +47,7 @@ pub const MODE_COUNT: u32 = 0;
 pub const MODE_TIME: u32 = 1;
 
 /// I/O wrappers the agent interposes, in slot order. The first five send, the rest receive;
-/// `send`/`write`/`recv`/`read` are counted only on UDP sockets.
+/// `write`/`read` are counted only on IPv4/IPv6 sockets (TCP or UDP).
 pub const IO_CALLS: [&str; IO_KINDS] =
     ["sendmsg", "sendmmsg", "sendto", "send", "write", "recvmsg", "recvmmsg", "recvfrom", "recv", "read"];
 /// Number of I/O slots.

@@ -5,9 +5,11 @@
 //! messages, segmented messages, EAGAIN, errors and a log2 latency histogram.
 //!
 //! `send`/`recv` are counted on any fd, like the `sendto`/`recvfrom` system calls they are and
-//! the tracepoints count (so TCP sockets' I/O is counted too); `write`/`read` only on UDP
-//! sockets (a per-fd answer is cached and forgotten on `close`/`dup2`/`dup3`): the tracepoints
-//! do not see them, and on other fds they are files and pipes. The hot path allocates nothing, takes no lock and keeps
+//! the tracepoints count (so TCP sockets' I/O is counted too); `write`/`read` only on IPv4/IPv6
+//! sockets, TCP or UDP, as the kernel backend's `write`/`read` tracepoints (a per-fd answer is
+//! cached and forgotten on `close`/`dup2`/`dup3`): on other fds they are files, pipes and Unix
+//! sockets. `writev`/`readv`/`sendfile` are not interposed (the kernel backend counts them).
+//! The hot path allocates nothing, takes no lock and keeps
 //! `errno` as the real call left it.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
@@ -94,36 +96,36 @@ fn missing_symbol() -> ! {
     }
 }
 
-// ---- is this fd a UDP socket? ----
+// ---- is this fd an IPv4/IPv6 socket? ----
 
 const CACHED_FDS: usize = 65536;
 const UNKNOWN: u8 = 0;
-const UDP: u8 = 1;
+const INET: u8 = 1;
 const OTHER: u8 = 2;
 static FD_KIND: [AtomicU8; CACHED_FDS] = [const { AtomicU8::new(UNKNOWN) }; CACHED_FDS];
 
-fn is_udp(fd: c_int) -> bool {
+fn is_inet_socket(fd: c_int) -> bool {
     let cached = usize::try_from(fd).ok().and_then(|i| FD_KIND.get(i));
     if let Some(k) = cached {
         match k.load(Ordering::Relaxed) {
-            UDP => return true,
+            INET => return true,
             OTHER => return false,
             _ => {}
         }
     }
-    let mut proto: c_int = 0;
+    let mut domain: c_int = 0;
     let mut len = std::mem::size_of::<c_int>() as socklen_t;
     // SAFETY: errno location of this thread; getsockopt with valid out pointers.
-    let udp = unsafe {
+    let inet = unsafe {
         let errno = *libc::__errno_location();
-        let ok = libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_PROTOCOL, (&mut proto as *mut c_int).cast(), &mut len);
+        let ok = libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, (&mut domain as *mut c_int).cast(), &mut len);
         *libc::__errno_location() = errno;
-        ok == 0 && proto == libc::IPPROTO_UDP
+        ok == 0 && (domain == libc::AF_INET || domain == libc::AF_INET6)
     };
     if let Some(k) = cached {
-        k.store(if udp { UDP } else { OTHER }, Ordering::Relaxed);
+        k.store(if inet { INET } else { OTHER }, Ordering::Relaxed);
     }
-    udp
+    inet
 }
 
 fn forget_fd(fd: c_int) {
@@ -399,8 +401,8 @@ fn any_fd(_fd: c_int) -> bool {
 
 plain_io!(send, SEND, any_fd, (buf: *const c_void, len: size_t, flags: c_int));
 plain_io!(recv, RECV, any_fd, (buf: *mut c_void, len: size_t, flags: c_int));
-plain_io!(write, WRITE, is_udp, (buf: *const c_void, len: size_t));
-plain_io!(read, READ, is_udp, (buf: *mut c_void, len: size_t));
+plain_io!(write, WRITE, is_inet_socket, (buf: *const c_void, len: size_t));
+plain_io!(read, READ, is_inet_socket, (buf: *mut c_void, len: size_t));
 
 /// Interposed `close`: forgets the fd's cached socket kind.
 ///

@@ -4,6 +4,10 @@
 //! - 3 `sendmmsg` of 2 GSO messages x 5 segments x 1200 bytes (30 datagrams), received with
 //!   GRO + `recvmmsg` (how many calls the kernel needs is counted by the I/O layer);
 //! - 4 `sendto` of 500 bytes, received by 4 `recvfrom`;
+//! - over one TCP connection: 3 `write` of 1000 bytes, 1 `writev` of 2 x 500, 1 `sendfile` of a
+//!   4000-byte file, read with `read` (as many calls as the kernel needs) and one final `readv`
+//!   that sees the end of the stream; the same calls on a file and a pipe, which are not network
+//!   I/O;
 //! - 50 calls of `nesquic_workload_tick` and 5 of `nesquic_workload_sleep_1ms`.
 //!
 //! It writes what it did (from its own counters) as JSON to the path given with `--report`.
@@ -651,6 +655,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         std_bytes += srx.recv_from(&mut buf)?.0;
     }
 
+    let tcp = tcp_file_calls()?;
+
     let mut acc = 0u64;
     for i in 0..TICKS {
         acc = acc.wrapping_add(nesquic_workload_tick(i));
@@ -690,6 +696,11 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "recvmsg": { "calls": pr.syscalls, "bytes": pr.bytes, "datagrams": pr.datagrams, "eagain": pr.would_block },
         "recvmmsg": { "calls": fr.syscalls, "bytes": fr.bytes, "datagrams": fr.datagrams, "eagain": fr.would_block },
         "recvfrom": { "calls": 4, "bytes": std_bytes, "datagrams": 4, "eagain": 0 },
+        "write": { "calls": 3, "bytes": 3000, "datagrams": 3, "eagain": 0 },
+        "writev": { "calls": 1, "bytes": 1000, "datagrams": 1, "eagain": 0 },
+        "sendfile": { "calls": 1, "bytes": TCP_FILE_BYTES, "datagrams": 1, "eagain": 0 },
+        "read": { "calls": tcp.reads, "bytes": tcp.read_bytes, "datagrams": tcp.reads, "eagain": 0 },
+        "readv": { "calls": 1, "bytes": 0, "datagrams": 1, "eagain": 0 },
         "nesquic_workload_tick": TICKS,
         "nesquic_workload_sleep_1ms": SLEEPS,
         "nesquic_workload_recurse": RECURSION + 1,
@@ -698,4 +709,101 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     });
     std::fs::write(&report, serde_json::to_string_pretty(&json)?)?;
     Ok(())
+}
+
+/// Bytes of the file `tcp_file_calls` sends with `sendfile`.
+const TCP_FILE_BYTES: u64 = 4000;
+
+/// What the TCP receiver's `read`s got (the kernel decides how many calls it takes).
+struct TcpReads {
+    reads: u64,
+    read_bytes: u64,
+}
+
+/// The return value of a libc call that returns a byte count, as a Result.
+fn check(r: isize, what: &str) -> Result<u64, Box<dyn std::error::Error>> {
+    if r < 0 {
+        return Err(format!("{what}: {}", std::io::Error::last_os_error()).into());
+    }
+    Ok(r as u64)
+}
+
+/// The file calls on a TCP socket (counted) and on a file and a pipe (not counted), all through
+/// libc so each is exactly the system call named.
+fn tcp_file_calls() -> Result<TcpReads, Box<dyn std::error::Error>> {
+    use std::io::{Seek, Write};
+    use std::os::fd::AsRawFd;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    let tx = std::net::TcpStream::connect(listener.local_addr()?)?;
+    let (rx, _) = listener.accept()?;
+    rx.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let (txfd, rxfd) = (tx.as_raw_fd(), rx.as_raw_fd());
+
+    let chunk = [3u8; 1000];
+    for _ in 0..3 {
+        // SAFETY: a live fd and a live 1000-byte buffer.
+        check(unsafe { libc::write(txfd, chunk.as_ptr().cast(), chunk.len()) }, "write")?;
+    }
+    let half = [4u8; 500];
+    let iov = [libc::iovec { iov_base: half.as_ptr() as *mut _, iov_len: 500 }; 2];
+    // SAFETY: two iovecs over a live 500-byte buffer (only read from).
+    check(unsafe { libc::writev(txfd, iov.as_ptr(), 2) }, "writev")?;
+    let path = std::env::temp_dir().join(format!("nesquic-workload-{}", std::process::id()));
+    let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&path)?;
+    // Unlinked at once: the open fd keeps it while it is needed.
+    std::fs::remove_file(&path)?;
+    // Regular-file and pipe calls: the probes must not count these.
+    for _ in 0..4 {
+        // SAFETY: a live fd and a live 1000-byte buffer.
+        check(unsafe { libc::write(file.as_raw_fd(), chunk.as_ptr().cast(), chunk.len()) }, "write file")?;
+    }
+    file.flush()?;
+    file.rewind()?;
+    let mut buf = vec![0u8; 65536];
+    // SAFETY: a live fd and a live buffer of that length.
+    check(unsafe { libc::read(file.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len()) }, "read file")?;
+    let mut pipe = [0i32; 2];
+    // SAFETY: a live two-int array.
+    if unsafe { libc::pipe(pipe.as_mut_ptr()) } != 0 {
+        return Err(format!("pipe: {}", std::io::Error::last_os_error()).into());
+    }
+    // SAFETY: the pipe's fds, live buffers.
+    check(unsafe { libc::write(pipe[1], chunk.as_ptr().cast(), 10) }, "write pipe")?;
+    // SAFETY: as above.
+    check(unsafe { libc::read(pipe[0], buf.as_mut_ptr().cast(), 10) }, "read pipe")?;
+    // SAFETY: closing the two fds just opened, once.
+    unsafe {
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
+    file.rewind()?;
+    let mut offset: libc::off_t = 0;
+    // SAFETY: live fds and a live offset.
+    let sent =
+        check(unsafe { libc::sendfile(txfd, file.as_raw_fd(), &mut offset, TCP_FILE_BYTES as usize) }, "sendfile")?;
+    if sent != TCP_FILE_BYTES {
+        return Err(format!("sendfile sent {sent} of {TCP_FILE_BYTES} bytes").into());
+    }
+    tx.shutdown(std::net::Shutdown::Write)?;
+
+    let total = 3000 + 1000 + TCP_FILE_BYTES;
+    let mut got = TcpReads { reads: 0, read_bytes: 0 };
+    while got.read_bytes < total {
+        let want = (total - got.read_bytes) as usize;
+        // SAFETY: a live fd and at most the buffer's length.
+        let n = check(unsafe { libc::read(rxfd, buf.as_mut_ptr().cast(), want.min(buf.len())) }, "read")?;
+        got.reads += 1;
+        got.read_bytes += n;
+        if n == 0 {
+            return Err(format!("TCP stream ended after {} of {total} bytes", got.read_bytes).into());
+        }
+    }
+    let end = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+    // SAFETY: one iovec over the live buffer.
+    let eof = check(unsafe { libc::readv(rxfd, &end, 1) }, "readv")?;
+    if eof != 0 {
+        return Err(format!("readv after the whole stream got {eof} bytes").into());
+    }
+    Ok(got)
 }
