@@ -49,7 +49,9 @@ fn quinn_server_on_a_remote_host_is_probed_there() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("remote.json");
     let args = ["--lut", "quinn", "--io", "nesquic", "--size", "5MB", "--probe", "io", "--repeat", "2", "--lut-qlog"];
-    let out = remote_run(&host, &args).arg("--json").arg(&json).arg("--out").arg(dir.path().join("run")).output();
+    let html = dir.path().join("run.html");
+    let mut c = remote_run(&host, &args);
+    let out = c.arg("--json").arg(&json).arg("--out").arg(dir.path().join("run")).arg("--html").arg(&html).output();
     let out = out.expect("run nesquic");
     assert!(out.status.success(), "{}\nsshd: {}", stderr(&out), host.log());
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -78,6 +80,11 @@ fn quinn_server_on_a_remote_host_is_probed_there() {
     assert_eq!(server["name"], host.target());
     assert!(server["nic"].as_str().is_some_and(|n| n.starts_with("nqssh")), "{server}");
     assert!(!server["offloads"].as_array().expect("offloads").is_empty(), "{server}");
+    // The HTML report names the server's host and its NIC in its Hosts table.
+    let page = std::fs::read_to_string(&html).expect("html report");
+    let hosts_table = page.split("<h3>Hosts</h3>").nth(1).expect("a Hosts table");
+    let nic = server["nic"].as_str().expect("nic");
+    assert!(hosts_table.contains(&host.target()) && hosts_table.contains(nic), "{hosts_table:.2000}");
     // One kernel, one clock: the offset measured is within its own uncertainty of zero.
     let clock = &server["clock"];
     let (offset, rtt) = (clock["offset_ns"].as_i64().expect("offset"), clock["rtt_ns"].as_i64().expect("rtt"));

@@ -116,11 +116,18 @@ fn hosts(page: &mut Page, r: &RunRecord) {
                 }
                 (None, note) => or_dash(note.clone()),
             };
-            let buffers = r.repetitions.first().and_then(|rep| rep.io_settings.iter().find(|(x, _)| x == role)).map(
-                |(_, io)| format!("SO_RCVBUF {} B, SO_SNDBUF {} B", io.recv_buffer, io.send_buffer),
-            );
+            let buffers = r
+                .repetitions
+                .first()
+                .and_then(|rep| rep.io_settings.iter().find(|(x, _)| x == role))
+                .map(|(_, io)| format!("SO_RCVBUF {} B, SO_SNDBUF {} B", io.recv_buffer, io.send_buffer));
             let clock = h.clock.map(|c| {
-                format!("{:+.3} ms (± {:.3} ms, best of {} pings)", c.offset_ns as f64 / 1e6, c.rtt_ns as f64 / 2e6, c.rounds)
+                format!(
+                    "{:+.3} ms (± {:.3} ms, best of {} pings)",
+                    c.offset_ns as f64 / 1e6,
+                    c.rtt_ns as f64 / 2e6,
+                    c.rounds
+                )
             });
             vec![
                 role.to_string(),
