@@ -122,12 +122,13 @@ fn tcp_tls_is_the_reference_row_and_ratios_come_from_the_medians() {
     assert!((f(&quinn, "cpu_per_byte_ratio") - cpu(&quinn) / cpu(&tcp)).abs() < 1e-9, "{quinn}");
 }
 
-/// `--probe profile,io`: one table of CPU ns per datagram by component across LUTs, from each
+/// `--probe profile:9999,io`: one table of CPU ns per datagram by component across LUTs, from each
 /// run's measured cost (per-packet figures times datagrams give back the CPU time).
 #[test]
 fn cost_per_packet_by_component_is_one_table_across_luts() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let args = ["--lut", "quinn,msquic", "--size", "20MB", "--repeat", "1", "--probe", "profile,io"];
+    // A higher rate than the default (499 Hz): 20 MB is a few tens of ms of CPU per side.
+    let args = ["--lut", "quinn,msquic", "--size", "20MB", "--repeat", "1", "--probe", "profile:9999,io"];
     let (stdout, rows) = matrix(&dir, &args);
     assert!(stdout.contains("CPU ns per datagram by component"), "{stdout}");
     for r in &rows {
