@@ -8,7 +8,7 @@ mod common;
 
 use serde_json::Value;
 
-use common::{assert_done_adds_up, nesquic, our_namespaces, run_json, serial, stderr, Shape};
+use common::{assert_done_adds_up, leaked_namespaces, nesquic, run_json, serial, stderr, Shape};
 
 fn f64_at(v: &Value, pointer: &str) -> f64 {
     v.pointer(pointer).and_then(Value::as_f64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))
@@ -66,7 +66,7 @@ fn every_testcase(lut: &[&str]) {
         let fairness = f64_at(&rep, "/workload/stream_fairness");
         assert!(fairness > 0.125 && fairness <= 1.0, "{lut:?} {link}: Jain index {fairness}");
     }
-    assert!(our_namespaces().is_empty(), "namespaces left behind: {:?}", our_namespaces());
+    assert!(leaked_namespaces().is_empty(), "namespaces left behind: {:?}", leaked_namespaces());
 }
 
 /// The LUT executable's own `done` report (run directly, `extra`: its `--io`) lists every

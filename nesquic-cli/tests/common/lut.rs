@@ -111,7 +111,7 @@ pub fn bulk_transfers_are_verified_over_loopback_and_veth(lut: &str, version_pre
         assert_eq!(report["lut"]["name"], lut, "{}", report["lut"]);
         assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with(version_prefix)), "{}", report["lut"]);
     }
-    assert!(super::our_namespaces().is_empty(), "left {:?}", super::our_namespaces());
+    assert!(super::leaked_namespaces().is_empty(), "left {:?}", super::leaked_namespaces());
 }
 
 /// quinn's server feeds `binary`'s client and `binary`'s server feeds quinn's client (`extra`

@@ -42,6 +42,18 @@ pub fn our_namespaces() -> Vec<String> {
         .collect()
 }
 
+/// Namespaces nesquic left behind: those whose creating process (`nq-<pid>-…`) is gone. Runs of
+/// other tests in the same binary may hold theirs right now.
+pub fn leaked_namespaces() -> Vec<String> {
+    our_namespaces()
+        .into_iter()
+        .filter(|n| {
+            let pid = n.trim_start_matches("nq-").split('-').next().unwrap_or_default();
+            !std::path::Path::new("/proc").join(pid).exists()
+        })
+        .collect()
+}
+
 /// `nesquic run ARGS` into a scratch run directory; fails the test unless it succeeds; returns
 /// its summary (`--json`).
 pub fn run_json(args: &[&str]) -> serde_json::Value {
