@@ -6,10 +6,10 @@
 set -euo pipefail
 bin=${CARGO_TARGET_DIR:-target}/release
 rounds=${1:-15}
-# quic-go, aioquic and ngtcp2 need Go, python3-venv and Debian's ngtcp2 packages to build
-# (`just build` skips them without); each runs when its executable is there.
+# s2n-quic, quic-go, tquic, aioquic and ngtcp2 need their toolchains (Go, python3-venv, Debian's
+# ngtcp2 packages; `just build` skips a LUT without); each runs when its executable is there.
 luts=quinn,quiche,msquic
-for optional in quic-go aioquic ngtcp2; do
+for optional in s2n-quic quic-go tquic aioquic ngtcp2; do
     if [[ -x $bin/nesquic-lut-$optional ]]; then luts=$luts,$optional; fi
 done
 luts=$luts,tcp-tls
