@@ -277,3 +277,22 @@ fn client_on_a_remote_host_downloads_from_a_local_server() {
     assert_eq!(client["name"], host.target());
     assert!(host.processes_named("nesquic").is_empty());
 }
+
+#[test]
+fn a_multi_connection_testcase_runs_with_a_remote_server() {
+    let _serial = serial();
+    let host = SshHost::start();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    let args = ["--lut", "quinn", "--testcase", "multi-stream", "--connections", "3", "--parallel", "2"];
+    let out = remote_run(&host, &args).args(["--streams", "2", "--size", "200KB", "--json"]).arg(&json).output();
+    let out = out.expect("run nesquic");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = json_of(&json);
+    let rep = &record["repetitions"][0];
+    // 3 connections x 2 streams x 200 KB, each stream verified by the local client.
+    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(1_200_000), Some(true)), "{rep}");
+    let w = &rep["workload"];
+    assert_eq!((w["connections"].as_u64(), w["streams_per_connection"].as_u64()), (Some(3), Some(2)), "{w}");
+    assert!(host.processes_named("nesquic").is_empty());
+}
