@@ -64,13 +64,13 @@ impl Options {
 }
 
 /// Reads the typed `--opt` settings (`nesquic-protocol` parses them); the last value of a key wins.
-fn options(command: &LutCommand) -> Result<Options> {
+fn options(opts: &[LutOpt]) -> Result<Options> {
     use msquic::ffi::{
         QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_BBR as BBR,
         QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_CUBIC as CUBIC,
     };
     let mut o = Options { profile: ExecutionProfile::MaxThroughput, cc: 0, cipher: None };
-    for opt in command.options().context("--opt")? {
+    for &opt in opts {
         match opt {
             LutOpt::Profile(Profile::MaxThroughput) => o.profile = ExecutionProfile::MaxThroughput,
             LutOpt::Profile(Profile::LowLatency) => o.profile = ExecutionProfile::LowLatency,
@@ -95,7 +95,7 @@ fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
 
 fn run(command: LutCommand) -> Result<()> {
     let shape = command.workload();
-    let options = options(&command)?;
+    let options = options(&command.options().context("--opt")?)?;
     match command {
         LutCommand::Server { listen, cert, key, io, qlog, .. } => {
             native_only(io, qlog.is_some())?;
@@ -489,4 +489,30 @@ fn client_stream_event(
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(texts: &[&str]) -> Result<Options> {
+        options(&LutOpt::parse_all(&texts.iter().map(|t| t.to_string()).collect::<Vec<_>>())?)
+    }
+
+    #[test]
+    fn options_are_read_typed_and_the_others_refused() {
+        let o = parse(&["profile=low-latency", "cc=bbr", "cipher=aes256gcm"]).unwrap();
+        assert!(matches!(o.profile, ExecutionProfile::LowLatency));
+        assert_eq!(o.cc, msquic::ffi::QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_BBR as u16);
+        assert_eq!(o.cipher, Some(AllowedCipherSuiteFlags::AES_256_GCM_SHA384));
+        for (bad, why) in [
+            ("cc=newreno", "unknown option cc=newreno"),
+            ("gso=on", "supported"),
+            ("profile=x", "max-throughput|low-latency"),
+        ] {
+            let err = format!("{:#}", parse(&[bad]).unwrap_err());
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
 }

@@ -129,3 +129,24 @@ fn report_summary(summary: &Summary, impairment: &Impairment) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn opts(texts: &[&str]) -> Vec<LutOpt> {
+        texts.iter().map(|t| t.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn io_config_takes_the_io_settings_and_leaves_the_stacks() {
+        let (config, rest) =
+            io_config(IoMode::Nesquic, &opts(&["gso=off", "mmsg=off", "sndbuf=9000", "cc=bbr"])).unwrap();
+        assert!(!config.switches.gso && !config.switches.mmsg && config.switches.gro);
+        assert_eq!((config.recv_buffer, config.send_buffer), (IoConfig::default().recv_buffer, Some(9000)));
+        assert_eq!(rest, opts(&["cc=bbr"]));
+        let err = io_config(IoMode::Plain, &opts(&["gro=on"])).unwrap_err().to_string();
+        assert!(err.contains("--io plain has no gro switch"), "{err}");
+    }
+}

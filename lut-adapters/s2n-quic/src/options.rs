@@ -35,7 +35,7 @@ impl Options {
                 LutOpt::SndBuf(n) => o.sndbuf = Some(bytes(n)?),
                 LutOpt::Cc(CongestionControl::Cubic) => o.cc = Some(Cc::Cubic),
                 LutOpt::Cc(CongestionControl::Bbr) => o.cc = Some(Cc::Bbr),
-                LutOpt::Cc(_) => bail!("{opt}: s2n-quic ships cubic and bbr (no NewReno)"),
+                LutOpt::Cc(_) => bail!("{opt}: s2n-quic ships cubic and bbr only (no NewReno, BBRv3 or Copa)"),
                 LutOpt::Cipher(_) => bail!(
                     "{opt}: s2n-tls picks TLS 1.3 suites through named security policies, and none offers a single suite"
                 ),

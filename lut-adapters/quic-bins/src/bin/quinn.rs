@@ -41,7 +41,7 @@ fn main() {
         }
     };
     let result = runtime.block_on(async {
-        let opts = Options::parse(&cli.command)?;
+        let opts = Options::parse(&cli.command.options().context("--opt")?)?;
         match cli.command {
             LutCommand::Server { listen, ref cert, ref key, ref qlog, .. } => {
                 let socket = bind(listen, &opts)?;
@@ -78,9 +78,9 @@ struct Options {
 }
 
 impl Options {
-    fn parse(command: &LutCommand) -> Result<Self> {
+    fn parse(opts: &[LutOpt]) -> Result<Self> {
         let mut o = Options::default();
-        for opt in command.options().context("--opt")? {
+        for &opt in opts {
             let bytes = |n: u64| usize::try_from(n).with_context(|| format!("{opt}: too large"));
             match opt {
                 LutOpt::Gso(on) => o.gso = Some(on),
@@ -366,4 +366,29 @@ async fn one_stream(conn: &quinn::Connection, size: u64, verified: &AtomicU64) -
     }
     verifier.finish(size)?;
     Ok(StreamResult { bytes: verifier.received(), transfer_ns: request_sent.elapsed().as_nanos() as u64 })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(texts: &[&str]) -> Result<Options> {
+        Options::parse(&LutOpt::parse_all(&texts.iter().map(|t| t.to_string()).collect::<Vec<_>>())?)
+    }
+
+    #[test]
+    fn options_are_read_typed_and_the_others_refused() {
+        let o = parse(&["gso=off", "cc=bbr", "rcvbuf=4000", "cipher=chacha20", "gso=on"]).unwrap();
+        assert_eq!(
+            (o.gso, o.cc, o.rcvbuf, o.sndbuf, o.cipher),
+            (Some(true), Some(CongestionControl::Bbr), Some(4000), None, Some(Cipher::Chacha20))
+        );
+        for (bad, why) in
+            [("pacing=off", "unknown option pacing=off"), ("cc=copa", "supported"), ("gso=maybe", "on|off")]
+        {
+            let err = format!("{:#}", parse(&[bad]).unwrap_err());
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
 }
