@@ -511,7 +511,7 @@ mod tests {
             ("gso=on", "supported"),
             ("profile=x", "max-throughput|low-latency"),
         ] {
-            let err = format!("{:#}", parse(&[bad]).unwrap_err());
+            let err = format!("{:#}", parse(&[bad]).err().unwrap());
             assert!(err.contains(why), "{bad}: {err}");
         }
     }
