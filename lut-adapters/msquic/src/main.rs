@@ -25,6 +25,7 @@ use msquic::{
 };
 use nesquic_protocol::cli::{IoMode, LutCli, LutCommand};
 use nesquic_protocol::client::{ClientConnection, ClientRun, Workload};
+use nesquic_protocol::options::{Choice, Cipher, CongestionControl, LutOpt, Profile};
 use nesquic_protocol::payload::{ALPN, SERVER_NAME};
 use nesquic_protocol::pem;
 use nesquic_protocol::report::LutEvent;
@@ -62,23 +63,26 @@ impl Options {
     }
 }
 
-fn options(opts: &[String]) -> Result<Options> {
+/// Reads the typed `--opt` settings (`nesquic-protocol` parses them); the last value of a key wins.
+fn options(opts: &[LutOpt]) -> Result<Options> {
+    use msquic::ffi::{
+        QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_BBR as BBR,
+        QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_CUBIC as CUBIC,
+    };
     let mut o = Options { profile: ExecutionProfile::MaxThroughput, cc: 0, cipher: None };
-    for opt in opts {
-        match opt.as_str() {
-            "profile=max-throughput" => o.profile = ExecutionProfile::MaxThroughput,
-            "profile=low-latency" => o.profile = ExecutionProfile::LowLatency,
-            "cc=cubic" => {
-                o.cc = msquic::ffi::QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_CUBIC as u16
-            }
-            "cc=bbr" => {
-                o.cc = msquic::ffi::QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_BBR as u16
-            }
-            "cipher=aes128gcm" => o.cipher = Some(AllowedCipherSuiteFlags::AES_128_GCM_SHA256),
-            "cipher=aes256gcm" => o.cipher = Some(AllowedCipherSuiteFlags::AES_256_GCM_SHA384),
-            "cipher=chacha20" => o.cipher = Some(AllowedCipherSuiteFlags::CHACHA20_POLY1305_SHA256),
+    for &opt in opts {
+        match opt {
+            LutOpt::Profile(Profile::MaxThroughput) => o.profile = ExecutionProfile::MaxThroughput,
+            LutOpt::Profile(Profile::LowLatency) => o.profile = ExecutionProfile::LowLatency,
+            LutOpt::Cc(CongestionControl::Cubic) => o.cc = CUBIC as u16,
+            LutOpt::Cc(CongestionControl::Bbr) => o.cc = BBR as u16,
+            LutOpt::Cipher(Cipher::Aes128Gcm) => o.cipher = Some(AllowedCipherSuiteFlags::AES_128_GCM_SHA256),
+            LutOpt::Cipher(Cipher::Aes256Gcm) => o.cipher = Some(AllowedCipherSuiteFlags::AES_256_GCM_SHA384),
+            LutOpt::Cipher(Cipher::Chacha20) => o.cipher = Some(AllowedCipherSuiteFlags::CHACHA20_POLY1305_SHA256),
             other => bail!(
-                "unknown option {other:?}; supported: profile=max-throughput|low-latency, cc=cubic|bbr, cipher=aes128gcm|aes256gcm|chacha20"
+                "unknown option {other}; supported: profile={}, cc=cubic|bbr, cipher={}",
+                Profile::names(),
+                Cipher::names()
             ),
         }
     }
@@ -91,14 +95,15 @@ fn status(context: &'static str) -> impl Fn(Status) -> anyhow::Error {
 
 fn run(command: LutCommand) -> Result<()> {
     let shape = command.workload();
+    let options = options(&command.options().context("--opt")?)?;
     match command {
-        LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
+        LutCommand::Server { listen, cert, key, io, qlog, .. } => {
             native_only(io, qlog.is_some())?;
-            server(listen, &cert, &key, shape, &options(&opts)?)
+            server(listen, &cert, &key, shape, &options)
         }
-        LutCommand::Client { connect, ca, io, qlog, opts, .. } => {
+        LutCommand::Client { connect, ca, io, qlog, .. } => {
             native_only(io, qlog.is_some())?;
-            client(connect, &ca, shape, &options(&opts)?)
+            client(connect, &ca, shape, &options)
         }
     }
 }
@@ -484,4 +489,30 @@ fn client_stream_event(
         _ => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(texts: &[&str]) -> Result<Options> {
+        options(&LutOpt::parse_all(&texts.iter().map(|t| t.to_string()).collect::<Vec<_>>())?)
+    }
+
+    #[test]
+    fn options_are_read_typed_and_the_others_refused() {
+        let o = parse(&["profile=low-latency", "cc=bbr", "cipher=aes256gcm"]).unwrap();
+        assert!(matches!(o.profile, ExecutionProfile::LowLatency));
+        assert_eq!(o.cc, msquic::ffi::QUIC_CONGESTION_CONTROL_ALGORITHM_QUIC_CONGESTION_CONTROL_ALGORITHM_BBR as u16);
+        assert_eq!(o.cipher, Some(AllowedCipherSuiteFlags::AES_256_GCM_SHA384));
+        for (bad, why) in [
+            ("cc=newreno", "unknown option cc=newreno"),
+            ("gso=on", "supported"),
+            ("profile=x", "max-throughput|low-latency"),
+        ] {
+            let err = format!("{:#}", parse(&[bad]).err().unwrap());
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
 }

@@ -9,46 +9,31 @@ use anyhow::{bail, Context, Result};
 use nesquic_io::{IoConfig, IoSwitches, UdpIo};
 use nesquic_translation::{Impairment, Stack, StackOptions, Summary};
 
+use nesquic_protocol::options::{Choice, LutOpt};
 use nesquic_protocol::report::{IoSettings, LutEvent};
 use nesquic_protocol::{IoMode, LutCommand};
 
-/// The I/O layer configuration for `io` with `gso=`, `gro=`, `mmsg=` options applied; other
-/// options are returned for the caller. `plain` ignores the switches (it has none).
-pub fn io_config(io: IoMode, opts: &[String]) -> Result<(IoConfig, Vec<String>)> {
+/// The I/O layer configuration for `io` with `gso`, `gro`, `mmsg`, `rcvbuf`, `sndbuf` applied;
+/// the other options are returned for the stack. `plain` has no switches and refuses them.
+pub fn io_config(io: IoMode, opts: &[LutOpt]) -> Result<(IoConfig, Vec<LutOpt>)> {
     let mut config = IoConfig::default();
     if io == IoMode::Plain {
         config.switches = IoSwitches::plain();
     }
     let mut rest = Vec::new();
-    for opt in opts {
-        let (key, value) = opt.split_once('=').with_context(|| format!("option {opt:?} is not KEY=VALUE"))?;
-        match key {
-            "rcvbuf" => {
-                config.recv_buffer = Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?);
-                continue;
-            }
-            "sndbuf" => {
-                config.send_buffer = Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?);
-                continue;
-            }
-            _ => {}
-        }
-        let on = match value {
-            "on" => true,
-            "off" => false,
-            _ => {
-                rest.push(opt.clone());
-                continue;
-            }
-        };
-        match key {
-            "gso" if io == IoMode::Nesquic => config.switches.gso = on,
-            "gro" if io == IoMode::Nesquic => config.switches.gro = on,
-            "mmsg" if io == IoMode::Nesquic => config.switches.mmsg = on,
-            "gso" | "gro" | "mmsg" if io == IoMode::Plain => {
-                bail!("--lut-opt {opt}: --io plain has no {key} switch (it is one sendto/recvfrom per datagram)")
-            }
-            _ => rest.push(opt.clone()),
+    for &opt in opts {
+        let bytes = |n: u64| usize::try_from(n).with_context(|| format!("{opt}: too large"));
+        match opt {
+            LutOpt::RcvBuf(n) => config.recv_buffer = Some(bytes(n)?),
+            LutOpt::SndBuf(n) => config.send_buffer = Some(bytes(n)?),
+            LutOpt::Gso(_) | LutOpt::Gro(_) | LutOpt::Mmsg(_) if io == IoMode::Plain => bail!(
+                "--lut-opt {opt}: --io plain has no {} switch (it is one sendto/recvfrom per datagram)",
+                opt.kind().key()
+            ),
+            LutOpt::Gso(on) => config.switches.gso = on,
+            LutOpt::Gro(on) => config.switches.gro = on,
+            LutOpt::Mmsg(on) => config.switches.mmsg = on,
+            other => rest.push(other),
         }
     }
     Ok((config, rest))
@@ -78,8 +63,9 @@ pub fn run<S: Stack>(command: LutCommand) -> Result<()> {
     let library = S::NAME;
     let impairment = Impairment::from_env()?;
     let shape = command.workload();
+    let opts = command.options().with_context(|| format!("{library} over nesquic-io: --opt"))?;
     match command {
-        LutCommand::Server { listen, cert, key, io, qlog, opts, .. } => {
+        LutCommand::Server { listen, cert, key, io, qlog, .. } => {
             let (config, rest) = io_config(io, &opts)?;
             let options = stack_options::<S>(&rest, qlog, shape.streams)?;
             let socket = nesquic_translation::bind(listen, &config)?;
@@ -90,7 +76,7 @@ pub fn run<S: Stack>(command: LutCommand) -> Result<()> {
                     .with_context(|| format!("{library} server"))?;
             report_summary(&summary, &impairment);
         }
-        LutCommand::Client { connect, ca, io, qlog, opts, .. } => {
+        LutCommand::Client { connect, ca, io, qlog, .. } => {
             let (config, rest) = io_config(io, &opts)?;
             let options = stack_options::<S>(&rest, qlog, shape.streams)?;
             let any = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
@@ -109,16 +95,15 @@ pub fn run<S: Stack>(command: LutCommand) -> Result<()> {
     Ok(())
 }
 
-fn stack_options<S: Stack>(rest: &[String], qlog: Option<PathBuf>, streams: u32) -> Result<StackOptions> {
+fn stack_options<S: Stack>(rest: &[LutOpt], qlog: Option<PathBuf>, streams: u32) -> Result<StackOptions> {
     let mut options = StackOptions { pacing: true, max_streams: streams, ..StackOptions::default() };
-    for opt in rest {
+    for &opt in rest {
         // Only quiche exposes pacing as a switch (quinn-proto always paces internally).
-        match (S::NAME, opt.as_str()) {
-            ("quiche", "pacing=on") => options.pacing = true,
-            ("quiche", "pacing=off") => options.pacing = false,
-            (_, o) if o.starts_with("cc=") => options.cc = Some(o["cc=".len()..].to_string()),
-            ("quinn-proto", o) if o.starts_with("cipher=") => options.cipher = Some(o["cipher=".len()..].to_string()),
-            _ => bail!("{} over nesquic-io does not understand option {opt:?}", S::NAME),
+        match (S::NAME, opt) {
+            ("quiche", LutOpt::Pacing(on)) => options.pacing = on,
+            (_, LutOpt::Cc(cc)) => options.cc = Some(cc.name().to_string()),
+            ("quinn-proto", LutOpt::Cipher(cipher)) => options.cipher = Some(cipher.name().to_string()),
+            _ => bail!("{} over nesquic-io does not understand option {opt}", S::NAME),
         }
     }
     if let Some(path) = qlog {
@@ -142,5 +127,26 @@ fn report_summary(summary: &Summary, impairment: &Impairment) {
             "fault injection: dropped {} and reordered {} received datagrams",
             summary.stats.dropped, summary.stats.reordered
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn opts(texts: &[&str]) -> Vec<LutOpt> {
+        texts.iter().map(|t| t.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn io_config_takes_the_io_settings_and_leaves_the_stacks() {
+        let (config, rest) =
+            io_config(IoMode::Nesquic, &opts(&["gso=off", "mmsg=off", "sndbuf=9000", "cc=bbr"])).unwrap();
+        assert!(!config.switches.gso && !config.switches.mmsg && config.switches.gro);
+        assert_eq!((config.recv_buffer, config.send_buffer), (IoConfig::default().recv_buffer, Some(9000)));
+        assert_eq!(rest, opts(&["cc=bbr"]));
+        let err = io_config(IoMode::Plain, &opts(&["gro=on"])).unwrap_err().to_string();
+        assert!(err.contains("--io plain has no gro switch"), "{err}");
     }
 }

@@ -31,7 +31,7 @@ fn run(command: LutCommand) -> Result<()> {
     if command.qlog().is_some() {
         bail!("--lut-qlog: s2n-quic writes no qlog (its event providers are tracing and console counters)");
     }
-    let options = options::Options::parse(command.opts())?;
+    let options = options::Options::parse(&command.options().context("--opt")?)?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("start tokio")?;
     runtime.block_on(async {
         match &command {

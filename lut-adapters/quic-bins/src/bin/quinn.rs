@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
+use nesquic_lut_bins::protocol::options::{Choice, Cipher, CongestionControl, LutOpt};
 use nesquic_lut_bins::protocol::payload::{self as protocol, Verifier, REQUEST_LEN, SERVER_NAME};
 use nesquic_lut_bins::protocol::report::{ClientResult, ConnectionResult, IoSettings, LutEvent, StreamResult};
 use nesquic_lut_bins::protocol::stream::{PayloadChunk, CORRUPT_ENV};
@@ -40,17 +41,18 @@ fn main() {
         }
     };
     let result = runtime.block_on(async {
+        let opts = Options::parse(&cli.command.options().context("--opt")?)?;
         match cli.command {
-            LutCommand::Server { listen, ref cert, ref key, ref qlog, ref opts, .. } => {
-                let socket = bind(listen, opts)?;
-                server(socket, cert, key, opts, transport(qlog.as_deref(), "server", opts)?, cli.command.workload())
-                    .await
+            LutCommand::Server { listen, ref cert, ref key, ref qlog, .. } => {
+                let socket = bind(listen, &opts)?;
+                let transport = transport(qlog.as_deref(), "server", &opts)?;
+                server(socket, cert, key, opts.cipher, transport, cli.command.workload()).await
             }
-            LutCommand::Client { connect, ref ca, ref qlog, ref opts, .. } => {
+            LutCommand::Client { connect, ref ca, ref qlog, .. } => {
                 let any: std::net::SocketAddr = if connect.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" }.parse()?;
-                let socket = bind(any, opts)?;
-                client(socket, connect, ca, opts, cli.command.workload(), transport(qlog.as_deref(), "client", opts)?)
-                    .await
+                let socket = bind(any, &opts)?;
+                let transport = transport(qlog.as_deref(), "client", &opts)?;
+                client(socket, connect, ca, opts.cipher, cli.command.workload(), transport).await
             }
         }
     });
@@ -60,29 +62,64 @@ fn main() {
     }
 }
 
-/// quinn's default transport, plus its own qlog when asked (reported to nesquic with the wall
-/// clock of the qlog's time zero).
-fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Result<quinn::TransportConfig> {
-    let mut transport = quinn::TransportConfig::default();
-    for opt in opts {
-        match opt.as_str() {
-            "gso=on" => drop(transport.enable_segmentation_offload(true)),
-            "gso=off" => drop(transport.enable_segmentation_offload(false)),
-            "cc=cubic" => {
-                transport.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()));
+/// The `--opt` settings quinn over quinn-udp understands, parsed once; the last value of a key wins.
+#[derive(Debug, Clone, Copy, Default)]
+struct Options {
+    /// UDP segmentation offload; `None`: quinn's default.
+    gso: Option<bool>,
+    /// The congestion controller; `None`: quinn's default (CUBIC).
+    cc: Option<CongestionControl>,
+    /// SO_RCVBUF to request.
+    rcvbuf: Option<usize>,
+    /// SO_SNDBUF to request.
+    sndbuf: Option<usize>,
+    /// The only TLS 1.3 cipher suite offered.
+    cipher: Option<Cipher>,
+}
+
+impl Options {
+    fn parse(opts: &[LutOpt]) -> Result<Self> {
+        let mut o = Options::default();
+        for &opt in opts {
+            let bytes = |n: u64| usize::try_from(n).with_context(|| format!("{opt}: too large"));
+            match opt {
+                LutOpt::Gso(on) => o.gso = Some(on),
+                LutOpt::Cc(cc @ (CongestionControl::Cubic | CongestionControl::NewReno | CongestionControl::Bbr)) => {
+                    o.cc = Some(cc)
+                }
+                LutOpt::RcvBuf(n) => o.rcvbuf = Some(bytes(n)?),
+                LutOpt::SndBuf(n) => o.sndbuf = Some(bytes(n)?),
+                LutOpt::Cipher(c) => o.cipher = Some(c),
+                other => bail!(
+                    "unknown option {other}; supported: gso=on|off, cc=cubic|newreno|bbr, rcvbuf=BYTES, sndbuf=BYTES, cipher={}",
+                    Cipher::names()
+                ),
             }
-            "cc=newreno" => {
-                transport.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()));
-            }
-            "cc=bbr" => {
-                transport.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
-            }
-            // Socket options, applied in `bind`; the cipher, in the TLS configurations.
-            o if o.starts_with("rcvbuf=") || o.starts_with("sndbuf=") || o.starts_with("cipher=") => {}
-            other => bail!(
-                "unknown option {other:?}; supported: gso=on|off, cc=cubic|newreno|bbr, rcvbuf=BYTES, sndbuf=BYTES, cipher=aes128gcm|aes256gcm|chacha20"
-            ),
         }
+        Ok(o)
+    }
+}
+
+/// quinn's default transport with the `--opt` settings, plus its own qlog when asked (reported to
+/// nesquic with the wall clock of the qlog's time zero).
+fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &Options) -> Result<quinn::TransportConfig> {
+    let mut transport = quinn::TransportConfig::default();
+    if let Some(on) = opts.gso {
+        transport.enable_segmentation_offload(on);
+    }
+    match opts.cc {
+        Some(CongestionControl::Cubic) => {
+            transport.congestion_controller_factory(Arc::new(quinn::congestion::CubicConfig::default()));
+        }
+        Some(CongestionControl::NewReno) => {
+            transport.congestion_controller_factory(Arc::new(quinn::congestion::NewRenoConfig::default()));
+        }
+        Some(CongestionControl::Bbr) => {
+            transport.congestion_controller_factory(Arc::new(quinn::congestion::BbrConfig::default()));
+        }
+        // `Options::parse` refuses the others.
+        Some(other) => bail!("cc={}: quinn offers cubic, newreno, bbr", other.name()),
+        None => {}
     }
     if let Some(path) = qlog {
         let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
@@ -98,16 +135,9 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &[String]) -> Res
 
 /// Binds the UDP socket quinn will use, applies `rcvbuf=`/`sndbuf=` options, and reports how
 /// quinn-udp and the kernel configured it.
-fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSocket> {
+fn bind(addr: std::net::SocketAddr, opts: &Options) -> Result<std::net::UdpSocket> {
     let socket = std::net::UdpSocket::bind(addr).with_context(|| format!("bind {addr}"))?;
-    let bytes = |key: &str| -> Result<Option<usize>> {
-        let Some(opt) = opts.iter().rev().find(|o| o.split_once('=').is_some_and(|(k, _)| k == key)) else {
-            return Ok(None);
-        };
-        let value = opt.split_once('=').map_or("", |(_, v)| v);
-        Ok(Some(value.parse().with_context(|| format!("{opt}: bytes expected"))?))
-    };
-    let granted = nesquic_lut_bins::io::set_socket_buffers(&socket, bytes("rcvbuf")?, bytes("sndbuf")?)?;
+    let granted = nesquic_lut_bins::io::set_socket_buffers(&socket, opts.rcvbuf, opts.sndbuf)?;
     // The same probe quinn runs on this socket when it wraps it (sets the same options).
     let state = quinn::udp::UdpSocketState::new((&socket).into()).context("probe UDP socket capabilities")?;
     LutEvent::Io(IoSettings {
@@ -125,20 +155,15 @@ fn bind(addr: std::net::SocketAddr, opts: &[String]) -> Result<std::net::UdpSock
     Ok(socket)
 }
 
-/// The `cipher=` option's suite, if given (the last one wins).
-fn cipher(opts: &[String]) -> Option<&str> {
-    opts.iter().rev().find_map(|o| o.strip_prefix("cipher="))
-}
-
 async fn server(
     socket: std::net::UdpSocket,
     cert: &std::path::Path,
     key: &std::path::Path,
-    opts: &[String],
+    cipher: Option<Cipher>,
     mut transport: quinn::TransportConfig,
     workload: Workload,
 ) -> Result<()> {
-    let crypto = quinn_shim::server_tls(cert, key, cipher(opts)).context("server TLS")?;
+    let crypto = quinn_shim::server_tls(cert, key, cipher.map(Cipher::name)).context("server TLS")?;
     // quinn allows 100 concurrent streams by default; a multi-stream testcase may want more.
     if workload.streams > 100 {
         transport.max_concurrent_bidi_streams(workload.streams.into());
@@ -240,11 +265,11 @@ async fn client(
     socket: std::net::UdpSocket,
     connect: std::net::SocketAddr,
     ca: &std::path::Path,
-    opts: &[String],
+    cipher: Option<Cipher>,
     workload: Workload,
     transport: quinn::TransportConfig,
 ) -> Result<()> {
-    let crypto = quinn_shim::client_tls(ca, cipher(opts)).context("client TLS (trust anchor)")?;
+    let crypto = quinn_shim::client_tls(ca, cipher.map(Cipher::name)).context("client TLS (trust anchor)")?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(transport));
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))?;
@@ -341,4 +366,29 @@ async fn one_stream(conn: &quinn::Connection, size: u64, verified: &AtomicU64) -
     }
     verifier.finish(size)?;
     Ok(StreamResult { bytes: verifier.received(), transfer_ns: request_sent.elapsed().as_nanos() as u64 })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn parse(texts: &[&str]) -> Result<Options> {
+        Options::parse(&LutOpt::parse_all(&texts.iter().map(|t| t.to_string()).collect::<Vec<_>>())?)
+    }
+
+    #[test]
+    fn options_are_read_typed_and_the_others_refused() {
+        let o = parse(&["gso=off", "cc=bbr", "rcvbuf=4000", "cipher=chacha20", "gso=on"]).unwrap();
+        assert_eq!(
+            (o.gso, o.cc, o.rcvbuf, o.sndbuf, o.cipher),
+            (Some(true), Some(CongestionControl::Bbr), Some(4000), None, Some(Cipher::Chacha20))
+        );
+        for (bad, why) in
+            [("pacing=off", "unknown option pacing=off"), ("cc=copa", "supported"), ("gso=maybe", "on|off")]
+        {
+            let err = format!("{:#}", parse(&[bad]).unwrap_err());
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+    }
 }
