@@ -70,7 +70,7 @@ pub struct RunArgs {
     /// Default: ./nesquic-runs/UTCTIME-LUT/.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// LUT-specific setting KEY=VALUE, repeatable (quinn: gso=on|off). `nesquic luts` lists them.
+    /// LUT setting KEY=VALUE, repeatable (gso=off, cc=bbr, pacing=off...); `nesquic luts` lists what each LUT accepts on each --io path, and what it refuses and why.
     #[arg(long = "lut-opt", value_name = "KEY=VALUE")]
     pub lut_opts: Vec<String>,
     /// Socket receive buffer to request: bytes (4MB, 8388608) or a multiple of the kernel default
