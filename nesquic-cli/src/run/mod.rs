@@ -94,8 +94,9 @@ pub struct RunArgs {
     /// refuses (msquic has no NewReno).
     #[arg(long, value_parser = ["cubic", "newreno", "bbr"])]
     pub cc: Option<String>,
-    /// The only TLS 1.3 cipher suite offered (same as --lut-opt cipher=...): quinn (rustls) and
-    /// msquic can; quiche's BoringSSL cannot and refuses. Initial packets stay AES-128-GCM.
+    /// The only TLS 1.3 cipher suite offered (same as --lut-opt cipher=...); a LUT that cannot
+    /// choose one refuses with the reason (`nesquic luts` says which). Initial packets stay
+    /// AES-128-GCM.
     #[arg(long, value_parser = ["aes128gcm", "aes256gcm", "chacha20"])]
     pub cipher: Option<String>,
     /// MsQuic's execution profile (same as --lut-opt profile=...); only with --lut msquic.
