@@ -137,8 +137,10 @@ fn kernel_udp_path_rows_agree_with_the_syscall_tracepoints() {
     assert_eq!(messages, 17, "{role}");
     assert_eq!(calls("udp_sendmsg"), messages, "{kernel}");
     // Each UDP message leaves as one IP packet (a GSO message is one skb until segmented) and
-    // is copied in by at least one getfrag call (a large GSO message takes several).
-    assert_eq!(calls("ip_output"), messages, "{kernel}");
+    // is copied in by at least one getfrag call (a large GSO message takes several). The
+    // workload's TCP connection (write/writev/sendfile, handshake, ACKs) leaves through
+    // ip_output too, so it sees at least the UDP messages.
+    assert!(calls("ip_output") >= messages, "{kernel}");
     assert!(calls("ip_generic_getfrag") >= messages, "{kernel}");
     // Every receive syscall asks udp_recvmsg at least once per message it returns.
     let received: u64 =
