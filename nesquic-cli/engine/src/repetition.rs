@@ -81,23 +81,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         (None, Some(r)) => std::net::SocketAddr::new(r.server_ip, 0),
         (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
     };
-    let mut server = match spec.remote.and_then(|r| r.roles.server.as_ref().map(|t| (r, t))) {
-        Some((stage, target)) => {
-            let qlog = stage.qlog_destination(Role::Server, lut_qlog_path(spec, Role::Server));
-            crate::remote::link::spawn(target, &stage.plan(Role::Server, spec, listen), qlog, tx.clone())?
-        }
-        None => {
-            let server_args = spec.lut.server_args(&ServerSpec {
-                listen,
-                workload: spec.workload,
-                certs: spec.certs,
-                io: spec.io,
-                qlog: lut_qlog_path(spec, Role::Server).as_deref(),
-                options: spec.options,
-            });
-            start(&spec.launch(Role::Server, &server_args), tx.clone(), observer)?
-        }
-    };
+    let mut server = spawn_role(spec, Role::Server, listen, tx.clone(), observer)?;
 
     let addr = loop {
         let event = watch.next(&mut [&mut server])?;
@@ -119,23 +103,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     };
 
     let connect = spec.topology.map_or(addr, |t| t.route(addr));
-    let mut client = match spec.remote.and_then(|r| r.roles.client.as_ref().map(|t| (r, t))) {
-        Some((stage, target)) => {
-            let qlog = stage.qlog_destination(Role::Client, lut_qlog_path(spec, Role::Client));
-            crate::remote::link::spawn(target, &stage.plan(Role::Client, spec, connect), qlog, tx)?
-        }
-        None => {
-            let client_args = spec.lut.client_args(&ClientSpec {
-                connect,
-                certs: spec.certs,
-                workload: spec.workload,
-                io: spec.io,
-                qlog: lut_qlog_path(spec, Role::Client).as_deref(),
-                options: spec.options,
-            });
-            start(&spec.launch(Role::Client, &client_args), tx, observer)?
-        }
-    };
+    let mut client = spawn_role(spec, Role::Client, connect, tx, observer)?;
     let started = Instant::now();
     let mut bar: Option<ProgressBar> = None;
     let mut client_exited_at: Option<Instant> = None;
@@ -214,6 +182,28 @@ impl RepetitionSpec<'_> {
         });
         Launch { role, binary: self.binary, args, netns, inherit_output: false }
     }
+}
+
+/// Starts `role`'s LUT: over SSH when its host is remote, else here. `addr` is where a server
+/// listens, or what a client connects to.
+fn spawn_role(
+    spec: &RepetitionSpec<'_>,
+    role: Role,
+    addr: std::net::SocketAddr,
+    tx: std::sync::mpsc::Sender<crate::process::ProcessEvent>,
+    observer: &mut dyn ProcessObserver,
+) -> Result<LutProcess> {
+    let qlog = lut_qlog_path(spec, role);
+    if let Some((stage, target)) = spec.remote.and_then(|r| r.roles.target(role).map(|t| (r, t))) {
+        let destination = stage.qlog_destination(role, qlog);
+        return crate::remote::link::spawn(target, &stage.plan(role, spec, addr), destination, tx);
+    }
+    let (certs, workload, io, options, qlog) = (spec.certs, spec.workload, spec.io, spec.options, qlog.as_deref());
+    let args = match role {
+        Role::Server => spec.lut.server_args(&ServerSpec { listen: addr, workload, certs, io, qlog, options }),
+        _ => spec.lut.client_args(&ClientSpec { connect: addr, certs, workload, io, qlog, options }),
+    };
+    start(&spec.launch(role, &args), tx, observer)
 }
 
 fn lut_qlog_path(spec: &RepetitionSpec<'_>, role: Role) -> Option<std::path::PathBuf> {
