@@ -78,20 +78,14 @@ pub fn describe_hosts(hosts: &[(nesquic_protocol::Role, nesquic_record::events::
                 h.cpu_model.clone().unwrap_or_else(unknown),
                 h.cores.map_or_else(unknown, |n| n.to_string())
             );
-            if let Some(nic) = &h.nic {
-                let offloads: Vec<String> = h.offloads.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                line.push_str(&format!("; NIC {nic}: {}", offloads.join(", ")));
+            if let Some(nic) = h.nic_description() {
+                line.push_str(&format!("; NIC {nic}"));
             }
             if let Some(note) = &h.nic_note {
                 line.push_str(&format!("; {note}"));
             }
             if let Some(c) = &h.clock {
-                line.push_str(&format!(
-                    "; clock {:+.3} ms from this host's (± {:.3} ms, best of {} pings)",
-                    c.offset_ns as f64 / 1e6,
-                    c.rtt_ns as f64 / 2e6,
-                    c.rounds
-                ));
+                line.push_str(&format!("; clock {}", c.describe()));
             }
             line
         })

@@ -109,26 +109,13 @@ fn hosts(page: &mut Page, r: &RunRecord) {
         .hosts
         .iter()
         .map(|(role, h)| {
-            let nic = match (&h.nic, &h.nic_note) {
-                (Some(nic), _) => {
-                    let offloads: Vec<String> = h.offloads.iter().map(|(k, v)| format!("{k} {v}")).collect();
-                    format!("{nic}: {}", offloads.join(", "))
-                }
-                (None, note) => or_dash(note.clone()),
-            };
+            let nic = or_dash(h.nic_description().or_else(|| h.nic_note.clone()));
             let buffers = r
                 .repetitions
                 .first()
                 .and_then(|rep| rep.io_settings.iter().find(|(x, _)| x == role))
                 .map(|(_, io)| format!("SO_RCVBUF {} B, SO_SNDBUF {} B", io.recv_buffer, io.send_buffer));
-            let clock = h.clock.map(|c| {
-                format!(
-                    "{:+.3} ms (± {:.3} ms, best of {} pings)",
-                    c.offset_ns as f64 / 1e6,
-                    c.rtt_ns as f64 / 2e6,
-                    c.rounds
-                )
-            });
+            let clock = h.clock.map(|c| c.describe());
             vec![
                 role.to_string(),
                 or_dash(h.name.clone()),

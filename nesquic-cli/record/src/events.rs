@@ -233,7 +233,26 @@ pub struct ClockOffset {
     pub rounds: u32,
 }
 
+impl ClockOffset {
+    /// `+0.412 ms from this host's (± 0.061 ms, best of 8 pings)`: the offset is exact within
+    /// half the round trip of the sample kept.
+    pub fn describe(&self) -> String {
+        format!(
+            "{:+.3} ms from this host's (± {:.3} ms, best of {} pings)",
+            self.offset_ns as f64 / 1e6,
+            self.rtt_ns as f64 / 2e6,
+            self.rounds
+        )
+    }
+}
+
 impl HostInfo {
+    /// `NIC: offload on, offload off, ...`, when the NIC is known.
+    pub fn nic_description(&self) -> Option<String> {
+        let offloads: Vec<String> = self.offloads.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        Some(format!("{}: {}", self.nic.as_ref()?, offloads.join(", ")))
+    }
+
     /// This machine.
     pub fn here() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
