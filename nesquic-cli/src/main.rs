@@ -4,7 +4,6 @@
 
 use nesquic_engine::backend;
 mod ab;
-mod calibrate;
 mod compare;
 mod doctor;
 mod duty;

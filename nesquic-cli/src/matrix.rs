@@ -9,10 +9,9 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_adapters::IoMode;
-use nesquic_record::figures::VersusReference;
 use nesquic_record::io::IoFigures;
-use nesquic_record::packet_cost::{PacketCostFigures, SideCost};
-use serde::Serialize;
+use nesquic_record::packet_cost::PacketCostFigures;
+use nesquic_render::matrix::{print_table, versus, Row};
 
 use crate::run::{self, RepetitionFigures, RunArgs, Summary};
 use crate::testcase::TestcaseArgs;
@@ -109,29 +108,6 @@ impl Combination {
     }
 }
 
-/// What the table shows for one combination, over all rounds.
-#[derive(Debug, Serialize)]
-struct Row {
-    lut: String,
-    version: String,
-    io: IoMode,
-    options: Vec<String>,
-    rcvbuf: Option<String>,
-    testcase: crate::testcase::TestcaseInfo,
-    rounds: usize,
-    summary: Summary,
-    /// Packet I/O and crypto figures (medians over rounds).
-    #[serde(flatten)]
-    figures: IoFigures,
-    /// Against the baseline row of the same testcase and buffers.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    versus: Option<VersusReference>,
-    /// CPU ns per datagram by component (`--probe profile`, with a datagram count).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    packet_cost: Option<PacketCostFigures>,
-    run_dirs: Vec<PathBuf>,
-}
-
 /// `nesquic run`'s flags at their defaults, the base every combination's run starts from.
 #[derive(Debug, Parser)]
 struct RunCommand {
@@ -198,7 +174,8 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
     let baseline = args.baseline.as_deref().or(args.lut.iter().map(String::as_str).find(|l| *l == "tcp-tls"));
     let versus: Vec<_> = rows.iter().map(|r| versus(&rows, r, baseline?)).collect();
     let rows: Vec<Row> = rows.into_iter().zip(versus).map(|(r, versus)| Row { versus, ..r }).collect();
-    print_table(&rows, args, &skipped);
+    let backend = clap::ValueEnum::to_possible_value(&args.probe_backend).map(|v| v.get_name().to_string());
+    print_table(&rows, args.repeat, backend.as_deref().unwrap_or_default(), args.markdown, &skipped);
     if let Some(file) = &args.html {
         let entries: Vec<nesquic_html::MatrixEntry> = rows.iter().map(|r| html_entry(r, &combinations)).collect();
         let default = || base.join(format!("{stamp}-matrix")).join("matrix.html");
@@ -321,167 +298,5 @@ fn html_entry(r: &Row, all: &[Combination]) -> nesquic_html::MatrixEntry {
         goodput_mbps: r.summary.goodput_mbps,
         cpu_s_per_gb: (r.summary.server_cpu_s.median + r.summary.client_cpu_s.median) / gb,
         rounds: r.rounds,
-    }
-}
-
-/// `r` against the `baseline` LUT's row of the same testcase and buffers, if there is one.
-fn versus(rows: &[Row], r: &Row, baseline: &str) -> Option<VersusReference> {
-    let b = rows.iter().find(|b| b.lut == baseline && b.testcase == r.testcase && b.rcvbuf == r.rcvbuf)?;
-    Some(VersusReference::of(&b.lut, &b.summary, &r.summary))
-}
-
-fn print_table(rows: &[Row], args: &MatrixArgs, skipped: &[String]) {
-    let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
-    let header = [
-        "LUT",
-        "io",
-        "testcase",
-        "options",
-        "n",
-        "goodput Mbit/s (min-max)",
-        "handshake ms",
-        "conn/s",
-        "server CPU s",
-        "client CPU s",
-        "server syscalls/MB",
-        "client syscalls/MB",
-        "server KB/send",
-        "server dgrams/send",
-        "client dgrams/recv",
-        "seals/dgram (server)",
-        "opens/dgram (client)",
-        "seal ns (server)",
-        "open ns (client)",
-        "goodput / ref",
-        "CPU per byte / ref",
-    ];
-    let lines: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let g = &r.summary.goodput_mbps;
-            vec![
-                format!("{} {}", r.lut, r.version),
-                r.io.to_string(),
-                format!("{} {}", r.testcase.name, r.testcase.workload.shape()),
-                {
-                    let mut o = r.options.clone();
-                    o.extend(r.rcvbuf.iter().map(|b| format!("rcvbuf {b}")));
-                    if o.is_empty() {
-                        "-".into()
-                    } else {
-                        o.join(" ")
-                    }
-                },
-                r.rounds.to_string(),
-                format!("{:.0} ({:.0}-{:.0})", g.median, g.min, g.max),
-                format!("{:.2}", r.summary.handshake_ms.median),
-                // Connections per second mean something only with several connections.
-                opt(
-                    r.summary
-                        .workload
-                        .as_ref()
-                        .filter(|_| r.testcase.workload.connections > 1)
-                        .map(|w| w.handshakes_per_s.median),
-                    1,
-                ),
-                format!("{:.3}", r.summary.server_cpu_s.median),
-                format!("{:.3}", r.summary.client_cpu_s.median),
-                opt(r.figures.server_syscalls_per_mb, 1),
-                opt(r.figures.client_syscalls_per_mb, 1),
-                opt(r.figures.server_bytes_per_send.map(|b| b / 1e3), 1),
-                opt(r.figures.server_datagrams_per_send, 1),
-                opt(r.figures.client_datagrams_per_recv, 1),
-                opt(r.figures.server_seals_per_datagram, 2),
-                opt(r.figures.client_opens_per_datagram, 2),
-                opt(r.figures.server_seal_ns, 0),
-                opt(r.figures.client_open_ns, 0),
-                opt(r.versus.as_ref().map(|v| v.goodput_ratio), 2),
-                opt(r.versus.as_ref().map(|v| v.cpu_per_byte_ratio), 2),
-            ]
-        })
-        .collect();
-    println!();
-    println!("{} round(s), medians over rounds; testcase: name connections x streams x bytes per stream", args.repeat);
-    let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
-    print_lines(&header, &lines, args.markdown);
-    let sources: Vec<&str> = rows.iter().filter_map(|r| r.figures.syscall_source).collect();
-    if sources.is_empty() {
-        println!("syscall columns need --probe io (or a LUT on Nesquic I/O, which counts its own)");
-    } else if sources.contains(&"io-layer") {
-        println!("syscall columns: the I/O probes where --probe io ran, else the I/O layer's own counters");
-    } else {
-        let by = clap::ValueEnum::to_possible_value(&args.probe_backend)
-            .map(|v| v.get_name().to_string())
-            .unwrap_or_default();
-        println!("syscall columns: the I/O probes (--probe-backend {by})");
-    }
-    print_packet_cost(rows, args.markdown);
-    for s in skipped {
-        println!("skipped: {s}");
-    }
-}
-
-/// The cross-LUT cost per packet: one line per configuration and side, one column per component
-/// (those with the largest cost anywhere first).
-fn print_packet_cost(rows: &[Row], markdown: bool) {
-    let sides: Vec<(&Row, &str, &SideCost)> = rows
-        .iter()
-        .filter_map(|r| r.packet_cost.as_ref().map(|c| (r, c)))
-        .flat_map(|(r, c)| [("server", &c.server), ("client", &c.client)].map(|(n, s)| (r, n, s)))
-        .filter_map(|(r, n, s)| s.as_ref().map(|s| (r, n, s)))
-        .collect();
-    if sides.is_empty() {
-        return;
-    }
-    let mut components: Vec<(&str, f64)> = Vec::new();
-    for (_, _, s) in &sides {
-        for (name, ns) in &s.components {
-            match components.iter_mut().find(|(n, _)| n == name) {
-                Some((_, max)) => *max = max.max(*ns),
-                None => components.push((name, *ns)),
-            }
-        }
-    }
-    components.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut header = vec!["LUT".to_string(), "io".into(), "testcase".into(), "side".into(), "ns/datagram".into()];
-    header.extend(components.iter().map(|(n, _)| n.to_string()));
-    let lines: Vec<Vec<String>> = sides
-        .iter()
-        .map(|(r, side, s)| {
-            let mut l = vec![
-                format!("{} {}", r.lut, r.version),
-                r.io.to_string(),
-                r.testcase.name.clone(),
-                format!("{side} ({})", s.direction),
-                format!("{:.0}", s.ns_per_datagram),
-            ];
-            l.extend(components.iter().map(|(n, _)| s.components.get(*n).map_or("-".into(), |v| format!("{v:.0}"))));
-            l
-        })
-        .collect();
-    println!();
-    println!("CPU ns per datagram by component (sampling profile x CPU time / datagrams; medians over rounds)");
-    print_lines(&header, &lines, markdown);
-}
-
-fn print_lines(header: &[String], lines: &[Vec<String>], markdown: bool) {
-    if markdown {
-        println!("| {} |", header.join(" | "));
-        println!("|{}|", header.iter().map(|_| "---").collect::<Vec<_>>().join("|"));
-        for l in lines {
-            println!("| {} |", l.join(" | "));
-        }
-        return;
-    }
-    let widths: Vec<usize> = (0..header.len())
-        .map(|i| lines.iter().map(|l| l[i].len()).chain([header[i].len()]).max().unwrap_or(0))
-        .collect();
-    let fmt = |cells: &[String]| -> String {
-        let line = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ");
-        line.trim_end().to_string()
-    };
-    println!("{}", fmt(header));
-    for l in lines {
-        println!("{}", fmt(l));
     }
 }

@@ -63,31 +63,3 @@ impl HostArgs {
 pub fn serve(tool: &nesquic_engine::run::ToolInfo) -> Result<()> {
     nesquic_engine::remote::serve::serve(tool).context("nesquic remote-role")
 }
-
-/// One line per role's host: where it ran, kernel, CPU, the NIC towards the other host and its
-/// offloads, the clock offset.
-pub fn describe_hosts(hosts: &[(nesquic_protocol::Role, nesquic_record::events::HostInfo)]) -> Vec<String> {
-    hosts
-        .iter()
-        .map(|(role, h)| {
-            let unknown = || "unknown".to_string();
-            let mut line = format!(
-                "{role} host {}: kernel {}, {} ({} CPUs)",
-                h.name.clone().unwrap_or_else(unknown),
-                h.kernel.clone().unwrap_or_else(unknown),
-                h.cpu_model.clone().unwrap_or_else(unknown),
-                h.cores.map_or_else(unknown, |n| n.to_string())
-            );
-            if let Some(nic) = h.nic_description() {
-                line.push_str(&format!("; NIC {nic}"));
-            }
-            if let Some(note) = &h.nic_note {
-                line.push_str(&format!("; {note}"));
-            }
-            if let Some(c) = &h.clock {
-                line.push_str(&format!("; clock {}", c.describe()));
-            }
-            line
-        })
-        .collect()
-}

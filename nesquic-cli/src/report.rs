@@ -97,7 +97,7 @@ fn print_trace(file: &Path, trace: &QlogTrace) -> Result<()> {
         let cpu: f64 = summary.per_repetition.iter().map(|r| r.cpu_s).sum();
         // A trace of a role nesquic does not know (not ours) has no CPU time to put beside it.
         let cpu_s: HashMap<nesquic_ebpf::Role, f64> = trace.vantage().parse().into_iter().map(|r| (r, cpu)).collect();
-        crate::probes::print_summary(metrics, &cpu_s, "totals over all repetitions");
+        nesquic_render::probes::print_summary(metrics, &cpu_s, "totals over all repetitions");
     }
     println!();
     Ok(())

@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use anyhow::Result;
 use nesquic_testcases::Testcase;
 
-pub use nesquic_record::workload::TestcaseInfo;
-
 /// The scenario flags `run` and `matrix` share.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct TestcaseArgs {

@@ -50,7 +50,7 @@ struct TraceReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     profile: Option<nesquic_ebpf::profile::Profile>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    calibration: Option<crate::calibrate::Calibration>,
+    calibration: Option<nesquic_record::calibration::Calibration>,
 }
 
 /// Runs `nesquic trace`.
@@ -68,15 +68,19 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     };
     let traced = nesquic_engine::trace::execute(&spec, &interrupted, &mut crate::run::Terminal { quiet: false })?;
     let Traced { exit, metrics, agents, profile, calibration } = traced;
-    crate::probes::print_agent_problems(&agents);
+    nesquic_render::probes::print_agent_problems(&agents);
     let cpu = (exit.user + exit.system).as_secs_f64();
-    crate::probes::print_summary(&metrics, &HashMap::from([(nesquic_ebpf::Role::Process, cpu)]), "whole command");
-    crate::probes::print_duty(&metrics);
+    nesquic_render::probes::print_summary(
+        &metrics,
+        &HashMap::from([(nesquic_ebpf::Role::Process, cpu)]),
+        "whole command",
+    );
+    nesquic_render::probes::print_duty(&metrics);
     if let Some(c) = &calibration {
-        crate::probes::print_compensated(&metrics, c);
+        nesquic_render::probes::print_compensated(&metrics, c);
     }
     if let Some(p) = &profile {
-        crate::probes::print_profile(p, "whole command", (exit.user + exit.system).as_secs_f64());
+        nesquic_render::profile::print_profile(p, "whole command", (exit.user + exit.system).as_secs_f64());
     }
     if let Some(path) = &args.json {
         let report = TraceReport {

@@ -7,9 +7,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_TRACEPOINT, MECHANISM_UPROBE};
+use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_UPROBE};
 use nesquic_ebpf::user::{AgentProcess, UserBackend};
-use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics, SyscallMetrics};
+use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics};
 use serde::Serialize;
 
 use nesquic_protocol::Role;
@@ -257,34 +257,6 @@ impl UserProbes {
         }
         metrics
     }
-}
-
-/// Where the agent's and the tracepoints' I/O figures differ (empty: they agree exactly).
-pub fn crosscheck_differences(role: &RoleMetrics) -> Vec<String> {
-    if role.io_crosscheck.is_empty() && role.io.is_empty() {
-        return Vec::new();
-    }
-    let key = |s: &SyscallMetrics| (s.syscall.clone(), s.direction.clone());
-    let mut names: Vec<(String, String)> = role.io.iter().chain(&role.io_crosscheck).map(key).collect();
-    names.sort();
-    names.dedup();
-    let mut out = Vec::new();
-    for (syscall, direction) in names {
-        let find =
-            |rows: &[SyscallMetrics]| rows.iter().find(|s| s.syscall == syscall && s.direction == direction).cloned();
-        let (k, u) = (find(&role.io), find(&role.io_crosscheck));
-        let figures = |s: &Option<SyscallMetrics>| {
-            s.as_ref().map_or((0, 0, 0, 0), |s| (s.timing.calls, s.bytes, s.datagrams, s.messages))
-        };
-        let (kf, uf) = (figures(&k), figures(&u));
-        if kf != uf {
-            out.push(format!(
-                "{syscall}: {MECHANISM_TRACEPOINT} calls/bytes/datagrams/messages {}/{}/{}/{}, agent {}/{}/{}/{}",
-                kf.0, kf.1, kf.2, kf.3, uf.0, uf.1, uf.2, uf.3
-            ));
-        }
-    }
-    out
 }
 
 /// Whether the agent can be preloaded into `binary` under `choice`; an error when `user` was

@@ -2,6 +2,7 @@
 //! probes (any LUT) or the I/O layer's own counters (LUTs on Nesquic's I/O layer). Every ratio
 //! Nesquic prints (syscalls per MB, datagrams per syscall, crypto calls per datagram) starts here.
 
+use nesquic_ebpf::metrics::{SyscallMetrics, MECHANISM_TRACEPOINT};
 use nesquic_ebpf::RoleMetrics;
 use nesquic_protocol::Role;
 use serde::Serialize;
@@ -200,6 +201,34 @@ pub fn disagreements(role: Role, layer: &nesquic_io::Counters, probes: &nesquic_
             if layer_value != probe_value {
                 out.push(format!("{direction} {what}: I/O layer {layer_value}, probes {probe_value}"));
             }
+        }
+    }
+    out
+}
+
+/// Where the agent's and the tracepoints' I/O figures differ (empty: they agree exactly).
+pub fn crosscheck_differences(role: &RoleMetrics) -> Vec<String> {
+    if role.io_crosscheck.is_empty() && role.io.is_empty() {
+        return Vec::new();
+    }
+    let key = |s: &SyscallMetrics| (s.syscall.clone(), s.direction.clone());
+    let mut names: Vec<(String, String)> = role.io.iter().chain(&role.io_crosscheck).map(key).collect();
+    names.sort();
+    names.dedup();
+    let mut out = Vec::new();
+    for (syscall, direction) in names {
+        let find =
+            |rows: &[SyscallMetrics]| rows.iter().find(|s| s.syscall == syscall && s.direction == direction).cloned();
+        let (k, u) = (find(&role.io), find(&role.io_crosscheck));
+        let figures = |s: &Option<SyscallMetrics>| {
+            s.as_ref().map_or((0, 0, 0, 0), |s| (s.timing.calls, s.bytes, s.datagrams, s.messages))
+        };
+        let (kf, uf) = (figures(&k), figures(&u));
+        if kf != uf {
+            out.push(format!(
+                "{syscall}: {MECHANISM_TRACEPOINT} calls/bytes/datagrams/messages {}/{}/{}/{}, agent {}/{}/{}/{}",
+                kf.0, kf.1, kf.2, kf.3, uf.0, uf.1, uf.2, uf.3
+            ));
         }
     }
     out

@@ -2,17 +2,15 @@
 //! Counters are exact and held against a tolerance; noisy figures (goodput, time, CPU) get a
 //! head/base ratio with a confidence interval (paired when the runs were interleaved), Holm-
 //! corrected over the family, and fail only under a rule that names them. The statistics are
-//! `nesquic_record::compare`'s; this module parses the flags and renders (`render`).
-
-mod render;
+//! `nesquic_record::compare`'s; this module parses the flags; `nesquic_render::compare` renders.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use serde::Serialize;
+use nesquic_render::compare::{self as render, Report};
 
 use nesquic_record::compare::{
-    compare, load, rules_from_file, Pairing, Row, Rule, RunSamples, Thresholds, Verdict, REPORT_VERSION,
+    compare, load, rules_from_file, Pairing, Rule, RunSamples, Thresholds, Verdict, REPORT_VERSION,
 };
 
 /// Exit status of the gate commands, for their `--help`.
@@ -94,24 +92,6 @@ pub enum Outcome {
 const DRIFT_WARNING: &str = "the two runs were taken separately: on a shared machine separate runs drift apart \
 (CPU time by 10-20% between batches), so noisy figures are compared unpaired and rarely conclusive; \
 `nesquic ab` interleaves the variants and pairs the rounds";
-
-/// What is judged and printed (the JSON of `--format json`).
-#[derive(Serialize)]
-pub(crate) struct Report<'a> {
-    report_version: u32,
-    verdict: &'static str,
-    pairing: Pairing,
-    warnings: Vec<&'static str>,
-    base: String,
-    head: String,
-    lut_base: &'a str,
-    lut_head: &'a str,
-    testcase: &'a str,
-    alpha: f64,
-    rules: &'a [Rule],
-    rows: &'a [Row],
-    regressions: usize,
-}
 
 /// Runs `nesquic compare`; bad input is an `Err` (exit 2 in main).
 pub fn execute(args: &CompareArgs) -> Result<Outcome> {

@@ -5,20 +5,17 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nesquic_engine::custom_build;
-pub(crate) use nesquic_engine::process;
 pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
 use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
 use nesquic_lut_adapters::descriptor::Descriptor;
 use nesquic_lut_adapters::lut::{socket_buffer, DESCRIPTORS};
 use nesquic_lut_adapters::{IoMode, LutOpt, OptionKind};
 pub(crate) use nesquic_record::calibration::Calibration;
-pub(crate) use nesquic_record::figures::{RepetitionFigures, Spread, Summary};
-use process::LUT_ROLES;
+pub(crate) use nesquic_record::figures::{RepetitionFigures, Summary};
 
 use crate::units;
 
 mod default_probes;
-mod markdown;
 
 /// This build, as recorded in runs and checked against remote hosts.
 pub const TOOL: ToolInfo = ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") };
@@ -209,7 +206,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         if let Some(file) = &args.markdown {
             crate::html::write(
                 &crate::html::target(file, || dir.join("summary.md")),
-                &markdown::summary(&record),
+                &nesquic_render::markdown::summary(&record),
                 "Markdown summary",
             )?;
         }
@@ -348,13 +345,13 @@ impl RunReporter for Terminal {
 
     fn calibrated(&mut self, calibration: &Calibration) {
         if !self.quiet {
-            crate::calibrate::print(calibration);
+            nesquic_render::run::print_calibration(calibration);
         }
     }
 
     fn hosts_ready(&mut self, hosts: &[(nesquic_protocol::Role, nesquic_record::events::HostInfo)]) {
         if !self.quiet {
-            for line in crate::remote::describe_hosts(hosts) {
+            for line in nesquic_render::run::describe_hosts(hosts) {
                 eprintln!("nesquic: {line}");
             }
         }
@@ -384,31 +381,15 @@ impl RunReporter for Terminal {
 
     fn repetition(&mut self, label: &str, figures: &RepetitionFigures) {
         if self.quiet {
-            eprintln!("  {}", repetition_line(label, figures));
+            eprintln!("  {}", nesquic_render::run::repetition_line(label, figures));
         } else {
-            println!("{}", repetition_line(label, figures));
+            println!("{}", nesquic_render::run::repetition_line(label, figures));
         }
     }
 
     fn finished(&mut self, report: &RunReport, merged: Option<&nesquic_ebpf::Metrics>) {
-        if self.quiet {
-            return;
-        }
-        print_summary(report);
-        if let Some(m) = merged {
-            print_probe_summary(report, m);
-            if let Some(c) = &report.calibration {
-                crate::probes::print_compensated(m, c);
-            }
-        }
-        for (i, rep) in report.repetitions.iter().enumerate() {
-            if let Some(p) = &rep.profile {
-                crate::probes::print_profile(
-                    p,
-                    &format!("repetition {}", i + 1),
-                    rep.server.cpu_total_s + rep.client.cpu_total_s,
-                );
-            }
+        if !self.quiet {
+            nesquic_render::run::print_run(report, merged);
         }
     }
 
@@ -449,143 +430,5 @@ fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
             "{name:<40} {:>14.1} {:>8.3} {:>12.2} {:>8.3}",
             r.goodput_mbps.median, r.goodput_ratio, r.cpu_s_per_gb.median, r.cpu_ratio
         );
-    }
-}
-
-/// Prints the probe tables (totals over repetitions).
-fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
-    let mut cpu = std::collections::HashMap::new();
-    cpu.insert(nesquic_ebpf::Role::Server, report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
-    cpu.insert(nesquic_ebpf::Role::Client, report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
-    let n = report.repetitions.iter().filter(|r| r.probes.is_some()).count();
-    let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
-    crate::probes::print_summary(merged, &cpu, &window);
-    crate::probes::print_duty(merged);
-}
-
-fn repetition_line(label: &str, r: &RepetitionFigures) -> String {
-    let mut line = repetition_figures(label, r);
-    for extra in r.workload.iter().flat_map(|w| w.describe()) {
-        line.push_str(&format!("\n  {extra}"));
-    }
-    line
-}
-
-fn repetition_figures(label: &str, r: &RepetitionFigures) -> String {
-    format!(
-        "{label}: goodput {:.1} Mbit/s, transfer {:.3} s, handshake {:.2} ms, server CPU {:.3} s ({:.0}%), client CPU {:.3} s ({:.0}%)",
-        r.goodput_mbps,
-        r.transfer_s,
-        r.handshake_ms,
-        r.server.cpu_total_s,
-        r.server.cpu_utilisation_pct,
-        r.client.cpu_total_s,
-        r.client.cpu_utilisation_pct
-    )
-}
-
-fn print_summary(report: &RunReport) {
-    let s = &report.summary;
-    println!();
-    println!(
-        "{} {} — testcase {}: {} repetition(s) of {}, payload verified",
-        report.lut.name,
-        report.lut.version,
-        report.testcase.name,
-        s.repetitions,
-        report.testcase.workload.describe()
-    );
-    println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
-    for (name, sp, digits) in s.rows(report.testcase.workload.connections) {
-        println!("{name:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", sp.median, sp.min, sp.max);
-    }
-    println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
-    if let Some(first) = report.repetitions.first() {
-        for (role, io) in &first.io_settings {
-            println!(
-                "{role} I/O: {}; GSO up to {} segments, GRO up to {}, sendmmsg {}, recvmmsg {}; SO_RCVBUF {} B, SO_SNDBUF {} B (granted)",
-                io.stack,
-                io.gso_max_segments,
-                io.gro_segments,
-                if io.send_mmsg { "yes" } else { "no" },
-                if io.recv_mmsg { "yes" } else { "no" },
-                io.recv_buffer,
-                io.send_buffer
-            );
-        }
-    }
-    for line in crate::remote::describe_hosts(&report.hosts) {
-        println!("{line}");
-    }
-    print_io_layer_counters(report);
-    if let Some(link) = &report.link {
-        println!("link: {}", link.mechanisms.join("; "));
-        if let Some(l) = &link.observed_loss {
-            println!(
-                "link loss measured by the tc-bpf filters: {} of {} datagrams dropped ({:.2}%)",
-                l.dropped, l.seen, l.pct
-            );
-        }
-        println!("qdisc drops (tbf queue overflow): {}", link.qdisc_drops);
-        if let Some(stats) = &link.relay {
-            for (name, d) in [("client->server", &stats.up), ("server->client", &stats.down)] {
-                println!(
-                    "relay {name}: {} datagrams held {:.2} ms on average (min {:.2}, max {:.2}; drawn {:.2}-{:.2}, relay late {:.3} ms on average, {:.2} at worst); {} ({:.2}%) left out of order, {} sent undelayed, {} send errors",
-                    d.datagrams,
-                    d.mean_held_ms(),
-                    d.held_ns_min as f64 / 1e6,
-                    d.held_ns_max as f64 / 1e6,
-                    d.drawn_ns_min as f64 / 1e6,
-                    d.drawn_ns_max as f64 / 1e6,
-                    d.late_ns_sum as f64 / d.datagrams.max(1) as f64 / 1e6,
-                    d.late_ns_max as f64 / 1e6,
-                    d.reordered,
-                    d.reordered_pct(),
-                    d.undelayed,
-                    d.send_errors
-                );
-            }
-        }
-    }
-}
-
-/// The I/O layer's own counts (median over repetitions) and, with `--probe io`, whether the
-/// probes saw the same syscalls and datagrams in every repetition.
-fn print_io_layer_counters(report: &RunReport) {
-    for role in LUT_ROLES {
-        let per_rep: Vec<(&nesquic_io::Counters, Option<&nesquic_ebpf::Metrics>)> = report
-            .repetitions
-            .iter()
-            .filter_map(|r| r.io_layer_counters.iter().find(|(x, _)| *x == role).map(|(_, c)| (c, r.probes.as_ref())))
-            .collect();
-        if per_rep.is_empty() {
-            continue;
-        }
-        let median = |f: &dyn Fn(&nesquic_io::Counters) -> u64| {
-            let v: Vec<f64> = per_rep.iter().map(|(c, _)| f(c) as f64).collect();
-            Spread::of(v).map_or(0.0, |s| s.median)
-        };
-        println!(
-            "{role} I/O layer counters (median): send {:.0} syscalls / {:.0} datagrams, recv {:.0} syscalls / {:.0} datagrams",
-            median(&|c| c.send.syscalls),
-            median(&|c| c.send.datagrams),
-            median(&|c| c.recv.syscalls),
-            median(&|c| c.recv.datagrams)
-        );
-        let checked: Vec<Vec<String>> = per_rep
-            .iter()
-            // Only where I/O was probed: a profile-only session has no I/O figures to compare.
-            .filter_map(|(c, m)| {
-                m.filter(|m| m.io_mechanism.is_some()).map(|m| nesquic_record::io::disagreements(role, c, m))
-            })
-            .collect();
-        if checked.is_empty() {
-            continue;
-        }
-        let by = per_rep.iter().find_map(|(_, m)| m.and_then(|m| m.io_mechanism.clone())).unwrap_or_default();
-        match checked.iter().find(|d| !d.is_empty()) {
-            None => println!("  I/O probes ({by}) agree exactly in all {} repetition(s)", checked.len()),
-            Some(d) => println!("  I/O probes ({by}) DISAGREE: {}", d.join("; ")),
-        }
     }
 }

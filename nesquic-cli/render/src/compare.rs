@@ -4,9 +4,40 @@
 use std::io::Write;
 
 use anstyle::{AnsiColor, Style};
-use nesquic_record::compare::{Kind, Pairing, Row, Verdict};
+use nesquic_record::compare::{Kind, Pairing, Row, Rule, Verdict};
+use serde::Serialize;
 
-use super::Report;
+/// What the gate judged, as printed (and the JSON of `--format json`, versioned by
+/// `report_version`).
+#[derive(Serialize)]
+pub struct Report<'a> {
+    /// `nesquic_record::compare::REPORT_VERSION`.
+    pub report_version: u32,
+    /// "pass" or "fail".
+    pub verdict: &'static str,
+    /// Whether the rounds were paired (interleaved runs).
+    pub pairing: Pairing,
+    /// Warnings shown and recorded (separate runs drift).
+    pub warnings: Vec<&'static str>,
+    /// What the base run was given as.
+    pub base: String,
+    /// What the head run was given as.
+    pub head: String,
+    /// The base run's LUT.
+    pub lut_base: &'a str,
+    /// The head run's LUT.
+    pub lut_head: &'a str,
+    /// The test case both ran.
+    pub testcase: &'a str,
+    /// Family-wise false-alarm rate for noisy figures.
+    pub alpha: f64,
+    /// The failure rules in force.
+    pub rules: &'a [Rule],
+    /// One row per metric.
+    pub rows: &'a [Row],
+    /// How many rows are regressions.
+    pub regressions: usize,
+}
 
 fn verdict_text(v: Verdict) -> &'static str {
     match v {
@@ -46,7 +77,7 @@ fn cells(row: &Row) -> [String; 5] {
 }
 
 /// The one-line verdict: PASS or FAIL, the regressions, and what else needs a look.
-pub(crate) fn headline(r: &Report<'_>) -> String {
+pub fn headline(r: &Report<'_>) -> String {
     let list = |v: Verdict| -> Vec<String> {
         r.rows.iter().filter(|x| x.verdict == v).map(|x| format!("{} {:+.1}%", x.metric, x.change_pct)).collect()
     };
@@ -71,7 +102,7 @@ pub(crate) fn headline(r: &Report<'_>) -> String {
 }
 
 /// The terminal table; colour goes through anstream, which strips it where it does not belong.
-pub(crate) fn text(r: &Report<'_>) -> std::io::Result<()> {
+pub fn text(r: &Report<'_>) -> std::io::Result<()> {
     let mut out = anstream::stdout().lock();
     writeln!(out, "base {} ({})\nhead {} ({})\ntest case: {}", r.base, r.lut_base, r.head, r.lut_head, r.testcase)?;
     writeln!(
@@ -101,7 +132,7 @@ pub(crate) fn text(r: &Report<'_>) -> std::io::Result<()> {
 }
 
 /// The PR comment: the verdict on the first line, then what was compared and the table.
-pub(crate) fn markdown(r: &Report<'_>) -> String {
+pub fn markdown(r: &Report<'_>) -> String {
     let mark = if r.regressions > 0 { "❌" } else { "✅" };
     let mut md = format!("{mark} **nesquic {}**\n\n", headline(r));
     md.push_str(&format!(

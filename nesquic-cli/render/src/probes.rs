@@ -1,0 +1,289 @@
+//! The probe tables of `run` and `trace`: packet I/O per syscall, the kernel's UDP path, timed
+//! and counted functions, duty cycles, calibrated times, and the agent's warnings.
+
+use std::collections::{BTreeMap, HashMap};
+
+use nesquic_ebpf::metrics::Timing;
+use nesquic_ebpf::{Metrics, Role, RoleMetrics};
+
+use crate::text::{duration, ratio, share, truncate};
+
+/// Prints the probe figures. `cpu_s` gives each role's CPU seconds over the same window.
+pub fn print_summary(metrics: &Metrics, cpu_s: &HashMap<Role, f64>, window: &str) {
+    let mut how = Vec::new();
+    how.extend(metrics.io_mechanism.as_deref());
+    how.extend(metrics.function_mechanism.as_deref());
+    if how.is_empty() {
+        return; // only the sampling profile ran; it prints itself
+    }
+    println!();
+    println!("probes ({}), {window}:", how.join("; "));
+    for role in &metrics.roles {
+        let cpu_ns = cpu_s.get(&role.role).copied().unwrap_or(0.0) * 1e9;
+        println!("{}", role.role);
+        print_io(role, cpu_ns);
+        print_kernel_io(&metrics.kernel_io, role.role, cpu_ns);
+        print_packet_io_split(&metrics.kernel_io, role);
+        print_functions(role, cpu_ns);
+    }
+    if metrics.io_mechanism.is_some() && metrics.kernel_io.mechanism.is_none() && !metrics.kernel_io.notes.is_empty() {
+        println!("kernel UDP path: not measured here ({}); see `nesquic doctor`", metrics.kernel_io.notes.join("; "));
+    }
+    if metrics.lost.is_clean() {
+        println!("lost: nothing (every call entered was matched with its return)");
+    } else {
+        println!("lost: {:?}", metrics.lost);
+    }
+}
+
+fn print_io(role: &RoleMetrics, cpu_ns: f64) {
+    if role.io.is_empty() {
+        return;
+    }
+    println!(
+        "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8} {:>7} {:>8} {:>6} {:>6}  by",
+        "I/O",
+        "calls",
+        "bytes",
+        "dgrams",
+        "time",
+        "mean",
+        "p50<=",
+        "p99<=",
+        "B/call",
+        "dg/call",
+        "ns/dg",
+        "EAGAIN",
+        "%CPU"
+    );
+    for dir in ["send", "recv"] {
+        for s in role.io.iter().filter(|s| s.direction == dir) {
+            let t = &s.timing;
+            println!(
+                "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8.0} {:>7.2} {:>8.0} {:>6} {:>6}  {}",
+                s.syscall,
+                t.calls,
+                s.bytes,
+                s.datagrams,
+                duration(t.total_ns as f64),
+                duration(t.mean_ns()),
+                duration(t.p50_le_ns as f64),
+                duration(t.p99_le_ns as f64),
+                ratio(s.bytes as f64, t.calls as f64),
+                ratio(s.datagrams as f64, t.calls as f64),
+                ratio(t.total_ns as f64, s.datagrams as f64),
+                s.eagain,
+                share(t.total_ns as f64, cpu_ns),
+                mechanism_label(&s.mechanism),
+            );
+        }
+    }
+    println!("  {}", offload_line(role));
+    if !role.io_crosscheck.is_empty() {
+        match nesquic_record::io::crosscheck_differences(role).as_slice() {
+            [] => {
+                println!("  I/O cross-check: the agent's libc interposition and the syscall tracepoints agree exactly")
+            }
+            d => println!("  I/O cross-check DIFFERS: {}", d.join("; ")),
+        }
+    }
+}
+
+/// Short name of what measured a row, for the terminal.
+pub(crate) fn mechanism_label(mechanism: &str) -> &str {
+    match mechanism {
+        nesquic_ebpf::metrics::MECHANISM_INLINE_HOOK => "user hook",
+        nesquic_ebpf::metrics::MECHANISM_INTERPOSITION => "user libc",
+        "" => "-",
+        other => other,
+    }
+}
+
+/// Warns about agents that did not start or functions they could not patch (those functions
+/// were then not measured in that process).
+pub fn print_agent_problems(agents: &[nesquic_record::run::AgentReport]) {
+    for a in agents {
+        if !a.ready {
+            eprintln!("nesquic: warning: the user-space agent did not start in the {} (nothing it would measure was measured there)", a.role);
+            continue;
+        }
+        for f in a.functions.iter().filter(|f| !f.patched) {
+            eprintln!("nesquic: warning: {}: {} not hooked by the agent: {}", a.role, f.name, f.reason);
+        }
+    }
+}
+
+/// The kernel's UDP path per function (inclusive times: udp_sendmsg contains ip_output ...).
+/// The syscalls' time per direction split into exclusive parts of the kernel's path.
+fn print_packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) {
+    for direction in ["send", "recv"] {
+        let syscall_ns: u64 = role.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.total_ns).sum();
+        let Some(b) = kernel.breakdown(role.role, direction, syscall_ns) else { return };
+        if syscall_ns == 0 {
+            continue;
+        }
+        let parts: Vec<String> = b
+            .parts
+            .iter()
+            .map(|(stage, ns)| format!("{stage} {:.1}%", 100.0 * *ns as f64 / syscall_ns as f64))
+            .collect();
+        let outside = if b.coalescing_outside_ns > 0 {
+            format!("; GRO coalescing outside the syscalls {}", duration(b.coalescing_outside_ns as f64))
+        } else {
+            String::new()
+        };
+        println!(
+            "  packet I/O split ({direction}, {} in syscalls): {}{outside}",
+            duration(syscall_ns as f64),
+            parts.join(", ")
+        );
+    }
+}
+
+fn print_kernel_io(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: Role, cpu_ns: f64) {
+    let rows: Vec<_> = kernel.rows.iter().filter(|r| r.role == role).collect();
+    if rows.is_empty() {
+        return;
+    }
+    println!(
+        "  {:<24} {:<13} {:>8} {:>10} {:>9} {:>9} {:>6}  by",
+        "kernel path", "stage", "calls", "time", "mean", "p99<=", "%CPU"
+    );
+    for r in rows {
+        let t = &r.timing;
+        println!(
+            "  {:<24} {:<13} {:>8} {:>10} {:>9} {:>9} {:>6}  {}",
+            r.function,
+            format!("{:?}", r.stage).to_lowercase(),
+            t.calls,
+            duration(t.total_ns as f64),
+            duration(t.mean_ns()),
+            duration(t.p99_le_ns as f64),
+            share(t.total_ns as f64, cpu_ns),
+            r.mechanism,
+        );
+    }
+}
+
+/// Duty-cycled functions: raw counts and counts extrapolated to the whole run.
+pub fn print_duty(metrics: &Metrics) {
+    let mut lines = Vec::new();
+    for role in &metrics.roles {
+        for f in &role.functions {
+            let Some(d) = f.duty else { continue };
+            lines.push(format!(
+                "  {:<7} {:<26} {:>10} calls seen, {:>12.0} extrapolated (probes attached {:.1}% of the time) {}",
+                role.role,
+                f.category,
+                f.timing.calls,
+                d.calls,
+                d.fraction * 100.0,
+                f.name
+            ));
+        }
+    }
+    if !lines.is_empty() {
+        println!("duty-cycled function probes:");
+        for l in lines {
+            println!("{l}");
+        }
+    }
+}
+
+/// Timed functions with the calibrated probe overhead subtracted, per role.
+pub fn print_compensated(metrics: &Metrics, calibration: &nesquic_record::calibration::Calibration) {
+    let mut lines = Vec::new();
+    for role in &metrics.roles {
+        for f in role.functions.iter().filter(|f| f.timed && f.timing.calls > 0) {
+            let (Some(mean), Some(err)) = (f.compensated_mean_ns, f.compensation_uncertainty_ns) else { continue };
+            let site = match f.site {
+                Some(k) => format!("{} site", k.label()),
+                None => mechanism_label(&f.mechanism).to_string(),
+            };
+            lines.push(format!(
+                "  {:<7} {:<26} {:>10} ± {:<8} per call (raw {}; {}) {}",
+                role.role,
+                f.category,
+                duration(mean),
+                duration(err),
+                duration(f.timing.mean_ns()),
+                site,
+                f.name
+            ));
+        }
+    }
+    if !lines.is_empty() {
+        println!("timed functions, calibrated probe overhead subtracted ({} rounds):", calibration.rounds_used());
+        for l in lines {
+            println!("{l}");
+        }
+    }
+}
+
+/// Whether GSO/GRO were in use, from what the probes saw: messages carrying several datagrams.
+pub fn offload_line(role: &RoleMetrics) -> String {
+    let seen = |dir: &str, name: &str| -> String {
+        let (messages, segmented, datagrams) = role
+            .io
+            .iter()
+            .filter(|s| s.direction == dir)
+            .fold((0u64, 0u64, 0u64), |a, s| (a.0 + s.messages, a.1 + s.segmented_messages, a.2 + s.datagrams));
+        if messages == 0 {
+            return format!("{name} -");
+        }
+        let verdict = if segmented > 0 { "yes" } else { "no" };
+        format!(
+            "{name} {verdict} ({segmented} of {messages} messages carried several datagrams; {:.1} datagrams/message)",
+            datagrams as f64 / messages as f64
+        )
+    };
+    format!("offload seen: {}; {}", seen("send", "GSO"), seen("recv", "GRO"))
+}
+
+fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
+    if role.functions.is_empty() {
+        return;
+    }
+    let io = nesquic_record::io::IoTotals::of(role);
+    let (sent, received) = (io.send.datagrams, io.recv.datagrams);
+    // Catalog categories are summed over their functions; custom globs list each function.
+    let mut by_category: BTreeMap<String, (Timing, u64, bool, Vec<String>)> = BTreeMap::new();
+    for f in &role.functions {
+        let key = if f.category.starts_with("uprobe:") { f.name.clone() } else { f.category.clone() };
+        let e = by_category.entry(key).or_insert_with(|| (Timing::empty(), 0, f.timed, Vec::new()));
+        e.0.absorb(&f.timing);
+        e.1 += f.bytes;
+        e.2 &= f.timed;
+        let by = mechanism_label(&f.mechanism).to_string();
+        if !e.3.contains(&by) {
+            e.3.push(by);
+        }
+    }
+    println!(
+        "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}  by",
+        "function", "calls", "time", "mean", "p50<=", "p99<=", "bytes", "call/dg", "ns/dg", "%CPU"
+    );
+    for (category, (t, bytes, timed, by)) in by_category {
+        let time = |ns: f64| if timed { duration(ns) } else { "-".to_string() };
+        // Seal runs per packet sent, open per packet received; the rest against both.
+        let datagrams = match category.as_str() {
+            "crypto.seal" => sent,
+            "crypto.open" => received,
+            _ => sent + received,
+        } as f64;
+        println!(
+            "  {:<26} {:>8} {:>10} {:>9} {:>9} {:>9} {:>12} {:>8} {:>8} {:>6}  {}",
+            truncate(&category, 26),
+            t.calls,
+            time(t.total_ns as f64),
+            time(t.mean_ns()),
+            time(t.p50_le_ns as f64),
+            time(t.p99_le_ns as f64),
+            bytes,
+            if datagrams > 0.0 { format!("{:.2}", t.calls as f64 / datagrams) } else { "-".into() },
+            if datagrams > 0.0 && timed { format!("{:.0}", t.total_ns as f64 / datagrams) } else { "-".into() },
+            if timed { share(t.total_ns as f64, cpu_ns) } else { "-".into() },
+            by.join("+"),
+        );
+    }
+}

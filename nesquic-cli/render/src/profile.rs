@@ -1,0 +1,80 @@
+//! The sampling profile: components with 95% intervals and CPU per datagram, the hottest
+//! functions, and (NESQUIC_PROFILE_OTHER=N) the hottest frames no rule named.
+
+use crate::text::truncate;
+
+/// Prints a sampling profile (components with 95% intervals, then the hottest functions); `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
+/// proportion.
+pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu_s: f64) {
+    println!();
+    println!("sampling profile ({} Hz per CPU, CPU-clock), {window}:", profile.frequency_hz);
+    if let Some(c) = profile.sampler.filter(|c| c.runs > 0) {
+        println!(
+            "  sampler cost (kernel BPF stats): {} runs x {:.1} us = {:.1} ms, {:.2}% of the profiled processes' CPU time (the timer interrupt around it not included)",
+            c.runs,
+            c.run_ns as f64 / c.runs as f64 / 1e3,
+            c.run_ns as f64 / 1e6,
+            if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 }
+        );
+    }
+    // NESQUIC_PROFILE_OTHER=N: the N (at most 20) hottest leaf frames no rule named, per role.
+    let other: usize = std::env::var("NESQUIC_PROFILE_OTHER").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    for role in &profile.roles {
+        let unknown = role.unknown_leaf_samples() as f64 / role.samples.max(1) as f64 * 100.0;
+        let frameless = role.frameless_callers as f64 / role.samples.max(1) as f64 * 100.0;
+        println!(
+            "{}: {} samples ({unknown:.1}% with an unsymbolised leaf frame, {frameless:.1}% in a frameless leaf whose caller the stack pointer gave)",
+            role.role, role.samples
+        );
+        let cost = role.cost.as_ref();
+        if let Some(c) = cost {
+            println!(
+                "  {:.0} ns CPU per datagram {} ({} datagrams from {}; {:.3} s CPU)",
+                c.ns_per_datagram, c.direction, c.datagrams, c.datagram_source, c.cpu_s
+            );
+        } else {
+            println!("  no per-datagram cost: no datagram count (add --probe io)");
+        }
+        println!("  {:<26} {:>6}  {:>13}  {:>8}  {:>8}", "component", "share", "95% interval", "ns/dgram", "ns/byte");
+        let line =
+            |name: &str, s: &nesquic_ebpf::profile::Share, c: Option<&nesquic_ebpf::packet_cost::ComponentCost>| {
+                let (per_dgram, per_byte) = c.map_or((String::new(), String::new()), |c| {
+                    (format!("{:.0}", c.ns_per_datagram), format!("{:.3}", c.ns_per_byte))
+                });
+                println!(
+                    "  {:<26} {:>5.1}%  [{:>5.1}-{:>5.1}]  {:>8}  {:>8}",
+                    name,
+                    100.0 * s.share,
+                    100.0 * s.ci95_low,
+                    100.0 * s.ci95_high,
+                    per_dgram,
+                    per_byte
+                );
+            };
+        for g in &role.components {
+            line(&g.name, g, cost.and_then(|c| c.components.iter().find(|x| x.name == g.name)));
+            let prefix = format!("{}.", g.name);
+            let parts: Vec<_> = role.split.iter().filter(|s| s.name.starts_with(&prefix)).collect();
+            // The split only where there is one: `app` alone needs no `app.harness` line.
+            if parts.len() > 1 || parts.iter().any(|p| p.samples != g.samples) {
+                for p in parts {
+                    line(&format!("  {}", p.name), p, cost.and_then(|c| c.split.iter().find(|x| x.name == p.name)));
+                }
+                // What the family's top-level rule kept (no finer rule named a frame above it).
+                if let Some(rest) = role.split.iter().find(|s| s.name == g.name) {
+                    let c = cost.and_then(|c| c.split.iter().find(|x| x.name == g.name));
+                    line(&format!("  {} (rest)", g.name), rest, c);
+                }
+            }
+        }
+        for f in role.top_functions.iter().take(5) {
+            println!("    {:>5.1}%  {}", 100.0 * f.share, truncate(&f.name, 100));
+        }
+        if other > 0 {
+            println!("  hottest leaf frames no rule named (NESQUIC_PROFILE_OTHER):");
+            for f in role.unclassified_leaves.iter().take(other) {
+                println!("    {:>5.1}%  {}", 100.0 * f.share, truncate(&f.name, 100));
+            }
+        }
+    }
+}
