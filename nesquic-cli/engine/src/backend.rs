@@ -8,7 +8,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_UPROBE};
-use nesquic_ebpf::user::{AgentProcess, UserBackend};
+use nesquic_ebpf::user::UserBackend;
 use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics};
 use serde::Serialize;
 
@@ -16,6 +16,7 @@ use nesquic_protocol::Role;
 
 use crate::error::StepExt;
 use crate::plan::ProbePlan;
+use crate::user::{AgentPlan, UserAgent};
 use crate::EngineError;
 
 type Result<T> = std::result::Result<T, EngineError>;
@@ -73,14 +74,14 @@ pub struct Probes {
 
 /// The user-space side: the plan and each LUT process's agent.
 pub struct UserProbes {
-    backend: UserBackend,
+    plan: Box<dyn AgentPlan>,
     /// I/O is measured by the agent.
     io: bool,
     /// The tracepoints measure I/O too (`both`): the agent's rows are compared with them.
     crosscheck: bool,
     /// Functions the agent refused (kernel uprobes measure them).
     pub fallbacks: Vec<Fallback>,
-    agents: Vec<(Role, AgentProcess)>,
+    agents: Vec<(Role, Box<dyn UserAgent>)>,
 }
 
 impl Probes {
@@ -108,13 +109,8 @@ impl Probes {
             let fallbacks =
                 refused.iter().map(|(f, why)| Fallback { name: f.name.clone(), reason: why.clone() }).collect();
             kernel_functions.extend(refused.into_iter().map(|(f, _)| f));
-            user = Some(UserProbes {
-                backend,
-                io: user_io,
-                crosscheck: user_io && choice == BackendChoice::Both,
-                fallbacks,
-                agents: Vec::new(),
-            });
+            user =
+                Some(UserProbes::new(Box::new(backend), user_io, user_io && choice == BackendChoice::Both, fallbacks));
         }
         if !wants_user_functions {
             kernel_functions = functions.clone();
@@ -142,7 +138,7 @@ impl Probes {
     pub fn describe(&self) -> Vec<String> {
         let mut lines = Vec::new();
         if let Some(u) = &self.user {
-            let hooked = u.backend.planned().len();
+            let hooked = u.plan.planned().len();
             if u.io {
                 lines.push(format!(
                     "packet I/O: {MECHANISM_INTERPOSITION}{}",
@@ -171,11 +167,18 @@ impl Probes {
 }
 
 impl UserProbes {
+    /// The agent's side of a run: `plan` gives each process its agent; `io`: the agent measures
+    /// packet I/O; `crosscheck`: the tracepoints measure it too, as the reference;
+    /// `fallbacks`: the functions it refused, which kernel uprobes measure instead.
+    pub fn new(plan: Box<dyn AgentPlan>, io: bool, crosscheck: bool, fallbacks: Vec<Fallback>) -> Self {
+        Self { plan, io, crosscheck, fallbacks, agents: Vec::new() }
+    }
+
     /// The environment for a LUT process about to start in `role` (its own counters file).
     pub fn environment(&mut self, role: Role) -> Result<Vec<(String, OsString)>> {
         let agent =
-            self.backend.process(self.agents.len(), role).with_step(|| format!("prepare the agent for the {role}"))?;
-        let env = agent.env().to_vec();
+            self.plan.agent(self.agents.len(), role).with_step(|| format!("prepare the agent for the {role}"))?;
+        let env = agent.env();
         self.agents.push((role, agent));
         Ok(env)
     }
@@ -190,13 +193,13 @@ impl UserProbes {
     pub fn finish_repetition(&mut self) -> Vec<AgentReport> {
         std::mem::take(&mut self.agents)
             .into_iter()
-            .map(|(role, a)| AgentReport { role, ready: a.state().ready, functions: a.patch_status() })
+            .map(|(role, a)| AgentReport { role, ready: a.ready(), functions: a.patch_status() })
             .collect()
     }
 
     /// The functions the agent hooks.
     pub fn planned(&self) -> impl Iterator<Item = &ResolvedFunction> {
-        self.backend.planned().iter().map(|p| &p.function)
+        self.plan.planned().iter().map(|p| &p.function)
     }
 
     /// How the agent measures packet I/O, if it does.
@@ -206,7 +209,7 @@ impl UserProbes {
 
     /// Whether the agent times any function (its calibration is then needed).
     pub fn times_functions(&self) -> bool {
-        self.backend.planned().iter().any(|p| p.function.timed)
+        self.plan.planned().iter().any(|p| p.function.timed)
     }
 
     /// Adds what the agents measured to the kernel's figures (or makes them the only figures).
@@ -246,7 +249,7 @@ impl UserProbes {
         if self.io && !self.crosscheck {
             metrics.io_mechanism = Some(MECHANISM_INTERPOSITION.to_string());
         }
-        if !self.backend.planned().is_empty() {
+        if !self.plan.planned().is_empty() {
             metrics.function_mechanism = Some(match (&metrics.function_mechanism, self.fallbacks.len()) {
                 (Some(_), n) if n > 0 => format!(
                     "{MECHANISM_INLINE_HOOK}; {MECHANISM_UPROBE} for {n} refused entr{}",

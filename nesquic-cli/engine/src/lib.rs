@@ -25,5 +25,6 @@ pub mod remote;
 pub mod repetition;
 pub mod run;
 pub mod trace;
+pub mod user;
 
 pub use error::{Cause, EngineError};

@@ -1,7 +1,7 @@
 //! The probed lifecycle and a repetition's logic, without root and without a QUIC library: LUT
 //! processes are shell commands (the `exec` LUT) that print protocol lines, and the probes are
 //! an observer that records what it is told, or the real tracker over a fake kernel session
-//! ([`KernelProbes`]).
+//! ([`KernelProbes`]) and fake user-space agents ([`AgentPlan`], [`UserAgent`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -13,11 +13,18 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use nesquic_ebpf::layout::NqDatagramEvent;
-use nesquic_ebpf::metrics::{FunctionMetrics, Timing};
+use nesquic_ebpf::metrics::{
+    FunctionMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_UPROBE,
+};
 use nesquic_ebpf::profile::{ProcessMaps, Profile};
+use nesquic_ebpf::sites::{ProbeSite, SiteKind};
+use nesquic_ebpf::user::{PatchStatus, PlannedFunction, UserError};
+use nesquic_ebpf::ResolvedFunction;
 use nesquic_ebpf::{Metrics, RoleMetrics};
+use nesquic_engine::backend::{Fallback, UserProbes};
 use nesquic_engine::duty::DutySpec;
 use nesquic_engine::kernel::KernelProbes;
+use nesquic_engine::user::{AgentPlan, UserAgent};
 
 use nesquic_engine::lifecycle::{start, Launch, ProbeTracker, ProcessObserver, Supervisor};
 use nesquic_engine::process::{ProcessEvent, Role};
@@ -326,4 +333,170 @@ fn a_failed_run_collects_no_totals_but_leaves_the_probes_clean() {
     assert_eq!(kernel.tracked, vec![(7, Role::Server), (8, Role::Client)]);
     assert_eq!((kernel.profiled.len(), kernel.cleared), (1, 2));
     assert!(kernel.switches.is_empty(), "no duty cycle, no switches: {:?}", kernel.switches);
+}
+
+/// The agent's plan without an agent: one hooked function, and for each process an agent that
+/// "counted" `AGENT_SENDS` sendmmsg calls and `AGENT_OPENS` calls of the hooked function.
+struct FakePlan {
+    planned: Vec<PlannedFunction>,
+    ready: bool,
+}
+
+const AGENT_SENDS: u64 = 250;
+const AGENT_OPENS: u64 = 4000;
+
+impl FakePlan {
+    fn new(ready: bool) -> Self {
+        let function = ResolvedFunction {
+            category: "crypto.open".into(),
+            backend: "fake".into(),
+            object: "/fake/lut".into(),
+            name: "open".into(),
+            raw_name: "open".into(),
+            address: 0x1000,
+            file_offset: 0x1000,
+            site: ProbeSite { skip: 0, kind: SiteKind::Push },
+            bytes_arg: 0,
+            timed: false,
+            size: 64,
+        };
+        Self { planned: vec![PlannedFunction { function, slot: 0 }], ready }
+    }
+}
+
+impl AgentPlan for FakePlan {
+    fn planned(&self) -> &[PlannedFunction] {
+        &self.planned
+    }
+    fn agent(&self, index: usize, role: Role) -> Result<Box<dyn UserAgent>, UserError> {
+        Ok(Box::new(FakeAgent { index, role, ready: self.ready, planned: self.planned.clone() }))
+    }
+}
+
+struct FakeAgent {
+    index: usize,
+    role: Role,
+    ready: bool,
+    planned: Vec<PlannedFunction>,
+}
+
+impl UserAgent for FakeAgent {
+    fn env(&self) -> Vec<(String, OsString)> {
+        vec![("NESQUIC_FAKE_AGENT".into(), format!("{} {}", self.index, self.role).into())]
+    }
+    fn snapshot(&self) -> RoleMetrics {
+        let timing = |calls| Timing { calls, total_ns: 0, p50_le_ns: 0, p99_le_ns: 0, hist: Vec::new() };
+        RoleMetrics {
+            role: self.role,
+            io: vec![SyscallMetrics {
+                syscall: "sendmmsg".into(),
+                direction: "send".into(),
+                timing: timing(AGENT_SENDS),
+                errors: 0,
+                eagain: 0,
+                bytes: AGENT_SENDS * 12_000,
+                datagrams: AGENT_SENDS * 10,
+                messages: AGENT_SENDS,
+                segmented_messages: AGENT_SENDS,
+                mechanism: MECHANISM_INTERPOSITION.into(),
+            }],
+            functions: vec![FunctionMetrics {
+                category: "crypto.open".into(),
+                name: "open".into(),
+                object: "/fake/lut".into(),
+                timing: timing(AGENT_OPENS),
+                bytes: 0,
+                timed: false,
+                site: None,
+                compensated_mean_ns: None,
+                compensation_uncertainty_ns: None,
+                duty: None,
+                mechanism: MECHANISM_INLINE_HOOK.into(),
+            }],
+            io_crosscheck: Vec::new(),
+        }
+    }
+    fn ready(&self) -> bool {
+        self.ready
+    }
+    fn patch_status(&self) -> Vec<PatchStatus> {
+        self.planned
+            .iter()
+            .map(|p| PatchStatus {
+                name: p.function.name.clone(),
+                object: p.function.object.display().to_string(),
+                patched: self.ready,
+                reason: if self.ready { "patched" } else { "agent did not run in the process" }.into(),
+            })
+            .collect()
+    }
+}
+
+fn refused() -> Vec<Fallback> {
+    vec![Fallback { name: "seal".into(), reason: "no room for the hook".into() }]
+}
+
+#[test]
+fn the_agents_figures_join_the_kernels_and_each_process_gets_its_own_agent() {
+    let mut kernel = FakeKernel::default();
+    let mut user = UserProbes::new(Box::new(FakePlan::new(true)), true, false, refused());
+    let mut tracker = ProbeTracker::new(Some(&mut kernel), Some(&mut user), None);
+    for (index, (role, pid)) in [(Role::Server, 11), (Role::Client, 12)].into_iter().enumerate() {
+        let env = tracker.environment(role).unwrap();
+        assert_eq!(env, vec![("NESQUIC_FAKE_AGENT".to_string(), OsString::from(format!("{index} {role}")))]);
+        tracker.spawned(role, pid).unwrap();
+    }
+    let probed = tracker.collect(true, &[Role::Server, Role::Client]).unwrap();
+    let m = probed.metrics.expect("a successful run has totals");
+    // The agent measured I/O, so its rows are the I/O figures, and it says so.
+    assert_eq!(m.io_mechanism.as_deref(), Some(MECHANISM_INTERPOSITION));
+    assert_eq!(
+        m.function_mechanism.as_deref(),
+        Some(format!("{MECHANISM_INLINE_HOOK}; {MECHANISM_UPROBE} for 1 refused entry").as_str())
+    );
+    for role in &m.roles {
+        let sends: Vec<u64> = role.io.iter().map(|s| s.timing.calls).collect();
+        assert_eq!(sends, [AGENT_SENDS], "{}", role.role);
+        assert!(role.io_crosscheck.is_empty());
+        // The kernel's uprobe (the refused function) and the agent's hook, side by side.
+        let calls: Vec<(&str, u64)> = role.functions.iter().map(|f| (f.category.as_str(), f.timing.calls)).collect();
+        assert_eq!(calls, [("crypto.seal", CALLS), ("crypto.open", AGENT_OPENS)], "{}", role.role);
+    }
+    let reports: Vec<(Role, bool, usize)> =
+        probed.agents.iter().map(|a| (a.role, a.ready, a.functions.len())).collect();
+    assert_eq!(reports, [(Role::Server, true, 1), (Role::Client, true, 1)]);
+    assert_eq!(kernel.tracked, vec![(11, Role::Server), (12, Role::Client)]);
+}
+
+#[test]
+fn with_the_crosscheck_the_tracepoints_stay_the_reference_and_the_agents_rows_are_set_beside() {
+    let mut kernel = FakeKernel::default();
+    let mut user = UserProbes::new(Box::new(FakePlan::new(true)), true, true, Vec::new());
+    let mut tracker = ProbeTracker::new(Some(&mut kernel), Some(&mut user), None);
+    tracker.environment(Role::Server).unwrap();
+    tracker.spawned(Role::Server, 21).unwrap();
+    let m = tracker.collect(true, &[Role::Server]).unwrap().metrics.unwrap();
+    assert_eq!(m.io_mechanism, None, "the fake kernel measured no I/O, and the agent's rows are not the figures");
+    assert_eq!(m.function_mechanism.as_deref(), Some(MECHANISM_INLINE_HOOK));
+    let server = &m.roles[0];
+    assert!(server.io.is_empty());
+    assert_eq!(server.io_crosscheck.iter().map(|s| s.datagrams).collect::<Vec<_>>(), [AGENT_SENDS * 10]);
+}
+
+#[test]
+fn agents_that_never_started_are_reported_and_a_failed_run_merges_nothing() {
+    let mut user = UserProbes::new(Box::new(FakePlan::new(false)), true, false, Vec::new());
+    let mut tracker = ProbeTracker::new(None, Some(&mut user), None);
+    tracker.environment(Role::Client).unwrap();
+    tracker.spawned(Role::Client, 31).unwrap();
+    let probed = tracker.collect(false, &[Role::Client]).unwrap();
+    assert!(probed.metrics.is_none());
+    let report = &probed.agents[..];
+    assert_eq!(report.len(), 1);
+    assert!(!report[0].ready && !report[0].functions[0].patched, "{:?}", report[0]);
+    // The next repetition starts fresh agents: nothing left from this one.
+    let probed = tracker.collect(true, &[Role::Client]).unwrap();
+    assert!(probed.agents.is_empty());
+    let m = probed.metrics.expect("without a kernel session the agents' figures are the totals");
+    assert!(m.roles.is_empty(), "no agent ran in this repetition: {:?}", m.roles);
 }
