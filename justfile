@@ -96,7 +96,7 @@ bench-testcases ROUNDS="15": build
     ./scripts/bench-testcases.sh {{ROUNDS}}
 
 # What frame pointers cost: the LUT executables of a build without them (OLD_LUT_DIR) against
-# this build, alternating rounds -> docs/frame-pointers.md
+# this build, alternating rounds -> bench/frame-pointers.md (docs/frame-pointers.md explains it)
 bench-frame-pointers OLD_LUT_DIR: build
     ./scripts/bench-frame-pointers.sh {{OLD_LUT_DIR}}
 

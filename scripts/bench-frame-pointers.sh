@@ -2,7 +2,7 @@
 # What frame pointers cost: each LUT built without them (OLD_LUT_DIR, e.g. the LUT executables of
 # a build before .cargo/config.toml turned them on) against this build, alternating which goes first
 # round by round under the same nesquic so that drift on a shared machine hits both alike; no probes.
-# `scripts/bench-frame-pointers.sh OLD_LUT_DIR` -> docs/frame-pointers.md (median goodput and CPU
+# `scripts/bench-frame-pointers.sh OLD_LUT_DIR` -> bench/frame-pointers.md (median goodput and CPU
 # per byte over rounds, ratio new/old).
 set -euo pipefail
 bin=${CARGO_TARGET_DIR:-target}/release
@@ -10,7 +10,7 @@ before=${1:?usage: bench-frame-pointers.sh OLD_LUT_DIR}
 rounds=${ROUNDS:-5}
 size=${SIZE:-200MB}
 luts=${LUTS:-quinn quiche msquic}
-out=${OUT:-docs/frame-pointers.md}
+out=${OUT:-bench/frame-pointers.md}
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT

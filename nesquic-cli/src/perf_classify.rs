@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use nesquic_protocol::Role;
 use serde::Serialize;
 
 /// `nesquic perf-classify` arguments.
@@ -83,32 +84,77 @@ fn classify(text: &str) -> Result<BTreeMap<u32, ProcessShares>> {
     Ok(out)
 }
 
-/// Side by side: the eBPF profile's share and perf's share per LUT process and component.
+/// One role's samples over every repetition, per component: (eBPF, perf).
+struct RoleTally {
+    role: Role,
+    components: BTreeMap<String, (f64, f64)>,
+    ebpf_samples: f64,
+    perf_samples: f64,
+}
+
+/// Side by side, per role over every repetition: the eBPF profile's share and perf's share of each
+/// component, their difference, and how far apart two samplers of these sizes land by chance
+/// alone (95%: 1.96 standard errors of a difference of two proportions).
 fn compare(perf: &BTreeMap<u32, ProcessShares>, run: &std::path::Path) -> Result<()> {
-    let text = std::fs::read_to_string(run).with_context(|| format!("read {}", run.display()))?;
-    let report: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("parse {}", run.display()))?;
-    println!("| repetition | role | component | eBPF profile | perf record | difference (pp) |");
-    println!("|---|---|---|---|---|---|");
-    let reps = report["repetitions"].as_array().context("no repetitions in the run")?;
-    for (i, rep) in reps.iter().enumerate() {
-        for pair in rep["pids"].as_array().context("the run has no pids (re-run with this nesquic)")? {
-            let (Some(role), Some(pid)) = (pair[0].as_str(), pair[1].as_u64()) else { continue };
-            let Some(p) = perf.get(&(pid as u32)) else { continue };
-            let roles = rep["profile"]["roles"].as_array().context("the run has no profile (--probe profile)")?;
-            let Some(mine) = roles.iter().find(|r| r["role"] == role) else { continue };
-            for c in mine["components"].as_array().into_iter().flatten() {
-                let name = c["name"].as_str().unwrap_or("?");
-                let ours = c["share"].as_f64().unwrap_or(0.0) * 100.0;
-                let theirs = p.components.get(name).copied().unwrap_or(0.0) * 100.0;
-                println!(
-                    "| {} | {role} ({} / {} samples) | {name} | {ours:.1}% | {theirs:.1}% | {:+.1} |",
-                    i + 1,
-                    mine["samples"],
-                    p.samples,
-                    ours - theirs
-                );
+    let record = nesquic_record::RunRecord::load(run)?;
+    // Per role: component -> (eBPF samples, perf samples), and each sampler's total.
+    let mut roles: Vec<RoleTally> = Vec::new();
+    for rep in &record.repetitions {
+        anyhow::ensure!(!rep.pids.is_empty(), "{}: the run has no pids (re-run with this nesquic)", run.display());
+        let profile = rep.profile.as_ref().context("the run has no profile (--probe profile)")?;
+        for (role, pid) in &rep.pids {
+            let Some(p) = u32::try_from(*pid).ok().and_then(|pid| perf.get(&pid)) else { continue };
+            let Some(mine) = profile.roles.iter().find(|r| r.role == *role) else { continue };
+            if !roles.iter().any(|r| r.role == *role) {
+                roles.push(RoleTally {
+                    role: *role,
+                    components: BTreeMap::new(),
+                    ebpf_samples: 0.0,
+                    perf_samples: 0.0,
+                });
+            }
+            // Invariant: pushed just above when missing.
+            let entry = roles.iter_mut().find(|r| r.role == *role).expect("role entry");
+            entry.ebpf_samples += mine.samples as f64;
+            entry.perf_samples += p.samples as f64;
+            for c in &mine.components {
+                entry.components.entry(c.name.clone()).or_default().0 += c.samples as f64;
+            }
+            for (name, share) in &p.components {
+                entry.components.entry(name.clone()).or_default().1 += share * p.samples as f64;
             }
         }
+    }
+    anyhow::ensure!(!roles.is_empty(), "no LUT process of the run appears in the perf dump");
+    println!("| role (eBPF / perf samples) | component | eBPF profile | perf record | difference (pp) | chance alone (95%, pp) |");
+    println!("|---|---|---|---|---|---|");
+    let (mut largest, mut beyond) = ((0.0_f64, String::new()), Vec::new());
+    for RoleTally { role, components, ebpf_samples: ours_n, perf_samples: theirs_n } in &roles {
+        let mut rows: Vec<_> = components.iter().collect();
+        rows.sort_by(|a, b| (b.1 .0 + b.1 .1).total_cmp(&(a.1 .0 + a.1 .1)));
+        for (name, (ours, theirs)) in rows {
+            let (p1, p2) = (ours / ours_n.max(1.0), theirs / theirs_n.max(1.0));
+            let difference = 100.0 * (p1 - p2);
+            let noise = 100.0 * 1.96 * (p1 * (1.0 - p1) / ours_n.max(1.0) + p2 * (1.0 - p2) / theirs_n.max(1.0)).sqrt();
+            let mark = if difference.abs() > noise { " beyond chance" } else { "" };
+            if difference.abs() > noise {
+                beyond.push(format!("{role} {name}"));
+            }
+            if difference.abs() > largest.0 {
+                largest = (difference.abs(), format!("{role} {name}"));
+            }
+            println!(
+                "| {role} ({ours_n:.0} / {theirs_n:.0}) | {name} | {:.1}% | {:.1}% | {difference:+.1} | ±{noise:.1}{mark} |",
+                100.0 * p1,
+                100.0 * p2
+            );
+        }
+    }
+    println!("\nlargest difference: {:.1} percentage points ({})", largest.0, largest.1);
+    if beyond.is_empty() {
+        println!("every difference is within what two samplers of these sizes differ by chance");
+    } else {
+        println!("beyond chance: {}", beyond.join(", "));
     }
     Ok(())
 }

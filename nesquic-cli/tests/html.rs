@@ -13,7 +13,7 @@ use common::{nesquic, stderr};
 use serde_json::Value;
 
 /// Every probe (crypto timed, for the duration CDFs) and small sizes: a run takes a few seconds.
-const RUN: &[&str] = &["--size", "8MB", "--repeat", "3", "--probe", "io,crypto:time,profile", "--interval", "10ms"];
+const RUN: &[&str] = &["--size", "8MB", "--repeat", "3", "--probe", "io,crypto:time,profile:499", "--interval", "10ms"];
 
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("html-{name}-{}", std::process::id()));

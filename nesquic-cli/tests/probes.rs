@@ -452,7 +452,7 @@ fn profile_attributes_cpu_to_the_hot_function() {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("trace.json");
     let out = nesquic()
-        .args(["trace", "--probe", "profile", "--json"])
+        .args(["trace", "--probe", "profile:499", "--json"])
         .arg(&json)
         .arg("--")
         .arg(workload())
@@ -463,7 +463,7 @@ fn profile_attributes_cpu_to_the_hot_function() {
     let traced: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
     let role = &traced["profile"]["roles"][0];
     let samples = role["samples"].as_u64().expect("samples");
-    // 1.5 s of one busy thread at the default 499 Hz.
+    // 1.5 s of one busy thread at 499 Hz.
     assert!((500..=1000).contains(&samples), "{samples} samples");
     // The share of `name` in one of the role's ranked lists.
     let share_in = |list: &str, name: &str| {

@@ -310,10 +310,11 @@ pub struct ProbeRequest {
 }
 
 /// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
-/// with periodic work). Each sample costs the sampled program ~18-22 us on this VM (timer
-/// interrupt and stack walks, bench/tick-cost/results.md): 1.75% of its CPU at 999 Hz with a
-/// shallow stack, more with a LUT's deep ones; 499 Hz stays within the 2% goal.
-pub const DEFAULT_PROFILE_HZ: u64 = 499;
+/// with periodic work): the highest rate measured within the 2% goal on every LUT. Over 60
+/// paired rounds of 200 MB, msquic lost 0.953x goodput and 1.043x CPU at 499 Hz, 0.989x and
+/// 1.013x at 199 Hz; quinn and quiche showed no cost at 499 Hz (docs/probe-overhead.md).
+/// `profile:499` or `profile:999` for more samples.
+pub const DEFAULT_PROFILE_HZ: u64 = 199;
 
 impl Default for ProbeRequest {
     fn default() -> Self {

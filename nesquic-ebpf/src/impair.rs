@@ -72,7 +72,7 @@ fn attach_in(netns: &Path, iface: &str, per_million: u32, at: TcAttachType) -> R
             source: std::io::Error::last_os_error(),
         });
     }
-    let mut ebpf = Ebpf::load(crate::session::OBJECT).map_err(|e| EbpfError::Load(format!("{e:#}")))?;
+    let mut ebpf = Ebpf::load(crate::object::OBJECT).map_err(|e| EbpfError::Load(format!("{e:#}")))?;
     {
         let map = ebpf.map_mut("loss_config").ok_or_else(|| EbpfError::Map("loss_config missing".into()))?;
         let mut config: Array<_, u32> = Array::try_from(map).map_err(|e| EbpfError::Map(e.to_string()))?;

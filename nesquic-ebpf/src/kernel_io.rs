@@ -9,7 +9,7 @@ use aya::{Btf, Ebpf};
 use serde::{Deserialize, Serialize};
 
 use crate::layout::{NqStats, KFUNCS};
-use crate::metrics::Timing;
+use crate::timing::Timing;
 
 /// The probed functions, in map order (enum nq_kfunc), with the stage of the path each stands for.
 /// All exist (BTF and ftrace-able) in Debian 12's 6.1 and in 6.18 (docs/kernels.md).
@@ -273,7 +273,7 @@ fn short(e: aya::programs::ProgramError) -> String {
 /// Whether `mechanism` works on this kernel, tried for real on `udp_sendmsg` (attached, then
 /// detached again): the kernel's answer, e.g. EPERM for fentry under lockdown.
 pub fn probe(mechanism: Mechanism) -> Result<(), String> {
-    let mut ebpf = Ebpf::load(crate::session::OBJECT).map_err(|e| format!("load the object: {e}"))?;
+    let mut ebpf = Ebpf::load(crate::object::OBJECT).map_err(|e| format!("load the object: {e}"))?;
     let btf = Btf::from_sys_fs().ok();
     attach_one(&mut ebpf, mechanism, FUNCTIONS[0].0, btf.as_ref())
 }

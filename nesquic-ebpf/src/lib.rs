@@ -13,14 +13,15 @@ pub mod impair;
 pub mod kernel_io;
 pub mod layout;
 pub mod metrics;
+mod object;
 pub mod objects;
-pub mod packet_cost;
 pub mod preflight;
 pub mod profile;
 pub mod session;
 pub mod sites;
 pub mod stack_rules;
 pub mod symbols;
+pub mod timing;
 pub mod user;
 pub mod verifier;
 
@@ -30,7 +31,9 @@ pub use nesquic_protocol::Role;
 
 pub use catalog::{Catalog, ProbeRequest, ProbeSpec, Resolution, ResolvedFunction};
 pub use metrics::{DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};
-pub use session::{ProbeSession, SamplerCost};
+pub use profile::packet_cost;
+pub use profile::SamplerCost;
+pub use session::ProbeSession;
 pub use symbols::ObjectSymbols;
 
 /// Everything that can go wrong while probing, phrased so the user knows what to do.

@@ -12,6 +12,17 @@ pub use crate::stack_rules::Classifier;
 use crate::symbols::ObjectSymbols;
 
 mod frameless;
+pub mod packet_cost;
+
+/// What the sampling program cost, from the kernel's BPF statistics (`run_time_ns`, `run_cnt`
+/// of the program): time spent in the program itself, not the timer interrupt around it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SamplerCost {
+    /// Times the program ran (every CPU-clock tick on every CPU, the LUT's or not).
+    pub runs: u64,
+    /// Total time inside the program, ns.
+    pub run_ns: u64,
+}
 
 /// One sampled stack pair as read from the kernel, innermost frame first.
 #[derive(Debug, Clone)]
@@ -26,6 +37,9 @@ pub struct RawSample {
     pub kernel: Vec<u64>,
     /// The word at the user stack pointer (0: unread): a frameless leaf's return address.
     pub sp_word: u64,
+    /// A stack of this sample was lost: its hash bucket in the stack map held another stack
+    /// (`bpf_get_stackid` returned -EEXIST; replacing it would relabel earlier samples).
+    pub stack_lost: bool,
     /// How many times it was sampled.
     pub count: u64,
 }
@@ -311,6 +325,10 @@ pub struct RoleProfile {
     /// (`profile::frameless`): the walk alone would have skipped that caller.
     #[serde(default)]
     pub frameless_callers: u64,
+    /// Samples that lost their user or kernel stack to a stack-map hash collision (classified
+    /// by what is left of them).
+    #[serde(default)]
+    pub lost_stacks: u64,
     /// CPU cost per datagram and per payload byte by component, when a datagram count exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<crate::packet_cost::PacketCost>,
@@ -337,7 +355,7 @@ pub struct Profile {
     pub roles: Vec<RoleProfile>,
     /// What the sampling program itself cost, from the kernel's BPF statistics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sampler: Option<crate::SamplerCost>,
+    pub sampler: Option<SamplerCost>,
 }
 
 /// Per-name sample counts, ranked into shares of `total`, largest first, at most `limit`.
@@ -366,8 +384,11 @@ pub fn build(
         let mut unknown: HashMap<String, u64> = HashMap::new();
         let mut unclassified: HashMap<String, u64> = HashMap::new();
         let mut folded: HashMap<String, u64> = HashMap::new();
-        let mut frameless_callers = 0;
+        let (mut frameless_callers, mut lost_stacks) = (0, 0);
         for s in samples.iter().filter(|s| s.role == role.index()) {
+            if s.stack_lost {
+                lost_stacks += s.count;
+            }
             let pmaps = maps.get(&s.tgid).unwrap_or(&empty);
             // Every frame but the innermost is a return address, one past the call: look up the
             // byte before it, or a call that ends a function names the next one.
@@ -424,6 +445,7 @@ pub fn build(
             unknown_leaves: ranked(unknown, total, usize::MAX),
             unclassified_leaves: ranked(unclassified, total, 20),
             frameless_callers,
+            lost_stacks,
             cost: None,
             folded: {
                 let mut v: Vec<(String, u64)> = folded.into_iter().collect();
@@ -517,9 +539,17 @@ mod tests {
         let c = Classifier::new(&catalog.components).expect("catalog rules compile");
         // No map for pid 1 here: every user frame is unresolved; kernel addresses below kallsyms too.
         let samples = vec![
-            RawSample { tgid: 1, role: 0, user: vec![0x1000, 0x2000], kernel: vec![], sp_word: 0, count: 3 },
-            RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], sp_word: 0, count: 1 },
-            RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], sp_word: 0, count: 5 },
+            RawSample {
+                tgid: 1,
+                role: 0,
+                user: vec![0x1000, 0x2000],
+                kernel: vec![],
+                sp_word: 0,
+                stack_lost: false,
+                count: 3,
+            },
+            RawSample { tgid: 1, role: 0, user: vec![], kernel: vec![], sp_word: 0, stack_lost: true, count: 1 },
+            RawSample { tgid: 1, role: 1, user: vec![0x1000], kernel: vec![], sp_word: 0, stack_lost: false, count: 5 },
         ];
         let p = build(&samples, &HashMap::new(), &[Role::Server, Role::Client], &c, 99);
         let server = &p.roles[0];
@@ -527,6 +557,7 @@ mod tests {
         assert_eq!(server.components.iter().map(|s| s.samples).sum::<u64>(), 4);
         assert_eq!(server.split.iter().map(|s| s.samples).sum::<u64>(), 4);
         assert_eq!(server.unknown_leaf_samples(), 4);
+        assert_eq!((server.lost_stacks, p.roles[1].lost_stacks), (1, 0), "the sample whose stacks a collision took");
         assert_eq!(server.components[0].name, "unknown");
         let no_map = server.unknown_leaves.iter().find(|s| s.name == Unresolved::NoMapping.label()).expect("no map");
         assert_eq!(no_map.samples, 3);

@@ -21,8 +21,7 @@ use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
 use crate::Role;
 use crate::{preflight, EbpfError};
 
-/// The compiled eBPF object (built by build.rs).
-pub(crate) static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/nesquic.bpf.o"));
+pub use crate::profile::SamplerCost;
 
 const FUNC_ENTER: &str = "nq_func_enter";
 const FUNC_EXIT: &str = "nq_func_exit";
@@ -66,16 +65,6 @@ pub struct ProbeSession {
     sampler_base: SamplerCost,
 }
 
-/// What the sampling program cost, from the kernel's BPF statistics (`run_time_ns`, `run_cnt`
-/// of the program): time spent in the program itself, not the timer interrupt around it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SamplerCost {
-    /// Times the program ran (every CPU-clock tick on every CPU, the LUT's or not).
-    pub runs: u64,
-    /// Total time inside the program, ns.
-    pub run_ns: u64,
-}
-
 impl ProbeSession {
     /// Checks the machine, loads the programs, attaches the I/O tracepoints (if `io`) and
     /// prepares the function probes (attached per process by [`ProbeSession::track`]).
@@ -85,7 +74,7 @@ impl ProbeSession {
         if functions.len() > MAX_FUNCS as usize {
             return Err(EbpfError::TooManyFunctions { found: functions.len(), max: MAX_FUNCS as usize });
         }
-        let mut ebpf = Ebpf::load(OBJECT).map_err(|e| EbpfError::Load(format!("{e:#}")))?;
+        let mut ebpf = Ebpf::load(crate::object::OBJECT).map_err(|e| EbpfError::Load(format!("{e:#}")))?;
         let nr_cpus = aya::util::nr_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;
         let targets = take_map(&mut ebpf, "targets", BpfHashMap::try_from)?;
         let io_stats = take_map(&mut ebpf, "io_stats", PerCpuArray::try_from)?;
@@ -196,7 +185,10 @@ impl ProbeSession {
                 .attach(
                     PerfEventConfig::Software(SoftwareEvent::CpuClock),
                     PerfEventScope::AllProcessesOneCpu { cpu },
-                    SamplePolicy::Frequency(frequency_hz),
+                    // A fixed period, in ns of CPU clock: the same rate as frequency mode, without the
+                    // kernel re-tuning the period on every tick and sample (measured cheaper,
+                    // docs/probe-overhead.md).
+                    SamplePolicy::Period(1_000_000_000 / frequency_hz.max(1)),
                     false,
                 )
                 .map_err(|e| EbpfError::Attach {
@@ -294,6 +286,7 @@ impl ProbeSession {
                 user: frames(key.user_stack),
                 kernel: frames(key.kernel_stack),
                 sp_word: key.sp_word,
+                stack_lost: key.user_stack == -libc::EEXIST || key.kernel_stack == -libc::EEXIST,
                 count,
             });
         }

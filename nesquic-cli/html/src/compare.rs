@@ -3,8 +3,8 @@
 
 use nesquic_record::compare::{Row, Verdict};
 
+use crate::input::RunInput;
 use crate::page::{num, Page};
-use crate::run::RunInput;
 use crate::HtmlError;
 
 /// Two runs and what `nesquic compare` concluded.

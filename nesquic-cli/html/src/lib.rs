@@ -9,6 +9,7 @@
 
 mod compare;
 mod flame;
+mod input;
 mod matrix;
 mod page;
 mod plot;

@@ -7,9 +7,9 @@ use nesquic_ebpf::profile::Share;
 use nesquic_ebpf::Role;
 use nesquic_record::RunRecord;
 
+use crate::input::RunInput;
 use crate::page::{num, Page};
 use crate::plot::{self, Bar};
-use crate::run::RunInput;
 use crate::HtmlError;
 
 /// Per side: component shares over every repetition (samples summed, intervals recomputed).

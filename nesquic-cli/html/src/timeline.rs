@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use nesquic_protocol::Role;
 use nesquic_record::events::MetricsUpdated;
 
+use crate::input::RunInput;
 use crate::page::Page;
 use crate::plot::{self, Series};
-use crate::run::RunInput;
 use crate::HtmlError;
 
 /// Per repetition, (elapsed s, cumulative value) from `role`'s snapshots that carry `value`,

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::figures::{Spread, WorkloadSummary};
-use crate::run::LutSource;
 use crate::workload::{TestcaseInfo, WorkloadFigures};
 
 /// One of Nesquic's events: the qlog record's `name` and `data`.
@@ -443,6 +442,15 @@ pub struct UdpDatagrams {
 pub struct RawInfo {
     /// Bytes.
     pub length: u64,
+}
+
+/// Where a `--lut-path` build came from.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LutSource {
+    /// The checkout.
+    pub path: PathBuf,
+    /// Its git revision, or why there is none.
+    pub revision: String,
 }
 
 #[cfg(test)]

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use nesquic_protocol::Role;
 
+pub use crate::stats::Spread;
+use nesquic_ebpf::user::PatchStatus;
+
 /// CPU accounting of one process, from the kernel (`wait4` rusage).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct ProcessFigures {
@@ -66,33 +69,11 @@ pub struct RepetitionFigures {
     /// The user-space agent in each LUT process: initialised or not, each function patched or
     /// why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub agents: Vec<crate::run::AgentReport>,
+    pub agents: Vec<AgentReport>,
     /// Remote roles with timed probes: the calibration their own host measured and compensated
     /// their timed rows with (the run's `calibration` is this host's).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub remote_calibration: Vec<(Role, crate::calibration::Calibration)>,
-}
-
-/// Median, minimum and maximum of one figure over repetitions.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct Spread {
-    /// Median (mean of the middle two for an even count).
-    pub median: f64,
-    /// Minimum.
-    pub min: f64,
-    /// Maximum.
-    pub max: f64,
-}
-
-impl Spread {
-    /// Spread of `values`; `None` when empty.
-    pub fn of(values: impl IntoIterator<Item = f64>) -> Option<Self> {
-        let v: Vec<f64> = values.into_iter().collect();
-        let median = crate::stats::median(&v)?;
-        let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(Self { median, min, max })
-    }
 }
 
 /// Spreads over all repetitions.
@@ -227,6 +208,17 @@ impl Summary {
             workload: WorkloadSummary::of(reps),
         })
     }
+}
+
+/// The agent in one LUT process of one repetition, as it reported itself.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentReport {
+    /// Role.
+    pub role: Role,
+    /// The agent initialised in the process.
+    pub ready: bool,
+    /// Per planned function: patched, or why not.
+    pub functions: Vec<PatchStatus>,
 }
 
 #[cfg(test)]

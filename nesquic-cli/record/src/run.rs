@@ -4,12 +4,12 @@
 
 use std::path::{Path, PathBuf};
 
-use nesquic_ebpf::user::PatchStatus;
 use nesquic_protocol::cli::IoMode;
-use nesquic_protocol::Role;
 use serde::{Deserialize, Serialize};
 
 use crate::calibration::Calibration;
+pub use crate::events::LutSource;
+pub use crate::figures::AgentReport;
 use crate::figures::{RepetitionFigures, Summary};
 use crate::workload::TestcaseInfo;
 use crate::RecordError;
@@ -94,15 +94,6 @@ pub struct LutInfo {
     pub source: Option<LutSource>,
 }
 
-/// Where a `--lut-path` build came from.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct LutSource {
-    /// The checkout.
-    pub path: PathBuf,
-    /// Its git revision, or why there is none.
-    pub revision: String,
-}
-
 /// The emulated link of a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LinkRecord {
@@ -139,17 +130,6 @@ impl ObservedLoss {
     pub fn new(dropped: u64, seen: u64) -> Self {
         Self { dropped, seen, pct: if seen > 0 { dropped as f64 * 100.0 / seen as f64 } else { 0.0 } }
     }
-}
-
-/// The agent in one LUT process of one repetition, as it reported itself.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AgentReport {
-    /// Role.
-    pub role: Role,
-    /// The agent initialised in the process.
-    pub ready: bool,
-    /// Per planned function: patched, or why not.
-    pub functions: Vec<PatchStatus>,
 }
 
 #[cfg(test)]

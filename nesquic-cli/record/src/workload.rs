@@ -6,7 +6,7 @@ use nesquic_protocol::report::ClientResult;
 use nesquic_testcases::{Testcase, Workload};
 use serde::{Deserialize, Serialize};
 
-use crate::figures::Spread;
+use crate::stats::Spread;
 use crate::RecordError;
 
 /// What a run's scenario was, as recorded in summary.json and qlog.

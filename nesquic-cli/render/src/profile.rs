@@ -22,8 +22,9 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
     for role in &profile.roles {
         let unknown = role.unknown_leaf_samples() as f64 / role.samples.max(1) as f64 * 100.0;
         let frameless = role.frameless_callers as f64 / role.samples.max(1) as f64 * 100.0;
+        let lost = role.lost_stacks as f64 / role.samples.max(1) as f64 * 100.0;
         println!(
-            "{}: {} samples ({unknown:.1}% with an unsymbolised leaf frame, {frameless:.1}% in a frameless leaf whose caller the stack pointer gave)",
+            "{}: {} samples ({unknown:.1}% with an unsymbolised leaf frame, {frameless:.1}% in a frameless leaf whose caller the stack pointer gave, {lost:.1}% lost a stack to a stack-map collision)",
             role.role, role.samples
         );
         let cost = role.cost.as_ref();

@@ -120,7 +120,7 @@ pub struct RunArgs {
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
     /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component;
-    /// profile:HZ sets the rate per CPU, default 499),
+    /// profile:HZ sets the rate per CPU, default 199: the rate that costs <= 2% on every LUT),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
     /// Not given: `nesquic run` turns on those that cost <= 2% goodput (profile,io, and crypto
@@ -420,15 +420,26 @@ impl RunReporter for Terminal {
 fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
     println!();
     println!(
-        "probe overhead, {} round(s) of {} bytes, medians; ratios against no probes:",
+        "probe overhead, {} round(s) of {} bytes; ratios against no probes: of medians, and paired round by round (95% interval)",
         report.rounds, report.size_bytes
     );
-    println!("{:<40} {:>14} {:>8} {:>12} {:>8}", "probes", "goodput Mbit/s", "ratio", "CPU s/GB", "ratio");
+    println!(
+        "{:<34} {:>14} {:>7} {:>21} {:>10} {:>7} {:>21}",
+        "probes", "goodput Mbit/s", "ratio", "paired", "CPU s/GB", "ratio", "paired"
+    );
+    let paired = |e: Option<nesquic_record::compare::RatioEstimate>| {
+        e.map_or("-".to_string(), |e| format!("{:.3} ({:.3}-{:.3})", e.ratio, e.low, e.high))
+    };
     for r in &report.sets {
         let name = if r.probes.is_empty() { "(none)" } else { r.probes.as_str() };
         println!(
-            "{name:<40} {:>14.1} {:>8.3} {:>12.2} {:>8.3}",
-            r.goodput_mbps.median, r.goodput_ratio, r.cpu_s_per_gb.median, r.cpu_ratio
+            "{name:<34} {:>14.1} {:>7.3} {:>21} {:>10.2} {:>7.3} {:>21}",
+            r.goodput_mbps.median,
+            r.goodput_ratio,
+            paired(r.goodput_paired),
+            r.cpu_s_per_gb.median,
+            r.cpu_ratio,
+            paired(r.cpu_paired)
         );
     }
 }

@@ -15,7 +15,9 @@ use iced_x86::{BlockEncoderOptions, Decoder, DecoderOptions, IcedError, Instruct
 use crate::abi::{self, slot_status, PlanTarget, MODE_COUNT, MODE_TIME};
 use crate::near::Pools;
 use crate::objects::{self, Loaded};
-use crate::{counters, dlopen, shard, timing};
+use crate::{counters, shard, timing};
+
+pub mod dlopen;
 
 /// Bytes of the `jmp rel32` written at the site.
 const JMP_LEN: usize = 5;

@@ -26,7 +26,7 @@ pub fn enable() {
     for (i, r) in REAL.iter().enumerate() {
         resolve(r, NAMES[i]);
     }
-    crate::dlopen::resolve();
+    crate::hook::dlopen::resolve();
     ON.store(true, Ordering::Release);
 }
 

@@ -10,7 +10,6 @@
 //! any problem leaves the function unpatched and is recorded in the counters header.
 
 mod counters;
-mod dlopen;
 mod env;
 mod hook;
 mod io;

@@ -18,7 +18,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::hook;
+use super::apply_pending;
 
 /// Some plan target waits for its object.
 static PENDING: AtomicBool = AtomicBool::new(false);
@@ -67,7 +67,7 @@ unsafe extern "C" fn dlopen_and_hook(
     // SAFETY: the caller's name (or the path it resolves to) and flags.
     let handle = unsafe { real(filename, flags) };
     if !handle.is_null() && PENDING.load(Ordering::Acquire) {
-        hook::apply_pending();
+        apply_pending();
     }
     handle
 }
