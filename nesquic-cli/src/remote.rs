@@ -61,5 +61,5 @@ impl HostArgs {
 
 /// `nesquic remote-role`: one session's remote side (started by another nesquic over SSH).
 pub fn serve(tool: &nesquic_engine::run::ToolInfo) -> Result<()> {
-    nesquic_engine::remote::serve::serve(tool).context("nesquic remote-role")
+    nesquic_engine::remote_role::serve(tool).context("nesquic remote-role")
 }

@@ -1,9 +1,12 @@
 //! Nesquic's engine: what happens to LUT processes during a run. It owns the process lifecycle
 //! (`process`: spawned held at a gate so probes know the pid before the LUT runs, watched by
 //! reader threads, reaped with `wait4` for the kernel's CPU accounting, always killed when the
-//! run ends early), the one probed lifecycle run, trace and calibrate share (`lifecycle`), a
-//! repetition's two processes (`repetition`) measured (`measure`), whole runs (`run`: `RunPlan`
-//! in, `RunRecord` out), duty cycles, overhead rounds, calibration and custom LUT builds.
+//! run ends early; a role on another host is its ssh session, `process::link`), the one probed
+//! lifecycle run, trace and calibrate share (`lifecycle`), a repetition's two processes
+//! (`repetition`) measured (`measure`), whole runs (`run`: `RunPlan` in, `RunRecord` out), duty
+//! cycles, overhead rounds, calibration and custom LUT builds, and roles on other hosts: the
+//! protocol as plain data (`wire`), the OpenSSH client (`ssh`), the local side (`remote`) and the
+//! remote one (`remote_role`).
 //!
 //! Must not know command-line flags, rendering, or which LUT it runs: it starts executables with
 //! arguments and reports what they said and what they cost.
@@ -22,9 +25,13 @@ pub mod overhead;
 pub mod plan;
 pub mod process;
 pub mod remote;
+pub mod remote_role;
 pub mod repetition;
 pub mod run;
+pub mod ssh;
+pub mod tool;
 pub mod trace;
 pub mod user;
+pub mod wire;
 
 pub use error::{Cause, EngineError};

@@ -109,7 +109,7 @@ pub struct Supervisor<'a> {
     /// Longest wait for an event.
     pub poll: Duration,
     /// What remote roles' probes measured, as they reported it.
-    pub remote_totals: Vec<(Role, crate::remote::wire::RoleTotals)>,
+    pub remote_totals: Vec<(Role, crate::wire::RoleTotals)>,
 }
 
 impl<'a> Supervisor<'a> {

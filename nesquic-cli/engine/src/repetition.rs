@@ -15,6 +15,7 @@ use nesquic_lut_adapters::{IoMode, Lut};
 pub use crate::lifecycle::ProcessObserver;
 use crate::lifecycle::{start, Launch, Supervisor, POLL};
 use crate::process::{Exit, LutProcess, Role};
+use crate::remote::RemoteRepetition;
 use crate::EngineError;
 
 type Result<T, E = EngineError> = std::result::Result<T, E>;
@@ -64,7 +65,7 @@ pub struct RepetitionOutcome {
     /// qlog files the LUT wrote, with the wall clock of their time zero (ns since the epoch).
     pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
     /// What remote roles' probes measured.
-    pub remote_totals: Vec<(Role, crate::remote::wire::RoleTotals)>,
+    pub remote_totals: Vec<(Role, crate::wire::RoleTotals)>,
 }
 
 /// How long the client's result line may trail its exit.
@@ -196,7 +197,14 @@ fn spawn_role(
     let qlog = lut_qlog_path(spec, role);
     if let Some((stage, target)) = spec.remote.and_then(|r| r.roles.target(role).map(|t| (r, t))) {
         let destination = stage.qlog_destination(role, qlog);
-        return crate::remote::link::spawn(target, &stage.plan(role, spec, addr), destination, tx);
+        let repetition = RemoteRepetition {
+            io: spec.io,
+            workload: spec.workload,
+            options: spec.options,
+            timeout: spec.timeout,
+            lut_qlog: spec.lut_qlog.is_some(),
+        };
+        return crate::process::link::spawn(target, &stage.plan(role, addr, repetition), destination, tx);
     }
     let (certs, workload, io, options, qlog) = (spec.certs, spec.workload, spec.io, spec.options, qlog.as_deref());
     let args = match role {

@@ -29,18 +29,10 @@ use crate::error::StepExt;
 use crate::measure::measure;
 use crate::plan::ProbePlan;
 use crate::repetition::RepetitionSpec;
+pub use crate::tool::ToolInfo;
 use crate::EngineError;
 
 type Result<T> = std::result::Result<T, EngineError>;
-
-/// The measuring tool itself, as recorded in the traces.
-#[derive(Debug, Clone, Copy)]
-pub struct ToolInfo {
-    /// Its version.
-    pub version: &'static str,
-    /// The git revision it was built from.
-    pub git_revision: &'static str,
-}
 
 /// Everything one run needs, resolved and checked: no flags, no text to parse.
 pub struct RunPlan {

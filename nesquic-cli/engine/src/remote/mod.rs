@@ -1,25 +1,25 @@
-//! Roles on other hosts, over SSH. The local side ([`connect`]) checks that the remote `nesquic`
-//! is the same build, reads the host's facts and measures its clock offset; each repetition then
-//! starts `nesquic remote-role` there (`process::LutProcess::spawn_remote`), which runs the role's
-//! LUT under that host's probes ([`serve`]) and streams everything back as [`wire`] lines.
+//! Roles on other hosts, over SSH: the local side. [`connect`] checks that the remote `nesquic`
+//! is the same build, reads the host's facts and measures its clock offset; [`RemoteStage`] holds
+//! that for the run and makes each repetition's plan for a role there. The repetition starts
+//! `nesquic remote-role` on that host ([`crate::process::link`]), which runs the role's LUT under
+//! the host's probes ([`crate::remote_role`]) and streams everything back as [`crate::wire`] lines.
 
 pub mod facts;
-pub mod link;
-pub mod serve;
-pub mod ssh;
-pub mod wire;
 
 use std::io::Write;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use nesquic_protocol::Role;
+use nesquic_protocol::cli::IoMode;
+use nesquic_protocol::{LutOpt, Role};
 use nesquic_record::events::{ClockOffset, HostInfo};
+use nesquic_testcases::Workload;
 
-pub use ssh::SshTarget;
-use wire::{Reply, Request};
-
-use crate::run::ToolInfo;
+use crate::process::link::QlogDestination;
+use crate::ssh;
+pub use crate::ssh::SshTarget;
+use crate::tool::ToolInfo;
+use crate::wire::{self, Reply, Request};
 use crate::EngineError;
 
 /// Clock pings per host: the one with the shortest round trip is kept.
@@ -177,6 +177,20 @@ pub struct RemoteStage {
     probe_backend: crate::backend::BackendChoice,
 }
 
+/// What one repetition tells a remote role, besides what the stage holds for the whole run.
+pub(crate) struct RemoteRepetition<'a> {
+    /// I/O path.
+    pub io: IoMode,
+    /// The workload.
+    pub workload: Workload,
+    /// `--lut-opt` settings.
+    pub options: &'a [LutOpt],
+    /// The repetition's time limit.
+    pub timeout: Duration,
+    /// Ask the LUT for its own qlog and send it back (`--lut-qlog`).
+    pub lut_qlog: bool,
+}
+
 /// What a run tells its remote roles, besides the repetition.
 pub struct StageInputs<'a> {
     /// The LUT's name.
@@ -244,36 +258,27 @@ impl RemoteStage {
 
     /// The plan `role` runs on its host in one repetition; `addr` is what it binds (server) or
     /// connects to (client).
-    pub(crate) fn plan(
-        &self,
-        role: Role,
-        spec: &crate::repetition::RepetitionSpec<'_>,
-        addr: std::net::SocketAddr,
-    ) -> wire::RolePlan {
+    pub(crate) fn plan(&self, role: Role, addr: SocketAddr, repetition: RemoteRepetition<'_>) -> wire::RolePlan {
         wire::RolePlan {
             role,
             lut: self.lut.clone(),
-            io: spec.io,
-            workload: spec.workload,
-            options: spec.options.to_vec(),
+            io: repetition.io,
+            workload: repetition.workload,
+            options: repetition.options.to_vec(),
             addr,
             cert: self.cert.clone(),
             key: if role == Role::Server { self.key.clone() } else { Vec::new() },
             probe: self.probe.clone(),
             probe_backend: self.probe_backend,
-            timeout: spec.timeout,
-            lut_qlog: spec.lut_qlog.is_some(),
+            timeout: repetition.timeout,
+            lut_qlog: repetition.lut_qlog,
         }
     }
 
     /// Where `role`'s own qlog goes here (`--lut-qlog`), shifted by its host's clock offset.
-    pub(crate) fn qlog_destination(
-        &self,
-        role: Role,
-        path: Option<std::path::PathBuf>,
-    ) -> Option<link::QlogDestination> {
+    pub(crate) fn qlog_destination(&self, role: Role, path: Option<std::path::PathBuf>) -> Option<QlogDestination> {
         let clock_offset_ns = self.host(role).and_then(|h| h.clock).map_or(0, |c| c.offset_ns);
-        path.map(|path| link::QlogDestination { path, clock_offset_ns })
+        path.map(|path| QlogDestination { path, clock_offset_ns })
     }
 }
 

@@ -1,6 +1,9 @@
 //! One LUT process: spawned held at a gate (so probes can be told its pid before it runs a single
 //! instruction of the LUT), watched by reader threads, reaped with `wait4` for the kernel's CPU
-//! accounting, and always killed if the run ends early.
+//! accounting, and always killed if the run ends early. A role on another host is a LutProcess too:
+//! its ssh session ([`link`]).
+
+pub mod link;
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read};
@@ -30,7 +33,7 @@ pub enum ProcessEvent {
     /// The process exited and was reaped.
     Exited(Role, Exit),
     /// A remote role's probe totals (after its exit).
-    Remote(Role, Box<crate::remote::wire::RoleTotals>),
+    Remote(Role, Box<crate::wire::RoleTotals>),
 }
 
 /// How a process ended, with the kernel's accounting of it.
@@ -96,7 +99,7 @@ pub struct LutProcess {
     pub(crate) stdout_done: Arc<std::sync::atomic::AtomicBool>,
     pub(crate) reaped: bool,
     /// A role on another host: this process is its ssh session.
-    pub remote: Option<crate::remote::link::RemoteLink>,
+    pub remote: Option<link::RemoteLink>,
 }
 
 /// A fork held at the gate. `Command::spawn` only returns once the child has exec'd, so it runs

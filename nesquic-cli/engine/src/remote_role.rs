@@ -14,12 +14,13 @@ use nesquic_lut_adapters::report::LutEvent;
 use nesquic_lut_adapters::tls::CertFiles;
 use nesquic_protocol::Role;
 
-use super::wire::{self, RemoteExit, Reply, Request, RolePlan, RoleTotals};
 use crate::backend::{KernelNeeds, Probes};
 use crate::error::Cause;
 use crate::lifecycle::{start, Launch, ProbeTracker, ProcessObserver, Supervisor};
 use crate::plan::ProbePlan;
-use crate::run::ToolInfo;
+use crate::remote::{facts, version_of};
+use crate::tool::ToolInfo;
+use crate::wire::{self, RemoteExit, Reply, Request, RolePlan, RoleTotals};
 use crate::EngineError;
 
 /// How long the LUT's last report lines may trail its exit.
@@ -42,8 +43,8 @@ pub fn serve(tool: &ToolInfo) -> Result<(), EngineError> {
     while let Ok(request) = requests.recv() {
         match request {
             Request::Hello { version, peer, .. } => {
-                let host = super::facts::here(peer);
-                let mine = super::version_of(tool);
+                let host = facts::here(peer);
+                let mine = version_of(tool);
                 send(&mut out, &Reply::Hello { wire: wire::WIRE_VERSION, version: mine.clone(), host })?;
                 if version != mine {
                     // The local side reports the mismatch; nothing more to do here.

@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use nesquic_protocol::report::LutEvent;
 use nesquic_protocol::Role;
 
-use super::wire::{self, RemoteExit, Reply, Request, RolePlan};
-use super::SshTarget;
-use crate::process::{push_tail, reap, spawn_stderr_reader, Exit, LutProcess, ProcessEvent, FORK_TIMEOUT};
+use super::{push_tail, reap, spawn_stderr_reader, Exit, LutProcess, ProcessEvent, FORK_TIMEOUT};
+use crate::ssh::SshTarget;
+use crate::wire::{self, RemoteExit, Reply, Request, RolePlan};
 use crate::EngineError;
 
 /// How long after ssh ends its last lines may take to arrive.
