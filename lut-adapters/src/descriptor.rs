@@ -2,10 +2,11 @@
 //! the workloads it runs, the settings it accepts and why it refuses others), and the checks
 //! every LUT shares, made against it.
 
+use nesquic_protocol::cli::IoMode;
 use nesquic_protocol::options::{LutOpt, OptionError, OptionKind};
 use nesquic_testcases::Workload;
 
-use crate::lut::{IoMode, LutError};
+use crate::error::LutError;
 
 /// A library under test, described.
 #[derive(Debug)]
@@ -229,10 +230,10 @@ pub const ALL_IO: &[IoMode] = &[IoMode::Native, IoMode::Nesquic, IoMode::Plain];
 
 /// Settings several LUTs share, with their usual meaning.
 pub mod common {
+    use nesquic_protocol::cli::IoMode;
     use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
     use super::{OptionSpec, TRANSLATED};
-    use crate::lut::IoMode;
 
     /// `rcvbuf=BYTES`.
     pub const RCVBUF: OptionSpec = OptionSpec::new(OptionKind::RcvBuf, "SO_RCVBUF to request (also --rcvbuf)");

@@ -6,7 +6,8 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::descriptor::Descriptor;
-use crate::lut::{ClientSpec, Lut, LutError, ServerSpec};
+use crate::error::LutError;
+use crate::launch::{ClientSpec, Lut, ServerSpec};
 
 /// `exec`: no executable of its own, no settings (its commands take NESQUIC_* variables).
 pub static EXEC: Descriptor = Descriptor {

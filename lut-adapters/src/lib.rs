@@ -1,8 +1,14 @@
 //! `nesquic-lut-adapters`: what the orchestrator knows about each library under test (LUT): one
 //! [`Descriptor`] per LUT, as data (name, version, crypto backend, I/O paths, the typed
 //! `--lut-opt` settings it accepts and why it refuses others, which workloads it runs), the
-//! [`Lut`] trait for what truly differs (where the executable is, how it is started), resolving a LUT by name ([`find_lut`]),
-//! building its server and client command lines, and generating the run's certificate ([`tls`]).
+//! [`Lut`] trait for what truly differs (where the executable is, how it is started), resolving a
+//! LUT by name ([`find_lut`]), building its server and client command lines, and generating the
+//! run's certificate ([`tls`]).
+//!
+//! Layers, lowest first: [`error`] ([`LutError`]); [`descriptor`] (the data and the checks made
+//! against it); [`launch`] (the [`Lut`] trait, command lines); one module per adapter (its
+//! descriptor) and [`exec`] (the user's own commands); [`registry`], the one module that lists
+//! them all. [`lut`] gathers the seam under the paths other crates use.
 //!
 //! Every LUT runs as its own executable (`nesquic-lut-<name>`, built by `nesquic-lut-bins`, the
 //! msquic, s2n-quic and tquic workspaces, `quic-go/build.sh`, `aioquic/build.sh` and `ngtcp2/build.sh`; `tcp-tls` is the TCP+TLS baseline) with `server` and
@@ -14,14 +20,18 @@
 #![warn(missing_docs)]
 
 pub mod aioquic;
+pub mod buffer;
 pub mod descriptor;
+pub mod error;
 pub mod exec;
+pub mod launch;
 pub mod lut;
 pub mod msquic;
 pub mod ngtcp2;
 pub mod quic_go;
 pub mod quiche;
 pub mod quinn;
+pub mod registry;
 pub mod s2n_quic;
 pub mod tcp_tls;
 pub mod tquic;
@@ -35,5 +45,9 @@ pub mod tls;
 mod tests;
 
 pub use descriptor::Descriptor;
+pub use error::LutError;
 pub use exec::ExecLut;
-pub use lut::{all_luts, find_lut, Builtin, IoMode, Lut, LutError, LutOpt, OptionKind};
+pub use launch::{Builtin, Lut};
+pub use nesquic_protocol::cli::IoMode;
+pub use nesquic_protocol::options::{LutOpt, OptionKind};
+pub use registry::{all_luts, find_lut};

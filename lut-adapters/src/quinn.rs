@@ -1,10 +1,10 @@
 //! quinn 0.11 with rustls + ring: natively on tokio + quinn-udp, or quinn-proto over Nesquic's I/O.
 
+use nesquic_protocol::cli::IoMode;
 use nesquic_protocol::options::OptionKind;
 
 use crate::descriptor::common::{CC, CIPHER, IO_GRO, IO_MMSG, RCVBUF, SNDBUF};
 use crate::descriptor::{Descriptor, OptionSpec, SourceBuild, ALL_IO};
-use crate::lut::IoMode;
 
 /// quinn: the only LUT rebuilt from a checkout (`--lut-path`); its GSO switch is quinn-udp's
 /// natively and the I/O layer's on `--io nesquic`.

@@ -5,9 +5,11 @@
 use std::path::Path;
 
 use clap::Parser;
-use nesquic_protocol::cli::LutCli;
+use nesquic_protocol::cli::{IoMode, LutCli};
+use nesquic_protocol::options::LutOpt;
+use nesquic_testcases::Workload;
 
-use crate::lut::{ClientSpec, IoMode, LutOpt, ServerSpec};
+use crate::launch::{ClientSpec, ServerSpec};
 use crate::tls::CertFiles;
 use crate::{find_lut, Descriptor};
 
@@ -87,7 +89,7 @@ const TABLE: &[Row] = &[
 fn every_lut_accepts_its_settings_and_refuses_others_naming_itself_and_what_it_accepts() {
     let mut luts: Vec<&str> = TABLE.iter().map(|row| row.0).collect();
     luts.dedup();
-    assert_eq!(luts.len(), crate::lut::DESCRIPTORS.len(), "a LUT is missing from the table");
+    assert_eq!(luts.len(), crate::registry::DESCRIPTORS.len(), "a LUT is missing from the table");
     for (name, io, accepted, refused) in TABLE {
         let d = descriptor(name);
         let texts: Vec<String> = accepted.iter().map(ToString::to_string).collect();
@@ -130,7 +132,7 @@ fn the_command_line_built_from_typed_settings_parses_back_to_them() {
     let certs = CertFiles { cert: "/c.der".into(), key: "/k.der".into() };
     let options: Vec<LutOpt> =
         ["gso=off", "rcvbuf=4194304", "cc=bbr", "cipher=chacha20"].iter().map(|t| t.parse().unwrap()).collect();
-    let workload = crate::lut::Workload { connections: 3, parallel: 2, streams: 4, size: 1000 };
+    let workload = Workload { connections: 3, parallel: 2, streams: 4, size: 1000 };
     let lut = find_lut("quinn").unwrap();
     let qlog = Path::new("/q.sqlog");
     let server = lut.server_args(&ServerSpec {
@@ -152,7 +154,7 @@ fn the_command_line_built_from_typed_settings_parses_back_to_them() {
     for (args, size) in [(server, 0), (client, 1000)] {
         let command = LutCli::try_parse_from(std::iter::once("lut".into()).chain(args)).unwrap().command;
         assert_eq!(command.options().unwrap(), options);
-        assert_eq!(command.workload(), crate::lut::Workload { size, parallel: command.parallel(), ..workload });
+        assert_eq!(command.workload(), Workload { size, parallel: command.parallel(), ..workload });
         assert_eq!(command.io(), IoMode::Native);
     }
 }
@@ -188,7 +190,7 @@ fn io_paths_and_workload_shapes_are_checked() {
     assert!(descriptor("tcp-tls").check_io(IoMode::Nesquic).is_err());
     let err = descriptor("tquic").check_io(IoMode::Native).unwrap_err().to_string();
     assert_eq!(err, "LUT 'tquic' does not support --io native; it supports: nesquic, plain");
-    let many = crate::lut::Workload { connections: 2, parallel: 1, streams: 1, size: 1 };
+    let many = Workload { connections: 2, parallel: 1, streams: 1, size: 1 };
     assert!(descriptor("quiche").check_workload(IoMode::Plain, &many).is_ok());
     assert!(descriptor("tquic").check_workload(IoMode::Nesquic, &many).is_ok());
     let err = crate::exec::EXEC.check_workload(IoMode::Native, &many).unwrap_err().to_string();

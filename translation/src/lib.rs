@@ -32,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use nesquic_io::{Counters, IoConfig, UdpIo};
 use nesquic_protocol::client::{ClientRun, Workload};
+use nesquic_protocol::options::{Cipher, CongestionControl};
 use nesquic_protocol::report::ClientResult;
 
 pub use driver::{Endpoint, Impairment, LoopStats};
@@ -148,11 +149,11 @@ pub struct StackOptions {
     pub qlog_start: Option<Instant>,
     /// Honour the library's pacing (quiche's `SendInfo::at`); quinn-proto paces internally.
     pub pacing: bool,
-    /// Congestion control: `cubic` (default), `newreno`, `bbr`.
-    pub cc: Option<String>,
-    /// TLS 1.3 cipher suite: `aes128gcm`, `aes256gcm`, `chacha20` (quinn-proto; quiche's
-    /// BoringSSL does not let it be chosen). `None`: the library's preference.
-    pub cipher: Option<String>,
+    /// Congestion control (`None`: CUBIC); each shim refuses one its library lacks.
+    pub cc: Option<CongestionControl>,
+    /// The only TLS 1.3 cipher suite offered (quinn-proto; quiche's BoringSSL does not let it be
+    /// chosen). `None`: the library's preference.
+    pub cipher: Option<Cipher>,
     /// Concurrent bidirectional streams a peer may open (the workload's `--streams`); the
     /// library's default when lower.
     pub max_streams: u32,

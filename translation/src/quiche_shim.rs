@@ -13,6 +13,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use nesquic_protocol::client::{ClientConnection, ClientRun};
+use nesquic_protocol::options::CongestionControl;
 use nesquic_protocol::report::ClientResult;
 
 use crate::app::ServerStream;
@@ -53,11 +54,11 @@ fn config(options: &StackOptions) -> Result<quiche::Config, TranslationError> {
     c.set_max_stream_window(STREAM_WINDOW);
     c.set_disable_active_migration(true);
     c.enable_pacing(options.pacing);
-    c.set_cc_algorithm(match options.cc.as_deref() {
-        None | Some("cubic") => quiche::CongestionControlAlgorithm::CUBIC,
-        Some("newreno") => quiche::CongestionControlAlgorithm::Reno,
-        Some("bbr") => quiche::CongestionControlAlgorithm::Bbr2Gcongestion,
-        Some(_) => return Err(TranslationError::Config("congestion control: cubic, newreno or bbr")),
+    c.set_cc_algorithm(match options.cc {
+        None | Some(CongestionControl::Cubic) => quiche::CongestionControlAlgorithm::CUBIC,
+        Some(CongestionControl::NewReno) => quiche::CongestionControlAlgorithm::Reno,
+        Some(CongestionControl::Bbr) => quiche::CongestionControlAlgorithm::Bbr2Gcongestion,
+        Some(_) => return Err(TranslationError::Config("congestion control: quiche offers cubic, newreno or bbr")),
     });
     Ok(c)
 }

@@ -23,6 +23,7 @@ use quinn_proto::{
 };
 
 use nesquic_protocol::client::{ClientConnection, ClientRun};
+use nesquic_protocol::options::{Cipher, CongestionControl};
 use nesquic_protocol::report::ClientResult;
 
 use crate::app::{PayloadChunk, ServerStream};
@@ -38,11 +39,13 @@ const MAX_DATAGRAM: usize = 1452;
 fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<TransportConfig>, TranslationError> {
     let mut t = TransportConfig::default();
     t.enable_segmentation_offload(max_datagrams > 1);
-    let factory: Arc<dyn quinn_proto::congestion::ControllerFactory + Send + Sync> = match options.cc.as_deref() {
-        None | Some("cubic") => Arc::new(quinn_proto::congestion::CubicConfig::default()),
-        Some("newreno") => Arc::new(quinn_proto::congestion::NewRenoConfig::default()),
-        Some("bbr") => Arc::new(quinn_proto::congestion::BbrConfig::default()),
-        Some(_) => return Err(TranslationError::Config("congestion control: cubic, newreno or bbr")),
+    let factory: Arc<dyn quinn_proto::congestion::ControllerFactory + Send + Sync> = match options.cc {
+        None | Some(CongestionControl::Cubic) => Arc::new(quinn_proto::congestion::CubicConfig::default()),
+        Some(CongestionControl::NewReno) => Arc::new(quinn_proto::congestion::NewRenoConfig::default()),
+        Some(CongestionControl::Bbr) => Arc::new(quinn_proto::congestion::BbrConfig::default()),
+        Some(_) => {
+            return Err(TranslationError::Config("congestion control: quinn-proto offers cubic, newreno or bbr"))
+        }
     };
     t.congestion_controller_factory(factory);
     // quinn-proto allows 100 concurrent streams by default; a multi-stream workload may want more.
@@ -63,8 +66,6 @@ fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<Transpo
     Ok(Arc::new(t))
 }
 
-pub use crate::rustls_config::CIPHERS;
-
 /// QUIC protects Initial packets with AES-128-GCM whatever the handshake negotiates (RFC 9001
 /// 5.2), so a provider limited to another suite still needs this one for them.
 fn initial_suite() -> Result<rustls::quic::Suite, TranslationError> {
@@ -75,14 +76,14 @@ fn initial_suite() -> Result<rustls::quic::Suite, TranslationError> {
 }
 
 /// The benchmark's server TLS for quinn and quinn-proto alike ([`crate::rustls_config::server`]).
-pub fn server_tls(cert: &Path, key: &Path, cipher: Option<&str>) -> Result<QuicServerConfig, TranslationError> {
+pub fn server_tls(cert: &Path, key: &Path, cipher: Option<Cipher>) -> Result<QuicServerConfig, TranslationError> {
     let tls = crate::rustls_config::server(cert, key, cipher)?;
     QuicServerConfig::with_initial(Arc::new(tls), initial_suite()?)
         .map_err(|_| TranslationError::Config("QUIC server TLS"))
 }
 
 /// The benchmark's client TLS ([`crate::rustls_config::client`]): trusts exactly `ca`.
-pub fn client_tls(ca: &Path, cipher: Option<&str>) -> Result<QuicClientConfig, TranslationError> {
+pub fn client_tls(ca: &Path, cipher: Option<Cipher>) -> Result<QuicClientConfig, TranslationError> {
     let tls = crate::rustls_config::client(ca, cipher)?;
     QuicClientConfig::with_initial(Arc::new(tls), initial_suite()?)
         .map_err(|_| TranslationError::Config("QUIC client TLS"))
@@ -176,7 +177,7 @@ impl QuinnProto {
         max_datagrams: usize,
         options: &StackOptions,
     ) -> Result<Self, TranslationError> {
-        let mut config = ServerConfig::with_crypto(Arc::new(server_tls(cert, key, options.cipher.as_deref())?));
+        let mut config = ServerConfig::with_crypto(Arc::new(server_tls(cert, key, options.cipher)?));
         config.transport_config(transport(options, max_datagrams)?);
         let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(config)), true, None);
         let mut this = Self::with(endpoint, max_datagrams, None);
@@ -192,7 +193,7 @@ impl QuinnProto {
         max_datagrams: usize,
         options: &StackOptions,
     ) -> Result<Self, TranslationError> {
-        let mut config = ClientConfig::new(Arc::new(client_tls(ca, options.cipher.as_deref())?));
+        let mut config = ClientConfig::new(Arc::new(client_tls(ca, options.cipher)?));
         config.transport_config(transport(options, max_datagrams)?);
         let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         let mut this = Self::with(endpoint, max_datagrams, Some(ClientSide { run, config, server }));

@@ -9,7 +9,7 @@ use anyhow::{bail, Context, Result};
 use nesquic_io::{IoConfig, IoSwitches, UdpIo};
 use nesquic_translation::{Impairment, Stack, StackOptions, Summary};
 
-use nesquic_protocol::options::{Choice, LutOpt};
+use nesquic_protocol::options::LutOpt;
 use nesquic_protocol::report::{IoSettings, LutEvent};
 use nesquic_protocol::{IoMode, LutCommand};
 
@@ -101,8 +101,8 @@ fn stack_options<S: Stack>(rest: &[LutOpt], qlog: Option<PathBuf>, streams: u32)
         // Only quiche exposes pacing as a switch (quinn-proto always paces internally).
         match (S::NAME, opt) {
             ("quiche", LutOpt::Pacing(on)) => options.pacing = on,
-            (_, LutOpt::Cc(cc)) => options.cc = Some(cc.name().to_string()),
-            ("quinn-proto", LutOpt::Cipher(cipher)) => options.cipher = Some(cipher.name().to_string()),
+            (_, LutOpt::Cc(cc)) => options.cc = Some(cc),
+            ("quinn-proto", LutOpt::Cipher(cipher)) => options.cipher = Some(cipher),
             _ => bail!("{} over nesquic-io does not understand option {opt}", S::NAME),
         }
     }

@@ -19,6 +19,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use nesquic_lut_bins::protocol::options::CongestionControl;
 use nesquic_lut_bins::protocol::payload::{ALPN, SERVER_NAME};
 use nesquic_lut_bins::protocol::pem;
 use nesquic_lut_bins::protocol::report::ClientResult;
@@ -58,12 +59,12 @@ fn config(options: &StackOptions, tls: TlsConfig) -> Result<tquic::Config, Trans
     c.set_max_stream_window(STREAM_WINDOW);
     // The client opens every stream of a connection at once (`--streams`).
     c.set_initial_max_streams_bidi(u64::from(options.max_streams).max(MAX_STREAMS_BIDI));
-    c.set_congestion_control_algorithm(match options.cc.as_deref() {
-        None | Some("cubic") => tquic::CongestionControlAlgorithm::Cubic,
-        Some("bbr") => tquic::CongestionControlAlgorithm::Bbr,
-        Some("bbr3") => tquic::CongestionControlAlgorithm::Bbr3,
-        Some("copa") => tquic::CongestionControlAlgorithm::Copa,
-        Some(_) => {
+    c.set_congestion_control_algorithm(match options.cc {
+        None | Some(CongestionControl::Cubic) => tquic::CongestionControlAlgorithm::Cubic,
+        Some(CongestionControl::Bbr) => tquic::CongestionControlAlgorithm::Bbr,
+        Some(CongestionControl::Bbr3) => tquic::CongestionControlAlgorithm::Bbr3,
+        Some(CongestionControl::Copa) => tquic::CongestionControlAlgorithm::Copa,
+        Some(CongestionControl::NewReno) => {
             return Err(TranslationError::Config("congestion control: cubic, bbr, bbr3 or copa (tquic has no NewReno)"))
         }
     });

@@ -3,8 +3,9 @@
 //! calibration as recorded (`calibration`), Nesquic's qlog events (`events`, typed both ways), the
 //! qlog traces (`qlog`: writer and strict reader;
 //! `recorder`: a run's two traces, its output directory, merging a library's own qlog)
-//! the sampling profile's folded stacks beside the record (`stacks`), the median every command
-//! shares (`stats`), comparing two runs, the CI gate (`compare`: samples per metric, rules, paired
+//! the sampling profile's folded stacks beside the record (`stacks`), the median and spread every
+//! command shares (`stats`), packet I/O totals and the checks of probes against the I/O layer and
+//! the agent against the tracepoints (`io`), comparing two runs, the CI gate (`compare`: samples per metric, rules, paired
 //! ratio intervals, Holm correction, verdicts), and the CPU cost per
 //! datagram by component over repetitions (`packet_cost`).
 //!

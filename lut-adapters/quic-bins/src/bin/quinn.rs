@@ -163,7 +163,7 @@ async fn server(
     mut transport: quinn::TransportConfig,
     workload: Workload,
 ) -> Result<()> {
-    let crypto = quinn_shim::server_tls(cert, key, cipher.map(Cipher::name)).context("server TLS")?;
+    let crypto = quinn_shim::server_tls(cert, key, cipher).context("server TLS")?;
     // quinn allows 100 concurrent streams by default; a multi-stream testcase may want more.
     if workload.streams > 100 {
         transport.max_concurrent_bidi_streams(workload.streams.into());
@@ -269,7 +269,7 @@ async fn client(
     workload: Workload,
     transport: quinn::TransportConfig,
 ) -> Result<()> {
-    let crypto = quinn_shim::client_tls(ca, cipher.map(Cipher::name)).context("client TLS (trust anchor)")?;
+    let crypto = quinn_shim::client_tls(ca, cipher).context("client TLS (trust anchor)")?;
     let mut config = quinn::ClientConfig::new(Arc::new(crypto));
     config.transport_config(Arc::new(transport));
     let endpoint = quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket, Arc::new(quinn::TokioRuntime))?;

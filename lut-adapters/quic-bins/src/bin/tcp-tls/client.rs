@@ -33,7 +33,7 @@ struct Shared {
 }
 
 pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload) -> Result<()> {
-    let config = Arc::new(rustls_config::client(ca, options.cipher.as_deref()).context("client TLS (trust anchor)")?);
+    let config = Arc::new(rustls_config::client(ca, options.cipher).context("client TLS (trust anchor)")?);
     let shared = Arc::new(Shared {
         connect,
         config,

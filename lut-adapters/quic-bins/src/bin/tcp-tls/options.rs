@@ -1,7 +1,7 @@
 //! `--opt KEY=VALUE` settings of the TCP+TLS LUT, checked against what this kernel offers.
 
 use anyhow::{bail, Context, Result};
-use nesquic_protocol::options::{Choice, CongestionControl, LutOpt};
+use nesquic_protocol::options::{Choice, Cipher, CongestionControl, LutOpt};
 
 /// Where the kernel lists the congestion controls a socket may ask for.
 const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
@@ -17,8 +17,8 @@ pub struct Options {
     pub sndbuf: Option<usize>,
     /// The kernel's name of the congestion control to set (TCP_CONGESTION).
     pub cc: Option<String>,
-    /// The only TLS 1.3 cipher suite offered (a name from `rustls_config::CIPHERS`).
-    pub cipher: Option<String>,
+    /// The only TLS 1.3 cipher suite offered.
+    pub cipher: Option<Cipher>,
 }
 
 impl Options {
@@ -31,7 +31,7 @@ impl Options {
                 LutOpt::RcvBuf(n) => o.rcvbuf = Some(bytes(n)?),
                 LutOpt::SndBuf(n) => o.sndbuf = Some(bytes(n)?),
                 LutOpt::Cc(cc) => o.cc = Some(kernel_cc(cc)?),
-                LutOpt::Cipher(c) => o.cipher = Some(c.name().to_string()),
+                LutOpt::Cipher(c) => o.cipher = Some(c),
                 LutOpt::Ktls(false) => {}
                 LutOpt::Ktls(true) => bail!("ktls=on: {}", ktls_unavailable()),
                 _ => bail!(
@@ -93,7 +93,7 @@ mod tests {
     #[test]
     fn options_parse_and_bad_ones_are_refused() {
         let o = Options::parse(&["rcvbuf=1000".into(), "cc=newreno".into(), "cipher=chacha20".into()]).unwrap();
-        assert_eq!((o.rcvbuf, o.cc.as_deref(), o.cipher.as_deref()), (Some(1000), Some("reno"), Some("chacha20")));
+        assert_eq!((o.rcvbuf, o.cc.as_deref(), o.cipher), (Some(1000), Some("reno"), Some(Cipher::Chacha20)));
         assert!(Options::parse(&["gso=on".into()]).unwrap_err().to_string().contains("unknown option gso=on"));
         assert!(Options::parse(&["cc=copa".into()]).unwrap_err().to_string().contains("cubic, newreno"));
         assert!(Options::parse(&["cc=vegas".into()]).is_err());

@@ -32,7 +32,7 @@ struct Faults {
 
 /// Serves `workload.connections * workload.streams` TCP connections, then returns.
 pub fn run(listen: SocketAddr, cert: &Path, key: &Path, options: &Options, workload: Workload) -> Result<()> {
-    let config = Arc::new(rustls_config::server(cert, key, options.cipher.as_deref()).context("server TLS")?);
+    let config = Arc::new(rustls_config::server(cert, key, options.cipher).context("server TLS")?);
     let listener = socket::listen(listen, options)?;
     LutEvent::Listening { addr: listener.local_addr()? }.emit();
     let faults = Faults {
