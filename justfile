@@ -31,8 +31,10 @@ build: setup
 run *ARGS: build
     ./target/release/nesquic run {{ARGS}}
 
-# Formatting, clippy with warnings as errors, and docs without warnings.
+# Formatting, clippy with warnings as errors, docs without warnings, and no module cycle inside
+# any crate (scripts/module-cycles.py; docs/architecture.md).
 lint:
+    python3 scripts/module-cycles.py
     cargo fmt --all -- --check
     cargo fmt --manifest-path lut-adapters/msquic/Cargo.toml -- --check
     cargo clippy --release --workspace --all-targets -- -D warnings
