@@ -1,5 +1,6 @@
-//! Which probes `nesquic run` turns on when `--probe` is not given: those whose measured cost is
-//! at most 2% goodput (docs/probe-overhead.md), so the main command says where the CPU goes.
+//! Which probes `nesquic run` turns on when `--probe` is not given: the cheap ones (each about 1%
+//! of the LUT's CPU or less, measured per event; docs/probe-overhead.md), so the main command
+//! says where the CPU goes.
 //! `--probe none` turns every probe off.
 
 use nesquic_engine::backend::{who_measures, BackendChoice};
@@ -10,9 +11,9 @@ use nesquic_engine::run::RunPlan;
 pub const NONE: &str = "none";
 
 /// The probe list for `plan` when `--probe` was not given, or `None` (with the reason on
-/// stderr) when probes cannot run: the sampling profile and packet I/O always (0.961x and
-/// 0.984-1.018x goodput measured), counted crypto only where the user-space agent counts every
-/// crypto entry (0.988-1.018x; kernel uprobes cost 0.47x).
+/// stderr) when probes cannot run: the sampling profile (199 Hz: ~0.8% of the sampled CPU) and
+/// packet I/O always, counted crypto only where the user-space agent counts every crypto entry
+/// (0.6 ns a call; kernel uprobes cost 0.47x goodput). docs/probe-overhead.md has the figures.
 pub fn choose(plan: &RunPlan) -> Option<String> {
     // Privileges and the agent are this host's: a role elsewhere is probed only on request.
     if plan.remote.any() {
@@ -24,7 +25,7 @@ pub fn choose(plan: &RunPlan) -> Option<String> {
         return None;
     }
     let list = if agent_counts_crypto(plan) { "profile,io,crypto" } else { "profile,io" };
-    eprintln!("nesquic: probes: {list} (the default: each costs <= 2% goodput; --probe none for none)");
+    eprintln!("nesquic: probes: {list} (the default, the cheap ones: docs/probe-overhead.md; --probe none for none)");
     Some(list.to_string())
 }
 

@@ -120,11 +120,13 @@ pub struct RunArgs {
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
     /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component;
-    /// profile:HZ sets the rate per CPU, default 199: the rate that costs <= 2% on every LUT),
+    /// profile:HZ sets the rate per CPU, default 199, ~0.8% of the sampled CPU; 499 or 999 for
+    /// more samples),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
-    /// Not given: `nesquic run` turns on those that cost <= 2% goodput (profile,io, and crypto
-    /// where the user-space agent counts it) when it can load eBPF (root), none otherwise.
+    /// Not given: `nesquic run` turns on the cheap ones (profile,io, and crypto where the
+    /// user-space agent counts it; docs/probe-overhead.md) when it can load eBPF (root), none
+    /// otherwise.
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
     #[arg(long, value_name = "LIST", env = "NESQUIC_PROBE")]
     pub probe: Option<String>,
