@@ -1,12 +1,13 @@
 //! Nesquic's side of the counters file: created (header written) before the LUT starts, mapped
 //! shared and read-only, read live or after exit. The file is sparse (~3.1 MiB, mostly
-//! function shards nobody touched); reads copy it word by word into the heap.
+//! function shards nobody touched); reads copy only the words asked for (the header, the I/O
+//! rows, a planned slot across shards), word by word.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use nesquic_agent_abi::{self as abi, Counters, CountersHeader};
+use nesquic_agent_abi::{self as abi, Counters, CountersHeader, Stats};
 
 use super::UserError;
 
@@ -52,21 +53,24 @@ impl CountersMap {
         &self.path
     }
 
-    /// A copy of the counters now (fields may be from slightly different instants while the
-    /// LUT runs; each is a whole 64-bit value).
-    pub fn read(&self) -> Box<Counters> {
-        const WORDS: usize = std::mem::size_of::<Counters>() / 8;
-        let mut out = Box::<Counters>::new_uninit();
-        let dst = out.as_mut_ptr().cast::<u64>();
-        let src = self.ptr.cast::<u64>();
-        for i in 0..WORDS {
-            // SAFETY: both are 8-byte aligned (page-aligned mapping, Box of a u64 struct) and
-            // hold WORDS words; volatile whole-word loads because another process writes the
-            // mapping (aligned 64-bit accesses are atomic on x86-64: no torn counter).
-            unsafe { dst.add(i).write(std::ptr::read_volatile(src.add(i))) };
+    /// The I/O wrappers' rows now.
+    pub fn io(&self) -> [Stats; abi::IO_KINDS] {
+        // SAFETY: a field of the live mapping, 8-byte aligned, made of u64s.
+        unsafe { copy_words(std::ptr::addr_of!((*self.ptr).io)) }
+    }
+
+    /// Function slot `slot` summed over every shard, now. Only the slot's words are read: a
+    /// snapshot every 100 ms must not stream the whole ~3.1 MiB file through the caches the LUT
+    /// shares (nor fault in its untouched pages).
+    pub fn function(&self, slot: usize) -> Stats {
+        assert!(slot < abi::MAX_SLOTS, "slot {slot} out of range");
+        let mut sum = Stats::ZERO;
+        for shard in 0..=abi::SHARDS {
+            // SAFETY: an element of the live mapping (both indexes in range), aligned, u64s.
+            let s = unsafe { copy_words(std::ptr::addr_of!((*self.ptr).shards[shard].functions[slot])) };
+            sum.add(&s);
         }
-        // SAFETY: every byte was written above and Counters is Pod (any bits are valid).
-        unsafe { out.assume_init() }
+        sum
     }
 
     /// A copy of the header alone (state, statuses, health), without reading the counters.
@@ -84,3 +88,21 @@ impl Drop for CountersMap {
 }
 
 const _: () = assert!(std::mem::size_of::<Counters>().is_multiple_of(8));
+const _: () = assert!(std::mem::size_of::<Stats>().is_multiple_of(8));
+
+/// Copies `*src` with one volatile load per 64-bit word: another process writes the mapping, and
+/// aligned 64-bit loads are atomic on x86-64, so no counter is torn (fields may be from slightly
+/// different instants while the LUT runs).
+///
+/// # Safety
+/// `src` points into the live mapping, 8-byte aligned, and `T` is plain data made of u64 words.
+unsafe fn copy_words<T: Copy>(src: *const T) -> T {
+    let mut out = std::mem::MaybeUninit::<T>::uninit();
+    let (dst, src) = (out.as_mut_ptr().cast::<u64>(), src.cast::<u64>());
+    for i in 0..std::mem::size_of::<T>() / 8 {
+        // SAFETY: both hold size_of::<T>() bytes, 8-byte aligned (the caller's contract).
+        unsafe { dst.add(i).write(std::ptr::read_volatile(src.add(i))) };
+    }
+    // SAFETY: every word was written above, and any bits are a valid T (plain u64s).
+    unsafe { out.assume_init() }
+}

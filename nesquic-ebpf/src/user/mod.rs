@@ -17,9 +17,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use crate::Role;
-use nesquic_agent_abi::{
-    self as abi, plan_status, slot_status, Counters, CountersHeader, PlanHeader, PlanTarget, Stats,
-};
+use nesquic_agent_abi::{self as abi, plan_status, slot_status, CountersHeader, PlanHeader, PlanTarget, Stats};
 
 pub use calibrate::{measure_cost, AgentCost};
 pub use counters::CountersMap;
@@ -204,7 +202,7 @@ impl AgentProcess {
 
     /// What the agent measured so far, as the kernel path reports it (rows with calls only).
     pub fn snapshot(&self) -> RoleMetrics {
-        metrics_of(self.role, &self.counters.read(), &self.planned, self.io)
+        metrics_of(self.role, &self.counters, &self.planned, self.io)
     }
 
     /// Per planned function: patched, or why not.
@@ -315,9 +313,9 @@ fn syscall_rows(slots: &[Stats]) -> Vec<Stats> {
 
 /// Counters -> one role's metrics (the kernel path's semantics; rows without calls left out).
 /// A function's figures are the sum of its slot over every per-thread shard.
-fn metrics_of(role: Role, c: &Counters, planned: &[PlannedFunction], io: bool) -> RoleMetrics {
-    let valid = c.is_valid();
-    let io_rows = if io && valid { syscall_rows(&c.io) } else { Vec::new() };
+fn metrics_of(role: Role, c: &CountersMap, planned: &[PlannedFunction], io: bool) -> RoleMetrics {
+    let valid = c.header().is_valid();
+    let io_rows = if io && valid { syscall_rows(&c.io()) } else { Vec::new() };
     let io = io_rows
         .iter()
         .enumerate()
