@@ -105,16 +105,16 @@ fn compare(perf: &BTreeMap<u32, ProcessShares>, run: &std::path::Path) -> Result
         for (role, pid) in &rep.pids {
             let Some(p) = u32::try_from(*pid).ok().and_then(|pid| perf.get(&pid)) else { continue };
             let Some(mine) = profile.roles.iter().find(|r| r.role == *role) else { continue };
-            if !roles.iter().any(|r| r.role == *role) {
+            let i = roles.iter().position(|r| r.role == *role).unwrap_or_else(|| {
                 roles.push(RoleTally {
                     role: *role,
                     components: BTreeMap::new(),
                     ebpf_samples: 0.0,
                     perf_samples: 0.0,
                 });
-            }
-            // Invariant: pushed just above when missing.
-            let entry = roles.iter_mut().find(|r| r.role == *role).expect("role entry");
+                roles.len() - 1
+            });
+            let entry = &mut roles[i];
             entry.ebpf_samples += mine.samples as f64;
             entry.perf_samples += p.samples as f64;
             for c in &mine.components {
@@ -136,8 +136,9 @@ fn compare(perf: &BTreeMap<u32, ProcessShares>, run: &std::path::Path) -> Result
             let (p1, p2) = (ours / ours_n.max(1.0), theirs / theirs_n.max(1.0));
             let difference = 100.0 * (p1 - p2);
             let noise = 100.0 * 1.96 * (p1 * (1.0 - p1) / ours_n.max(1.0) + p2 * (1.0 - p2) / theirs_n.max(1.0)).sqrt();
-            let mark = if difference.abs() > noise { " beyond chance" } else { "" };
-            if difference.abs() > noise {
+            let beyond_chance = difference.abs() > noise;
+            let mark = if beyond_chance { " beyond chance" } else { "" };
+            if beyond_chance {
                 beyond.push(format!("{role} {name}"));
             }
             if difference.abs() > largest.0 {

@@ -100,23 +100,25 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     let size = plan.testcase.workload.total_bytes();
     let per_gb = |r: &RepetitionFigures| cpu_s(r) / (size as f64 / 1e9);
     let no_runs = || EngineError::msg("no baseline runs");
-    let baseline_goodput = Spread::of(results[0].iter().map(|r| r.goodput_mbps)).ok_or_else(no_runs)?.median;
-    let baseline_cpu = Spread::of(results[0].iter().map(per_gb)).ok_or_else(no_runs)?.median;
-    let baseline_goodputs: Vec<f64> = results[0].iter().map(|r| r.goodput_mbps).collect();
-    let baseline_cpus: Vec<f64> = results[0].iter().map(per_gb).collect();
+    // Per set, goodput and CPU per GB by round: every set ran once per round, so index i of
+    // each series is round i (what the paired ratios need).
+    let series: Vec<(Vec<f64>, Vec<f64>)> = results
+        .iter()
+        .map(|reps| (reps.iter().map(|r| r.goodput_mbps).collect(), reps.iter().map(per_gb).collect()))
+        .collect();
+    let (baseline_goodputs, baseline_cpus) = &series[0];
+    let baseline_goodput = Spread::of(baseline_goodputs.iter().copied()).ok_or_else(no_runs)?.median;
+    let baseline_cpu = Spread::of(baseline_cpus.iter().copied()).ok_or_else(no_runs)?.median;
     let mut report = OverheadReport { rounds, size_bytes: size, sets: Vec::new() };
-    for (set, reps) in sets.iter().zip(results) {
-        let goodput = Spread::of(reps.iter().map(|r| r.goodput_mbps)).ok_or_else(no_runs)?;
-        let cpu = Spread::of(reps.iter().map(per_gb)).ok_or_else(no_runs)?;
-        // Every set ran once per round, so index i of each is round i.
-        let goodputs: Vec<f64> = reps.iter().map(|r| r.goodput_mbps).collect();
-        let cpus: Vec<f64> = reps.iter().map(per_gb).collect();
+    for ((set, reps), (goodputs, cpus)) in sets.iter().zip(results).zip(&series) {
+        let goodput = Spread::of(goodputs.iter().copied()).ok_or_else(no_runs)?;
+        let cpu = Spread::of(cpus.iter().copied()).ok_or_else(no_runs)?;
         report.sets.push(SetResult {
             probes: set.clone(),
             goodput_ratio: goodput.median / baseline_goodput,
             cpu_ratio: cpu.median / baseline_cpu,
-            goodput_paired: RatioEstimate::paired(&baseline_goodputs, &goodputs, 0.95),
-            cpu_paired: RatioEstimate::paired(&baseline_cpus, &cpus, 0.95),
+            goodput_paired: RatioEstimate::paired(baseline_goodputs, goodputs, 0.95),
+            cpu_paired: RatioEstimate::paired(baseline_cpus, cpus, 0.95),
             goodput_mbps: goodput,
             cpu_s_per_gb: cpu,
             repetitions: reps,

@@ -339,15 +339,6 @@ impl Counters {
     pub fn is_valid(&self) -> bool {
         self.header.is_valid()
     }
-
-    /// Function slot `slot` summed over every shard.
-    pub fn function(&self, slot: usize) -> Stats {
-        let mut sum = Stats::ZERO;
-        for shard in &self.shards {
-            sum.add(&shard.functions[slot]);
-        }
-        sum
-    }
 }
 
 impl PlanHeader {
