@@ -188,6 +188,13 @@ fn quinn_with_io_and_crypto_probes() {
         assert!(calls(r, "crypto.header_protection") > 0, "{name}");
         assert!(calls(r, "crypto.handshake") > 0, "{name}");
     }
+    // The agent measures its own start-up in each process, and the run prints it.
+    for agent in report["repetitions"][0]["agents"].as_array().expect("agents") {
+        let ns = agent["startup_cpu_ns"].as_u64().unwrap_or_else(|| panic!("no start-up cost: {agent}"));
+        assert!((1_000..50_000_000).contains(&ns), "agent start-up {ns} ns: {agent}");
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("user-space agent start-up (its CPU before main, median): server "), "{stdout}");
     let server = role("server");
     // Every packet is sealed; a datagram can hold several coalesced packets, never less than one.
     assert!(calls(server, "crypto.seal") >= sent(server, "datagrams"), "{server}");

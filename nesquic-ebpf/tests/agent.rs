@@ -72,6 +72,7 @@ fn counts_times_and_io_match_what_the_workload_did() {
         function("nesquic_workload_recurse", true, 1),
         function("nesquic_workload_short", false, 0),
         function("nesquic_workload_jump_back", false, 0),
+        function("nesquic_workload_rip_relative", false, 0),
     ];
     let (backend, refused) = UserBackend::prepare(dir.path(), &functions, true).expect("prepare");
     // Unsafe sites are refused before launch, each with its reason.
@@ -116,6 +117,13 @@ fn counts_times_and_io_match_what_the_workload_did() {
     assert!(own >= 3.0e6, "the workload's own figure {own} ns");
     assert_eq!(recurse.timing.hist.iter().sum::<u64>(), 5);
     assert_eq!(state.health.shadow_dropped + state.health.shadow_full, 0);
+
+    // A RIP-relative first instruction, relocated into the trampoline: still counted, and the
+    // function still reads its static (7 x 1000 + 0 + 1 + ... + 6).
+    let rip = func(&role, "nesquic_workload_rip_relative").expect("rip_relative");
+    assert_eq!(rip.timing.calls, did["nesquic_workload_rip_relative"].as_u64().expect("calls"));
+    assert_eq!(rip.timing.calls, 7);
+    assert_eq!(did["rip_relative_sum"], 7 * 1000 + (0..7).sum::<u64>());
 
     // Refused functions are not counted here (they fall back to the kernel).
     assert!(func(&role, "nesquic_workload_short").is_none());

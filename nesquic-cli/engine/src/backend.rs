@@ -193,7 +193,12 @@ impl UserProbes {
     pub fn finish_repetition(&mut self) -> Vec<AgentReport> {
         std::mem::take(&mut self.agents)
             .into_iter()
-            .map(|(role, a)| AgentReport { role, ready: a.ready(), functions: a.patch_status() })
+            .map(|(role, a)| AgentReport {
+                role,
+                ready: a.ready(),
+                functions: a.patch_status(),
+                startup_cpu_ns: a.startup_cpu_ns(),
+            })
             .collect()
     }
 

@@ -28,6 +28,8 @@ pub trait UserAgent {
     fn ready(&self) -> bool;
     /// Per planned function: patched, or why not.
     fn patch_status(&self) -> Vec<PatchStatus>;
+    /// CPU time its start-up took in the process, ns (`None` before it started).
+    fn startup_cpu_ns(&self) -> Option<u64>;
 }
 
 impl AgentPlan for UserBackend {
@@ -51,5 +53,9 @@ impl UserAgent for AgentProcess {
     }
     fn patch_status(&self) -> Vec<PatchStatus> {
         AgentProcess::patch_status(self)
+    }
+    fn startup_cpu_ns(&self) -> Option<u64> {
+        let state = self.state();
+        state.ready.then_some(state.init_cpu_ns)
     }
 }

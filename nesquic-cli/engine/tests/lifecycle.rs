@@ -373,6 +373,9 @@ impl AgentPlan for FakePlan {
     }
 }
 
+/// What each fake agent says its start-up cost.
+const FAKE_STARTUP_NS: u64 = 250_000;
+
 struct FakeAgent {
     index: usize,
     role: Role,
@@ -415,6 +418,9 @@ impl UserAgent for FakeAgent {
             }],
             io_crosscheck: Vec::new(),
         }
+    }
+    fn startup_cpu_ns(&self) -> Option<u64> {
+        self.ready.then_some(FAKE_STARTUP_NS)
     }
     fn ready(&self) -> bool {
         self.ready
@@ -462,9 +468,12 @@ fn the_agents_figures_join_the_kernels_and_each_process_gets_its_own_agent() {
         let calls: Vec<(&str, u64)> = role.functions.iter().map(|f| (f.category.as_str(), f.timing.calls)).collect();
         assert_eq!(calls, [("crypto.seal", CALLS), ("crypto.open", AGENT_OPENS)], "{}", role.role);
     }
-    let reports: Vec<(Role, bool, usize)> =
-        probed.agents.iter().map(|a| (a.role, a.ready, a.functions.len())).collect();
-    assert_eq!(reports, [(Role::Server, true, 1), (Role::Client, true, 1)]);
+    let reports: Vec<(Role, bool, usize, Option<u64>)> =
+        probed.agents.iter().map(|a| (a.role, a.ready, a.functions.len(), a.startup_cpu_ns)).collect();
+    assert_eq!(
+        reports,
+        [(Role::Server, true, 1, Some(FAKE_STARTUP_NS)), (Role::Client, true, 1, Some(FAKE_STARTUP_NS))]
+    );
     assert_eq!(kernel.tracked, vec![(11, Role::Server), (12, Role::Client)]);
 }
 

@@ -219,6 +219,10 @@ pub struct AgentReport {
     pub ready: bool,
     /// Per planned function: patched, or why not.
     pub functions: Vec<PatchStatus>,
+    /// CPU time the agent's start-up took in the process, ns: what it costs the LUT before
+    /// `main` (absent from records written before it was measured, and where it did not start).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_cpu_ns: Option<u64>,
 }
 
 #[cfg(test)]

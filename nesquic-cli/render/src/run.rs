@@ -38,6 +38,33 @@ pub fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
     let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
     crate::probes::print_summary(merged, &cpu, &window);
     crate::probes::print_duty(merged);
+    if let Some(line) = agent_startup_line(&report.repetitions) {
+        println!("{line}");
+    }
+}
+
+/// The user-space agent's start-up cost per role (its constructor's CPU time before `main`,
+/// median over repetitions) and its share of the process's CPU.
+pub fn agent_startup_line(repetitions: &[RepetitionFigures]) -> Option<String> {
+    let parts: Vec<String> = [Role::Server, Role::Client]
+        .into_iter()
+        .filter_map(|role| {
+            let cost = |r: &RepetitionFigures| {
+                let ns = r.agents.iter().find(|a| a.role == role)?.startup_cpu_ns?;
+                let cpu_s = if role == Role::Server { r.server.cpu_total_s } else { r.client.cpu_total_s };
+                if cpu_s <= 0.0 {
+                    return None;
+                }
+                Some((ns as f64, ns as f64 / 1e9 / cpu_s))
+            };
+            let costs: Vec<(f64, f64)> = repetitions.iter().filter_map(cost).collect();
+            let ns = Spread::of(costs.iter().map(|c| c.0))?.median;
+            let share = Spread::of(costs.iter().map(|c| c.1))?.median;
+            Some(format!("{role} {:.2} ms ({:.2}% of its CPU)", ns / 1e6, 100.0 * share))
+        })
+        .collect();
+    (!parts.is_empty())
+        .then(|| format!("user-space agent start-up (its CPU before main, median): {}", parts.join(", ")))
 }
 
 pub fn repetition_line(label: &str, r: &RepetitionFigures) -> String {

@@ -20,7 +20,7 @@ pub const PLAN_MAGIC: u64 = u64::from_le_bytes(*b"NQPLAN01");
 /// First 8 bytes of a counters file.
 pub const COUNTERS_MAGIC: u64 = u64::from_le_bytes(*b"NQCOUNT1");
 /// Layout version of both files; bumped on any change (2: per-thread function shards).
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// Function slots (same limit as the kernel path's attach cookies).
 pub const MAX_SLOTS: usize = 256;
@@ -99,8 +99,16 @@ pub struct PlanTarget {
     /// Argument holding a byte count: 0 none, 1-6 SysV registers (rdi, rsi, rdx, rcx, r8,
     /// r9), 7-8 stack arguments (at entry `[rsp+8]`, `[rsp+16]`).
     pub bytes_arg: u32,
-    /// Reserved, 0.
-    pub reserved: u32,
+    /// [`target_flags`] bits.
+    pub flags: u32,
+}
+
+/// [`PlanTarget::flags`] bits.
+pub mod target_flags {
+    /// Nesquic decoded the displaced instructions and none depends on its address (no
+    /// RIP-relative operand, no relative branch): the agent may copy `expected`'s first
+    /// `displaced` bytes into the trampoline as they are, without decoding them itself.
+    pub const POSITION_INDEPENDENT: u32 = 1;
 }
 
 /// One aggregate; field order and size equal the kernel path's `struct nq_stats`.
@@ -273,8 +281,10 @@ pub struct CountersHeader {
     pub threads: u32,
     /// Reserved, 0.
     pub reserved: u32,
+    /// CPU time the agent's constructor took in the process (its start-up cost), ns.
+    pub init_cpu_ns: u64,
     /// Reserved, 0: pads the header to a whole number of cache lines.
-    pub pad: [u64; 6],
+    pub pad: [u64; 5],
 }
 
 impl CountersHeader {
@@ -293,7 +303,8 @@ impl CountersHeader {
             slot_status: [slot_status::UNUSED; MAX_SLOTS],
             threads: 0,
             reserved: 0,
-            pad: [0; 6],
+            init_cpu_ns: 0,
+            pad: [0; 5],
         }
     }
 

@@ -10,6 +10,7 @@
 //! any problem leaves the function unpatched and is recorded in the counters header.
 
 mod counters;
+mod emit;
 mod env;
 mod hook;
 mod io;
@@ -24,6 +25,7 @@ use nesquic_agent_abi as abi;
 
 /// Runs before `main` (and before the LUT's own constructors in the executable).
 extern "C" fn agent_init() {
+    let started = thread_cpu_ns();
     let paths = env::take_agent_vars();
     let Some(counters) = paths.counters.as_deref().and_then(counters::map) else {
         // Nowhere to count: stay inert (the I/O wrappers pass straight through).
@@ -50,7 +52,20 @@ extern "C" fn agent_init() {
             hook::apply_plan(plan.targets);
         }
     }
+    // The constructor runs on the main thread before any other: its CPU time is the agent's
+    // start-up cost to the process (the dynamic loader's mapping of the agent comes before).
+    counters.header.init_cpu_ns = thread_cpu_ns().saturating_sub(started);
     counters::publish_ready();
+}
+
+/// CPU time of the calling thread, ns (0 if the clock cannot be read).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64)
 }
 
 // The constructor: the dynamic loader calls every `.init_array` entry of the object once it and

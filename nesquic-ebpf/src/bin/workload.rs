@@ -84,6 +84,15 @@ std::arch::global_asm!(
     "jb 6b",
     "ret",
     ".size nesquic_workload_jump_back, .-nesquic_workload_jump_back",
+    // Starts with a RIP-relative load: the agent must rewrite its displacement in the
+    // trampoline (the relocating path; plain prologues are copied as they are).
+    ".globl nesquic_workload_rip_relative",
+    ".type nesquic_workload_rip_relative,@function",
+    "nesquic_workload_rip_relative:",
+    "mov rax, qword ptr [rip + {seed}]",
+    "add rax, rdi",
+    "ret",
+    ".size nesquic_workload_rip_relative, .-nesquic_workload_rip_relative",
     // Agent calibration: three identical bodies; only _count and _time are ever hooked.
     ".globl nesquic_agent_cal_count",
     ".type nesquic_agent_cal_count,@function",
@@ -109,12 +118,21 @@ std::arch::global_asm!(
     "imul rax, rax",
     "ret",
     ".size nesquic_agent_cal_twin, .-nesquic_agent_cal_twin",
+    seed = sym WORKLOAD_SEED,
 );
+
+/// What `nesquic_workload_rip_relative` reads through its RIP-relative first instruction.
+#[cfg(target_arch = "x86_64")]
+#[no_mangle]
+static WORKLOAD_SEED: u64 = 1000;
+/// Calls of `nesquic_workload_rip_relative`: each returns `WORKLOAD_SEED + i`.
+const RIP_RELATIVE_CALLS: u64 = 7;
 
 #[cfg(target_arch = "x86_64")]
 extern "C" {
     fn nesquic_workload_short() -> u64;
     fn nesquic_workload_jump_back(n: u64) -> u64;
+    fn nesquic_workload_rip_relative(x: u64) -> u64;
     fn nesquic_agent_cal_count(x: u64) -> u64;
     fn nesquic_agent_cal_time(x: u64) -> u64;
     fn nesquic_agent_cal_twin(x: u64) -> u64;
@@ -669,11 +687,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     std::hint::black_box(acc);
     std::hint::black_box(nesquic_workload_recurse(std::hint::black_box(RECURSION)));
+    let mut rip_relative_sum = 0u64;
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the assembly functions above read rdi and write rax only.
+    // SAFETY: the assembly functions above read rdi (and a static) and write rax only.
     unsafe {
         std::hint::black_box(nesquic_workload_short());
         std::hint::black_box(nesquic_workload_jump_back(std::hint::black_box(3)));
+        for i in 0..RIP_RELATIVE_CALLS {
+            rip_relative_sum += nesquic_workload_rip_relative(std::hint::black_box(i));
+        }
     }
     if let Some(i) = args.iter().position(|a| a == "--child-report") {
         let path = args.get(i + 1).ok_or("--child-report needs a path")?;
@@ -704,6 +726,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "nesquic_workload_tick": TICKS,
         "nesquic_workload_sleep_1ms": SLEEPS,
         "nesquic_workload_recurse": RECURSION + 1,
+        "nesquic_workload_rip_relative": RIP_RELATIVE_CALLS,
+        "rip_relative_sum": rip_relative_sum,
         "sleep_ns": sleep_ns as u64,
         "recurse_ns": RECURSE_TOTAL_NS.load(std::sync::atomic::Ordering::Relaxed),
     });

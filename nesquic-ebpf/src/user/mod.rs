@@ -180,6 +180,8 @@ pub struct AgentState {
     pub pid: u32,
     /// Losses and events.
     pub health: abi::AgentHealth,
+    /// CPU time the agent's start-up took in the process (its constructor), ns.
+    pub init_cpu_ns: u64,
 }
 
 impl AgentProcess {
@@ -242,6 +244,7 @@ fn state_of(h: &CountersHeader) -> AgentState {
         plan_status: h.plan_status,
         pid: h.pid,
         health: h.health,
+        init_cpu_ns: h.init_cpu_ns,
     }
 }
 
@@ -287,7 +290,7 @@ fn plan_target(f: &ResolvedFunction, canonical: &Path, file: &[u8], slot: u32) -
         slot,
         mode: if f.timed { abi::MODE_TIME } else { abi::MODE_COUNT },
         bytes_arg: f.bytes_arg,
-        reserved: 0,
+        flags: if site.position_independent { abi::target_flags::POSITION_INDEPENDENT } else { 0 },
     })
 }
 

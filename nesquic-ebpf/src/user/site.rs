@@ -4,7 +4,7 @@
 //! the displaced bytes, or a displaced instruction that cannot be relocated.
 
 use iced_x86::{
-    BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock,
+    BlockEncoder, BlockEncoderOptions, Decoder, DecoderOptions, FlowControl, Instruction, InstructionBlock, OpKind,
 };
 
 use nesquic_agent_abi::EXPECTED_LEN;
@@ -25,6 +25,9 @@ pub struct HookSite {
     pub displaced: u32,
     /// The site's first bytes in the file (up to [`EXPECTED_LEN`]), compared before patching.
     pub expected: Vec<u8>,
+    /// No displaced instruction depends on its address: the agent copies them as they are
+    /// (no decoder in the LUT process, whose tables cost ~1-3 ms of its CPU to build).
+    pub position_independent: bool,
 }
 
 /// Analyses a function whose code (its whole symbol, `code.len()` = symbol size) starts at
@@ -54,7 +57,23 @@ pub fn analyse(code: &[u8], address: u64) -> Result<HookSite, String> {
         }
     }
     let expected = body[..body.len().min(EXPECTED_LEN)].to_vec();
-    Ok(HookSite { skip: skip as u64, displaced: len as u32, expected })
+    let position_independent = displaced.iter().all(is_position_independent);
+    Ok(HookSite { skip: skip as u64, displaced: len as u32, expected, position_independent })
+}
+
+/// Runs the same from any address: no RIP-relative memory operand, no relative branch target.
+fn is_position_independent(i: &Instruction) -> bool {
+    let relative = |k: OpKind| {
+        matches!(
+            k,
+            OpKind::NearBranch16
+                | OpKind::NearBranch32
+                | OpKind::NearBranch64
+                | OpKind::FarBranch16
+                | OpKind::FarBranch32
+        )
+    };
+    !i.is_ip_rel_memory_operand() && !(0..i.op_count()).any(|n| relative(i.op_kind(n)))
 }
 
 fn displaced_instructions(body: &[u8], site: u64) -> Result<Vec<Instruction>, String> {
@@ -109,6 +128,24 @@ mod tests {
         let s = analyse(&code, 0x1000).expect("hookable");
         assert_eq!((s.skip, s.displaced), (0, 8));
         assert_eq!(s.expected, code.to_vec());
+    }
+
+    #[test]
+    fn address_dependent_prologues_are_marked_for_relocation() {
+        // push rbp; mov rbp, rsp; sub rsp, 0x10: copied as they are.
+        let plain = [0x55, 0x48, 0x89, 0xe5, 0x48, 0x83, 0xec, 0x10, 0xc9, 0xc3];
+        assert!(analyse(&plain, 0x1000).expect("hookable").position_independent);
+        // mov rax, [rip+0x100] (7 bytes): the displacement must be rewritten.
+        let rip_relative = [0x48, 0x8b, 0x05, 0x00, 0x01, 0x00, 0x00, 0xc3];
+        let s = analyse(&rip_relative, 0x1000).expect("hookable");
+        assert_eq!(s.displaced, 7);
+        assert!(!s.position_independent);
+        // test edi, edi; je +0x20 (rel32, out of the function's displaced bytes): a branch.
+        let mut branch = vec![0x85, 0xff, 0x0f, 0x84, 0x20, 0x00, 0x00, 0x00];
+        branch.resize(0x40, 0xc3);
+        let s = analyse(&branch, 0x1000).expect("hookable");
+        assert_eq!(s.displaced, 8);
+        assert!(!s.position_independent);
     }
 
     #[test]
