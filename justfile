@@ -74,6 +74,12 @@ bench-probes: build
 bench-luts PART="all": build
     ./scripts/bench-luts.sh {{PART}}
 
+# What `nesquic run`'s default probes (profile, io, crypto) cost quinn, quiche and msquic end to
+# end: paired alternating rounds (a 2% cost needs 150-300 on this VM), on a quiet machine; the set
+# as one -> bench/default-probes.md, PARTS=each: each probe too -> bench/default-probes-parts.md
+bench-default-probes ROUNDS="300" PARTS="whole": build
+    ./scripts/bench-default-probes.sh {{ROUNDS}} {{PARTS}}
+
 # Do calibrated timed crypto probes agree with the unprobed sampling profile? -> bench/crypto-agreement.md
 bench-crypto: build
     ./scripts/crypto-agreement.sh
@@ -108,7 +114,7 @@ bench-profile-cost: build
     ./bench/tick-cost/run.sh
 
 # Every benchmark (bench-frame-pointers needs an old build, so it is not among them).
-bench: bench-harness bench-io bench-probes bench-crypto bench-luts bench-perf bench-profile bench-profile-cost bench-tcp-tls bench-testcases
+bench: bench-harness bench-io bench-probes bench-default-probes bench-crypto bench-luts bench-perf bench-profile bench-profile-cost bench-tcp-tls bench-testcases
 
 # The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.

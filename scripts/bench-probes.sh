@@ -13,6 +13,7 @@ overhead() { # json-name, nesquic run arguments...
     local name=$1
     shift
     "$bin/nesquic" run "$@" --overhead --json "bench/$name.json" 2>/dev/null | sed -n '/^probe overhead/,$p'
+    python3 scripts/slim-overhead.py "bench/$name.json"
 }
 
 section() { # title, json-name, arguments...
@@ -30,6 +31,10 @@ section() { # title, json-name, arguments...
 
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# Everything below this line of the document is written by hand (the profile's and the default
+# set's measurements) and kept as it is.
+marker='<!-- Written by hand from here on: scripts/bench-probes.sh keeps it. -->'
+kept=$(awk -v m="$marker" 'found || $0 == m { found = 1; print }' "$out" 2>/dev/null || true)
 # The agent's own cost per hit, from the calibration a timed run makes first.
 # (Whole outputs to files first: a pipe into `grep -m1` would end nesquic early under pipefail.)
 "$bin/nesquic" run --lut quinn --size 5MB --probe crypto:time --out "$scratch/cal" > "$scratch/cal.txt" 2>&1
@@ -69,5 +74,9 @@ sampler=$(grep 'sampler cost' "$scratch/run.txt")
     echo '```'
     echo "$sampler" | sed 's/^ *//'
     echo '```'
+    if [ -n "$kept" ]; then
+        echo
+        echo "$kept"
+    fi
 } > "$out"
 cat "$out"

@@ -290,6 +290,11 @@ fn unprivileged_user_gets_a_clear_error_for_kernel_probes() {
         assert!(stderr(&out).contains("need root"), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("only the kernel can measure"), "{args:?}: {}", stderr(&out));
     }
+    // `--overhead` alone measures the default probes; without root they cannot run.
+    let out = unprivileged(&["run", "--overhead", "--size", "1MB", "--out", "/tmp/nesquic-never-written"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--overhead without --probe measures the default probes"), "{}", stderr(&out));
+    assert!(!std::path::Path::new("/tmp/nesquic-never-written").exists());
 }
 
 /// Without root the user-space agent measures a whole LUT run: I/O and crypto, exact enough to
@@ -403,6 +408,50 @@ fn overhead_compares_probe_sets_against_no_probes() {
     // Probed repetitions carry their measurements; unprobed ones none.
     assert!(sets[1]["repetitions"][0]["probes"].is_object());
     assert!(sets[0]["repetitions"][0]["probes"].is_null());
+    // The agent's start-up (io is the agent's libc interposition here) is part of what it costs.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("user-space agent start-up with io (its CPU before main, median): server "), "{stdout}");
+    // `--overhead-sets together`: only the whole list against none.
+    let out = nesquic()
+        .args(["run", "--size", "5MB", "--repeat", "2", "--probe", "io,crypto", "--overhead", "--overhead-sets"])
+        .args(["together", "--json"])
+        .arg(&json)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let names: Vec<&str> =
+        report["sets"].as_array().expect("sets").iter().map(|s| s["probes"].as_str().expect("name")).collect();
+    assert_eq!(names, ["", "io,crypto"]);
+    assert_nothing_attached();
+}
+
+#[test]
+fn overhead_without_probes_measures_the_default_set_as_one() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("overhead.json");
+    let out = nesquic()
+        .args(["run", "--lut", "quinn", "--size", "5MB", "--repeat", "3", "--overhead", "--json"])
+        .arg(&json)
+        .env_remove("NESQUIC_PROBE")
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let sets = report["sets"].as_array().expect("sets");
+    // What `nesquic run` turns on for quinn, as one set: no per-item sets.
+    let names: Vec<&str> = sets.iter().map(|s| s["probes"].as_str().expect("name")).collect();
+    assert_eq!(names, ["", "profile,io,crypto"]);
+    for s in sets {
+        assert_eq!(s["repetitions"].as_array().expect("reps").len(), 3);
+    }
+    let paired = &sets[1]["goodput_paired"];
+    assert_eq!(paired["df"], 2.0, "three pairs: {paired}");
+    assert!(paired["low"].as_f64().expect("low") < paired["ratio"].as_f64().expect("ratio"), "{paired}");
+    let probed = &sets[1]["repetitions"][0];
+    assert!(probed["profile"].is_object() && probed["probes"].is_object(), "{probed}");
+    assert!(stderr(&out).contains("nesquic: probes: profile,io,crypto (the default"), "{}", stderr(&out));
     assert_nothing_attached();
 }
 

@@ -1,5 +1,6 @@
 //! `nesquic run --probe LIST --overhead`: what the probes cost. Each round runs the transfer
-//! without probes, with each probe item alone, and with the whole list, in an order that rotates
+//! without probes, with each probe item alone, and with the whole list (or, with
+//! [`SetChoice::Together`], only without and with the whole list), in an order that rotates
 //! every round (so drift on a noisy machine hits every set alike). Ratios are of medians over
 //! rounds, against the unprobed runs of the same invocation, and paired round by round (each
 //! round's probed run against the same round's unprobed one: the geometric mean of those ratios
@@ -53,8 +54,23 @@ pub struct OverheadReport {
     pub sets: Vec<SetResult>,
 }
 
-/// Runs the comparison: `plan.probe` split into its items; `plan.repeat` rounds.
-pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunReporter) -> Result<OverheadReport> {
+/// Which probe sets a comparison runs besides the unprobed baseline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetChoice {
+    /// Each item of the list alone, then the whole list: what each part costs.
+    EachAndAll,
+    /// Only the whole list: half the runs per round of a three-item list's five, so the same
+    /// time buys more than twice the pairs.
+    Together,
+}
+
+/// Runs the comparison: `plan.probe` as `choice` says; `plan.repeat` rounds.
+pub fn execute(
+    plan: &RunPlan,
+    choice: SetChoice,
+    interrupted: &AtomicBool,
+    reporter: &mut dyn RunReporter,
+) -> Result<OverheadReport> {
     let list = plan
         .probe
         .as_deref()
@@ -62,8 +78,10 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     let rounds = plan.repeat;
     let mut sets: Vec<String> = vec![String::new()];
     let items: Vec<String> = list.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect();
-    sets.extend(items.iter().cloned());
-    if items.len() > 1 {
+    if choice == SetChoice::EachAndAll {
+        sets.extend(items.iter().cloned());
+    }
+    if items.len() > 1 || choice == SetChoice::Together {
         sets.push(items.join(","));
     }
     // Resolve every set up front so a bad pattern fails before any transfer.

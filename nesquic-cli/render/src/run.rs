@@ -38,14 +38,14 @@ pub fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
     let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
     crate::probes::print_summary(merged, &cpu, &window);
     crate::probes::print_duty(merged);
-    if let Some(line) = agent_startup_line(&report.repetitions) {
-        println!("{line}");
+    if let Some(cost) = agent_startup(&report.repetitions) {
+        println!("user-space agent start-up (its CPU before main, median): {cost}");
     }
 }
 
 /// The user-space agent's start-up cost per role (its constructor's CPU time before `main`,
-/// median over repetitions) and its share of the process's CPU.
-pub fn agent_startup_line(repetitions: &[RepetitionFigures]) -> Option<String> {
+/// median over repetitions) and its share of the process's CPU; `None` without an agent.
+pub fn agent_startup(repetitions: &[RepetitionFigures]) -> Option<String> {
     let parts: Vec<String> = [Role::Server, Role::Client]
         .into_iter()
         .filter_map(|role| {
@@ -63,8 +63,7 @@ pub fn agent_startup_line(repetitions: &[RepetitionFigures]) -> Option<String> {
             Some(format!("{role} {:.2} ms ({:.2}% of its CPU)", ns / 1e6, 100.0 * share))
         })
         .collect();
-    (!parts.is_empty())
-        .then(|| format!("user-space agent start-up (its CPU before main, median): {}", parts.join(", ")))
+    (!parts.is_empty()).then(|| parts.join(", "))
 }
 
 pub fn repetition_line(label: &str, r: &RepetitionFigures) -> String {

@@ -137,10 +137,17 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = crate::backend::BackendChoice::Auto)]
     pub probe_backend: crate::backend::BackendChoice,
     /// Measure the probes' cost instead: per round, run without probes, with each item of
-    /// --probe alone and with all of them, in rotating order; report goodput and CPU ratios.
-    /// --repeat sets the rounds.
-    #[arg(long, requires = "probe")]
+    /// --probe alone and with all of them, in rotating order; report goodput and CPU ratios,
+    /// of medians and paired round by round. Without --probe: the probes `nesquic run` turns on
+    /// by default, as one set against none. --repeat sets the rounds (on a noisy machine a 2%
+    /// cost needs ~150).
+    #[arg(long)]
     pub overhead: bool,
+    /// With --overhead, which probe sets run besides none: each (each item of the list alone,
+    /// then all of them; the default with --probe) or together (only all of them: two runs a
+    /// round instead of items + 2, so more pairs in the same time; the default without --probe).
+    #[arg(long, value_enum, value_name = "SETS", requires = "overhead")]
+    pub overhead_sets: Option<OverheadSets>,
     /// Duty-cycle the function probes: attached WINDOW out of every PERIOD (e.g. 50ms/500ms), so
     /// timing probes perturb only that share of the run; counts are extrapolated with the
     /// measured attached fraction and reported raw and scaled. I/O probes stay on.
@@ -179,6 +186,15 @@ pub struct RunArgs {
 
 pub use nesquic_record::run::{LutSource, RunRecord as RunReport};
 
+/// `--overhead-sets`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OverheadSets {
+    /// Each probe item alone, then all of them.
+    Each,
+    /// Only all of them together.
+    Together,
+}
+
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let mut plan = args.plan()?;
@@ -189,7 +205,22 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let interrupted = install_signal_flag()?;
     let mut reporter = Terminal { quiet: args.quiet };
     if args.overhead {
-        let report = nesquic_engine::overhead::execute(&plan, &interrupted, &mut reporter)?;
+        if args.probe.is_none() {
+            plan.probe = Some(default_probes::choose(&plan).context(
+                "--overhead without --probe measures the default probes, and they cannot run here (above); \
+                 give --probe LIST to measure others",
+            )?);
+        }
+        let sets = args.overhead_sets.unwrap_or(if args.probe.is_some() {
+            OverheadSets::Each
+        } else {
+            OverheadSets::Together
+        });
+        let choice = match sets {
+            OverheadSets::Each => nesquic_engine::overhead::SetChoice::EachAndAll,
+            OverheadSets::Together => nesquic_engine::overhead::SetChoice::Together,
+        };
+        let report = nesquic_engine::overhead::execute(&plan, choice, &interrupted, &mut reporter)?;
         print_overhead(&report);
         if let Some(path) = &args.json {
             std::fs::write(path, serde_json::to_string_pretty(&report)?)
@@ -443,5 +474,11 @@ fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
             r.cpu_ratio,
             paired(r.cpu_paired)
         );
+    }
+    // Part of the CPU above, paid once per process before the LUT's `main`.
+    for r in &report.sets {
+        if let Some(cost) = nesquic_render::run::agent_startup(&r.repetitions) {
+            println!("user-space agent start-up with {} (its CPU before main, median): {cost}", r.probes);
+        }
     }
 }
