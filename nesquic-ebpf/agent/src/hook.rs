@@ -2,8 +2,9 @@
 //! trampoline near the function, then patch the entry. Nesquic marks the sites whose displaced
 //! instructions run the same anywhere; those are copied as they are around code from
 //! [`crate::emit`]. Only the others (RIP-relative operands, branches) wake iced-x86, whose
-//! encoder rewrites them, at a cost of ~1-3 ms of the process's CPU to build its tables. All patching happens with no other thread running the target: in the
-//! constructor, or right after `dlopen` mapped the object.
+//! encoder rewrites them, at a cost of ~1-3 ms of the process's CPU to build its tables. All
+//! patching happens with no other thread running the target: in the constructor, or right after
+//! `dlopen` mapped the object.
 //!
 //! Count-mode trampolines add to the slot of the thread's own shard ([`crate::shard`]) with a
 //! plain `inc`/`add` inline (no call, no stack switch; `lock` only on the shared overflow shard);
