@@ -92,16 +92,15 @@ fn quinn_server_on_a_remote_host_is_probed_there() {
     assert!(host.processes_named("nesquic").is_empty(), "nesquic or its LUT left on the remote host");
 }
 
-/// Median of the server's send syscalls over the repetitions of a run.
-fn median_server_sends(record: &Value) -> f64 {
-    let mut v: Vec<f64> = record["repetitions"]
-        .as_array()
-        .expect("reps")
-        .iter()
-        .map(|r| probe_totals(r, "server", "send").0 as f64)
-        .collect();
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+/// Median over the repetitions of a run of the server's send figures: (syscalls, bytes).
+fn median_server_sends(record: &Value) -> (f64, f64) {
+    let reps = record["repetitions"].as_array().expect("reps");
+    let median = |pick: fn((u64, u64, u64)) -> u64| {
+        let mut v: Vec<f64> = reps.iter().map(|r| pick(probe_totals(r, "server", "send")) as f64).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (median(|t| t.0), median(|t| t.2))
 }
 
 #[test]
@@ -119,9 +118,16 @@ fn remote_server_counts_what_the_same_transfer_counts_locally() {
     let out = out.expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
     let (remote, local) = (median_server_sends(&json_of(&remote)), median_server_sends(&json_of(&local)));
-    // The gate's run-to-run spread of server send syscalls is ~6% at 5 MB; allow twice that.
-    let ratio = remote / local;
-    assert!((0.88..=1.12).contains(&ratio), "server sends: remote {remote}, local {local} (ratio {ratio:.3})");
+    // Neither side may count double or miss one of its sockets; beyond that the figures move
+    // with timing. Every payload byte leaves the server at least once, but losses on the
+    // loaded veth pair add retransmissions: 5.4 to 6.5 MB sent here for 5 MB of payload. How
+    // many datagrams each GSO send carries depends on timing too: one CI run saw 434 sends
+    // against 368. So both only need to be of the same count.
+    assert!(remote.1 >= 5e6 && local.1 >= 5e6, "server bytes below the payload: remote {remote:?}, local {local:?}");
+    let (sends, bytes) = (remote.0 / local.0, remote.1 / local.1);
+    let same_count = 0.67..=1.5;
+    assert!(same_count.contains(&sends), "server sends: remote {remote:?}, local {local:?} (ratio {sends:.3})");
+    assert!(same_count.contains(&bytes), "server bytes: remote {remote:?}, local {local:?} (ratio {bytes:.3})");
     let client = |r: &Value| r["repetitions"][0]["probes"]["roles"].as_array().map(|a| a.len());
     assert_eq!(client(&json_of(&dir.path().join("remote.json"))), Some(2), "both roles' figures");
 }

@@ -133,18 +133,25 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             // The result line travels through a reader thread and may trail the exit a little.
             let output_late = exit.success() && watch.done.is_none();
             let waited_enough = client_exited_at.get_or_insert_with(Instant::now).elapsed() > OUTPUT_GRACE;
-            if !exit.success() || (output_late && waited_enough) {
+            if !exit.success() {
+                return Err(failed_with_peer(&mut watch, Role::Client, &mut client, &mut server, ""));
+            }
+            if output_late && waited_enough {
                 server.kill();
-                let why = if exit.success() { "without reporting a result" } else { "" };
-                return Err(EngineError::msg(crashed("client", &client, Some(exit), why)));
+                return Err(EngineError::msg(crashed("client", &client, Some(exit), "without reporting a result")));
             }
             // The server should follow promptly once the client has closed the connection.
             watch.deadline = watch.deadline.min(Instant::now() + SERVER_GRACE);
         }
         if let Some(exit) = watch.exit(Role::Server) {
             if !exit.success() {
-                client.kill();
-                return Err(EngineError::msg(crashed("server", &server, Some(exit), "during the transfer")));
+                return Err(failed_with_peer(
+                    &mut watch,
+                    Role::Server,
+                    &mut server,
+                    &mut client,
+                    "during the transfer",
+                ));
             }
         }
     }
@@ -218,16 +225,49 @@ fn lut_qlog_path(spec: &RepetitionSpec<'_>, role: Role) -> Option<std::path::Pat
     spec.lut_qlog.map(|(dir, rep)| dir.join(format!("lut-{role}-{rep}.sqlog")))
 }
 
+/// How long the other side may take to fail on its own after one side failed.
+const PEER_GRACE: Duration = Duration::from_secs(1);
+
+/// The error for a repetition in which `failed` ended badly. One side's failure usually ends
+/// the other's connection: a client that finds corrupted payload closes it, and the server
+/// then fails with "closed by peer", sometimes first. Which side exits first is a race, so the
+/// other side gets [`PEER_GRACE`] to end on its own, and a failure of its own is reported too:
+/// the root cause is in one of the two outputs, whichever exited first.
+fn failed_with_peer(
+    watch: &mut Supervisor<'_>,
+    role: Role,
+    failed: &mut LutProcess,
+    peer: &mut LutProcess,
+    when: &str,
+) -> EngineError {
+    let peer_role = if role == Role::Server { Role::Client } else { Role::Server };
+    let until = Instant::now() + PEER_GRACE;
+    watch.poll = Duration::from_millis(20);
+    while watch.exit(peer_role).is_none() && Instant::now() < until {
+        // Interrupted or past the deadline: the supervisor has killed both; report `failed`.
+        if watch.next(&mut [&mut *failed, &mut *peer]).is_err() {
+            break;
+        }
+    }
+    peer.kill();
+    let mut msg = crashed(role.name(), failed, watch.exit(role), when);
+    if let Some(exit) = watch.exit(peer_role).filter(|e| !e.success()) {
+        msg.push_str(&format!("\nand the {}", crashed(peer_role.name(), peer, Some(exit), "too")));
+    }
+    EngineError::msg(msg)
+}
+
 fn crashed(what: &str, process: &LutProcess, exit: Option<Exit>, when: &str) -> String {
     let how = exit.map(|e| e.describe()).unwrap_or_else(|| "unknown status".into());
     let tail = process.stderr_tail();
+    let when = if when.is_empty() { String::new() } else { format!(" {when}") };
     let mut msg = match &process.remote {
         Some(r) if !r.reported_exit() => format!(
-            "lost the SSH session to {} (the {what}'s host) {when}: ssh ended with {how} before the remote role reported its LUT's exit",
+            "lost the SSH session to {} (the {what}'s host){when}: ssh ended with {how} before the remote role reported its LUT's exit",
             r.destination
         ),
-        Some(r) => format!("{what} on {} ended with {how} {when}", r.destination),
-        None => format!("{what} (pid {}) ended with {how} {when}", process.pid),
+        Some(r) => format!("{what} on {} ended with {how}{when}", r.destination),
+        None => format!("{what} (pid {}) ended with {how}{when}", process.pid),
     };
     if !tail.is_empty() {
         msg.push_str(&format!("; its last output:\n{tail}"));
