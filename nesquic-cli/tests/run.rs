@@ -257,3 +257,69 @@ fn congestion_control_is_chosen_per_lut_or_refused() {
     let out = nesquic().args(["run", "--lut", "msquic", "--cc", "newreno"]).output().expect("run");
     assert!(!out.status.success() && stderr(&out).contains("cc=newreno"), "{}", stderr(&out));
 }
+
+/// The CPUs a process's threads may run on, from /proc (`Cpus_allowed_list`), one per thread.
+fn thread_cpus(pid: u32) -> Vec<String> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten();
+    let status = |t: std::fs::DirEntry| std::fs::read_to_string(t.path().join("status")).ok();
+    tasks
+        .filter_map(status)
+        .filter_map(|s| s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:").map(|v| v.trim().to_string())))
+        .collect()
+}
+
+#[test]
+fn pin_puts_each_side_and_all_its_threads_on_its_cpu() {
+    require_lut_binaries();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // Crossed on purpose (server on the higher CPU), so the default placement cannot pass.
+    let (server, client) = if cpus > 1 { (1, 0) } else { (0, 0) };
+    let token = format!("pin-{}", std::process::id());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("run.json");
+    // Output goes to a file: nobody reads a pipe until the run ends, and a full one would stall it.
+    let log = dir.path().join("stderr");
+    let mut child = nesquic()
+        .args(["run", "--lut", "quinn", "--size", "500MB", "--pin", &format!("{server},{client}")])
+        .arg("--json")
+        .arg(&json)
+        .env("NESQUIC_TEST_TOKEN", &token)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start nesquic");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let mut seen = std::collections::BTreeMap::new();
+    while seen.len() < 2 && std::time::Instant::now() < deadline {
+        for pid in processes_with_token(&token) {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let args: Vec<String> =
+                cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+            let role = if args.iter().any(|a| a == "server") { "server" } else { "client" };
+            let threads = thread_cpus(pid);
+            // Past exec and running its runtime's threads: what the run measures.
+            if args.first().is_some_and(|a| a.contains("nesquic-lut-quinn")) && threads.len() > 1 {
+                seen.insert(role, threads);
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let status = child.wait().expect("wait for nesquic");
+    assert!(status.success(), "{}", std::fs::read_to_string(&log).unwrap_or_default());
+    for (role, cpu) in [("server", server), ("client", client)] {
+        let threads = seen.get(role).unwrap_or_else(|| panic!("never saw the {role} running: {seen:?}"));
+        assert!(threads.iter().all(|t| *t == cpu.to_string()), "{role} threads on {threads:?}, pinned to {cpu}");
+    }
+    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
+    assert_eq!(record["pinned_cpus"], serde_json::json!({ "server": server, "client": client }));
+}
+
+#[test]
+fn pin_refuses_cpus_this_machine_does_not_offer() {
+    let out = nesquic().args(["run", "--lut", "quinn", "--pin", "0,4095"]).output().expect("run nesquic");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("CPU 4095 is not one nesquic may run on"), "{}", stderr(&out));
+    let out = nesquic().args(["run", "--lut", "quinn", "--pin", "0"]).output().expect("run nesquic");
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("two CPU numbers"), "{}", stderr(&out));
+}

@@ -22,6 +22,7 @@ pub mod kernel;
 pub mod lifecycle;
 pub mod measure;
 pub mod overhead;
+pub mod pin;
 pub mod plan;
 pub mod process;
 pub mod remote;

@@ -70,6 +70,8 @@ pub struct Launch<'a> {
     /// Keep stdout/stderr on the terminal (`trace`, calibration) instead of reading the LUT
     /// protocol from them.
     pub inherit_output: bool,
+    /// Run on this CPU alone (`--pin`).
+    pub cpu: Option<usize>,
 }
 
 /// Spawns `launch` held before `exec`, tells `observer` (which attaches the probes), releases it.
@@ -84,6 +86,13 @@ pub fn start(
     } else {
         LutProcess::spawn_in(launch.role, launch.binary, launch.args, &env, events, launch.netns.as_deref())?
     };
+    if let Some(cpu) = launch.cpu {
+        // Still held before exec: the LUT's first instruction already runs on its CPU.
+        if let Err(e) = crate::pin::pin(process.pid, cpu) {
+            process.kill();
+            return Err(e);
+        }
+    }
     observer.spawned(launch.role, process.pid)?;
     process.release()?;
     Ok(process)

@@ -137,7 +137,8 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
     let mut relay = Relay { probes: ProbeTracker::new(kernel, user.as_mut(), None), out, qlog: None };
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, plan.timeout, stop, "the remote LUT process");
-    let launch = Launch { role: plan.role, binary: &binary, args: &args, netns: None, inherit_output: false };
+    let launch =
+        Launch { role: plan.role, binary: &binary, args: &args, netns: None, inherit_output: false, cpu: None };
     let mut process = start(&launch, tx, &mut relay)?;
     let exit = watch.until_exit(&mut process, &mut relay)?;
     // Lines the LUT wrote just before exiting may trail its exit through the reader thread.

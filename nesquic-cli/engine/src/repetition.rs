@@ -51,6 +51,8 @@ pub struct RepetitionSpec<'a> {
     pub lut_qlog: Option<(&'a Path, u32)>,
     /// Roles on other hosts (`--server-host`, `--client-host`), reached over SSH.
     pub remote: Option<&'a crate::remote::RemoteStage>,
+    /// `--pin`: the CPU of each local side.
+    pub pin: Option<crate::pin::PinnedCpus>,
 }
 
 /// What one repetition measured.
@@ -188,7 +190,8 @@ impl RepetitionSpec<'_> {
             Role::Server => t.server.netns_path(),
             _ => t.client.netns_path(),
         });
-        Launch { role, binary: self.binary, args, netns, inherit_output: false }
+        let cpu = self.pin.as_ref().and_then(|p| crate::pin::cpu_of(p, role));
+        Launch { role, binary: self.binary, args, netns, inherit_output: false, cpu }
     }
 }
 

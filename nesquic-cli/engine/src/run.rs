@@ -78,6 +78,8 @@ pub struct RunPlan {
     pub tool: ToolInfo,
     /// Roles on other hosts, over SSH (docs/remote.md).
     pub remote: crate::remote::RemoteRoles,
+    /// `--pin`: each side on a CPU of its own.
+    pub pin: Option<crate::pin::PinnedCpus>,
 }
 
 /// What the caller shows while a run goes on. Every method has a silent default.
@@ -131,6 +133,9 @@ impl Stage {
             .tempdir()
             .map_err(EngineError::os("create a temporary directory"))?;
         let launcher = plan.lut.launcher(&plan.binary);
+        if let Some(pins) = &plan.pin {
+            crate::pin::check(pins)?;
+        }
         let needs = KernelNeeds {
             duty: plan.duty.is_some(),
             datagram_events: plan.qlog_datagrams,
@@ -184,6 +189,7 @@ impl Stage {
             duty: plan.duty,
             topology: self.topology.as_ref(),
             remote: self.remote.as_ref(),
+            pin: plan.pin,
         }
     }
 }
@@ -203,6 +209,9 @@ fn check_remote(plan: &RunPlan, launcher: &Path) -> Result<()> {
     }
     if plan.duty.is_some() {
         return refuse("--duty");
+    }
+    if plan.pin.is_some() {
+        return refuse("--pin (it places processes on this machine's CPUs)");
     }
     Ok(())
 }
@@ -313,6 +322,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         link,
         profile_stacks,
         hosts: stage.remote.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
+        pinned_cpus: plan.pin,
     };
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);

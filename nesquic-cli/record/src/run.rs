@@ -54,6 +54,18 @@ pub struct RunRecord {
     /// CPU, NIC and offloads, the clock offset; empty for one-machine runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hosts: Vec<(nesquic_protocol::Role, crate::events::HostInfo)>,
+    /// `--pin`: the CPU each side ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned_cpus: Option<PinnedCpus>,
+}
+
+/// The CPU each side was pinned to (`--pin SERVER,CLIENT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PinnedCpus {
+    /// The server's CPU.
+    pub server: usize,
+    /// The client's CPU.
+    pub client: usize,
 }
 
 impl RunRecord {

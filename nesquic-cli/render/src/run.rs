@@ -120,6 +120,9 @@ pub fn print_summary(report: &RunReport) {
     for line in describe_hosts(&report.hosts) {
         println!("{line}");
     }
+    if let Some(p) = &report.pinned_cpus {
+        println!("pinned (--pin): server on CPU {}, client on CPU {}", p.server, p.client);
+    }
     print_io_layer_counters(report);
     if let Some(link) = &report.link {
         println!("link: {}", link.mechanisms.join("; "));

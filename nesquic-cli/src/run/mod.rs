@@ -153,6 +153,12 @@ pub struct RunArgs {
     /// measured attached fraction and reported raw and scaled. I/O probes stay on.
     #[arg(long, value_name = "WINDOW/PERIOD", value_parser = crate::duty::parse, requires = "probe")]
     pub duty: Option<crate::duty::DutySpec>,
+    /// Run the server on one CPU and the client on another (SERVER,CLIENT; 0,1 when given
+    /// alone). On a small machine the scheduler otherwise moves the two sides between CPUs and
+    /// sometimes onto one: pinned, rounds scatter less and A/B or --overhead ratios need fewer
+    /// rounds. Only for sides on this machine.
+    #[arg(long, value_name = "SERVER,CLIENT", num_args = 0..=1, default_missing_value = "0,1", value_parser = nesquic_engine::pin::parse)]
+    pub pin: Option<nesquic_engine::pin::PinnedCpus>,
     /// Network between client and server: loopback, or veth (two network namespaces joined by
     /// a veth pair, created and removed by nesquic; root).
     #[arg(long, value_enum, default_value_t = nesquic_link::LinkKind::Loopback)]
@@ -222,6 +228,9 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         };
         let report = nesquic_engine::overhead::execute(&plan, choice, &interrupted, &mut reporter)?;
         print_overhead(&report);
+        if let Some(p) = &plan.pin {
+            println!("pinned (--pin): server on CPU {}, client on CPU {}", p.server, p.client);
+        }
         if let Some(path) = &args.json {
             std::fs::write(path, serde_json::to_string_pretty(&report)?)
                 .with_context(|| format!("write {}", path.display()))?;
@@ -307,6 +316,7 @@ impl RunArgs {
             json: if self.overhead { None } else { self.json.clone() },
             tool: TOOL,
             remote: self.hosts.roles()?,
+            pin: self.pin,
         })
     }
 
