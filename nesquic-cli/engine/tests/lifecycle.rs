@@ -162,6 +162,7 @@ fn repetition(server: &str, client: &str, timeout: Duration) -> (Result<Repetiti
         topology: None,
         remote: None,
         lut_qlog: None,
+        pin: None,
     };
     let mut observer = Recording::default();
     let outcome = run_repetition(&spec, &mut observer);
@@ -205,6 +206,32 @@ fn a_crashing_client_ends_the_repetition_with_its_status_and_output() {
     );
     let err = outcome.unwrap_err().to_string();
     assert!(err.contains("client") && err.contains('3') && err.contains("bad certificate"), "{err}");
+}
+
+#[test]
+fn when_both_sides_fail_both_are_reported_whichever_exits_first() {
+    // The client finds the corruption; the server, told by the closing connection, exits first.
+    let (outcome, _) = repetition(
+        &format!("{LISTEN}; sleep 0.1; echo 'write payload: connection lost: closed by peer' >&2; exit 1"),
+        "sleep 0.4; echo 'payload differs at byte 1234567' >&2; exit 2",
+        Duration::from_secs(20),
+    );
+    let err = outcome.unwrap_err().to_string();
+    assert!(err.starts_with("server") && err.contains("closed by peer"), "{err}");
+    assert!(err.contains("and the client") && err.contains("1234567") && err.contains("exit code 2"), "{err}");
+}
+
+#[test]
+fn a_failing_side_waits_only_briefly_for_a_peer_that_keeps_running() {
+    let started = std::time::Instant::now();
+    let (outcome, _) = repetition(&format!("{LISTEN}; sleep 30"), "echo broken >&2; exit 3", Duration::from_secs(20));
+    let err = outcome.unwrap_err().to_string();
+    assert!(err.contains("client") && err.contains("broken") && !err.contains("and the server"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "waited {:?} for a server that never failed",
+        started.elapsed()
+    );
 }
 
 #[test]
