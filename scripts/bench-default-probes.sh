@@ -8,7 +8,8 @@
 # Each round runs every set once, in rotating order; `--overhead` pairs each probed run with the
 # same round's unprobed one. Single rounds on this VM scatter by 10-15%, so a 2% cost needs
 # ~150-300 pairs to show. Run it on a quiet machine (nothing else running).
-# RUN_ARGS adds options to every run, e.g. RUN_ARGS=--pin (each side on a CPU of its own).
+# RUN_ARGS adds options to every run, e.g. RUN_ARGS=--pin (each side on a CPU of its own);
+# NAME renames the whole-set output (bench/NAME.md, bench/NAME-LUT.json).
 set -euo pipefail
 bin=${CARGO_TARGET_DIR:-target}/release
 rounds=${1:-300}
@@ -17,7 +18,7 @@ size=${SIZE:-200MB}
 luts=${LUTS:-quinn quiche msquic}
 read -r -a run_args <<< "${RUN_ARGS:-}"
 case "$parts" in
-    whole) out=bench/default-probes.md json=default-probes probe=() what="the default set as one" ;;
+    whole) out=bench/${NAME:-default-probes}.md json=${NAME:-default-probes} probe=() what="the default set as one" ;;
     each) out=bench/default-probes-parts.md json=default-probes-parts probe=(--probe profile,io,crypto)
         what="each default probe alone and all three" ;;
     *) echo "PARTS must be whole or each, not '$parts'" >&2; exit 2 ;;
@@ -29,7 +30,8 @@ trap 'rm -rf "$scratch"' EXIT
 {
     echo "# The default probes' cost, end to end: $what"
     echo
-    echo "Produced by \`just bench-default-probes $rounds $parts\` on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."
+    env_prefix="${NAME:+NAME=$NAME }${RUN_ARGS:+RUN_ARGS=$RUN_ARGS }"
+    echo "Produced by \`${env_prefix}just bench-default-probes $rounds $parts\` on $(uname -sr), $(nproc) CPUs, $(date -u +%F)."
     echo "Per LUT: \`nesquic run --lut LUT --size $size --repeat $rounds ${probe[*]:+${probe[*]} }${run_args[*]:+${run_args[*]} }--overhead\`"
     echo "(raw: bench/$json-LUT.json). \"paired\" is the geometric mean of each round's probed/unprobed"
     echo "ratio with its 95% interval; CPU s/GB is both processes' CPU time (start-up included) per GB."

@@ -124,9 +124,9 @@ pub struct RunArgs {
     /// more samples),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
-    /// Not given: `nesquic run` turns on the cheap ones (profile,io, and crypto where the
-    /// user-space agent counts it; docs/probe-overhead.md) when it can load eBPF (root), none
-    /// otherwise.
+    /// Not given: `nesquic run` turns on the ones measured within 2% of goodput end to end
+    /// (profile,io; docs/probe-overhead.md) when it can load eBPF (root), none otherwise; add
+    /// crypto for crypto call counts (about 3% more CPU on quinn).
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
     #[arg(long, value_name = "LIST", env = "NESQUIC_PROBE")]
     pub probe: Option<String>,
