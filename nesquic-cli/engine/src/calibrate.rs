@@ -145,8 +145,7 @@ fn probed_run(session: &mut nesquic_ebpf::ProbeSession, workload: &Path, out: &P
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, Duration::from_secs(60), &never, "the calibration workload");
     let mut tracker = ProbeTracker::new(Some(session), None, None);
-    let launch =
-        Launch { role: Role::Process, binary: workload, args: &args, netns: None, inherit_output: true, cpu: None };
+    let launch = Launch::command(workload, &args);
     let mut process = start(&launch, tx, &mut tracker)?;
     let exit = watch.until_exit(&mut process, &mut tracker)?;
     if !exit.success() {

@@ -74,6 +74,14 @@ pub struct Launch<'a> {
     pub cpu: Option<usize>,
 }
 
+impl<'a> Launch<'a> {
+    /// One command of the user's (`trace`, calibration): its output on the terminal, in this
+    /// namespace, wherever the scheduler puts it.
+    pub fn command(binary: &'a Path, args: &'a [std::ffi::OsString]) -> Self {
+        Launch { role: Role::Process, binary, args, netns: None, inherit_output: true, cpu: None }
+    }
+}
+
 /// Spawns `launch` held before `exec`, tells `observer` (which attaches the probes), releases it.
 pub fn start(
     launch: &Launch<'_>,

@@ -48,7 +48,8 @@ pub fn check(pins: &PinnedCpus) -> Result<(), EngineError> {
 pub fn pin(pid: i32, cpu: usize) -> Result<(), EngineError> {
     // SAFETY: cpu_set_t is plain data; zeroed is the empty set, filled by CPU_SET below.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: `cpu` was checked against the allowed set, which is below CPU_SETSIZE.
+    // SAFETY: writes one bit of `set`; libc bounds-checks the index (a CPU past CPU_SETSIZE
+    // panics), and run plans only pass CPUs `check` found in this process's own mask.
     unsafe { libc::CPU_SET(cpu, &mut set) };
     // SAFETY: plain syscall on a pid we spawned and have not reaped.
     if unsafe { libc::sched_setaffinity(pid, std::mem::size_of::<libc::cpu_set_t>(), &set) } != 0 {

@@ -67,14 +67,7 @@ pub fn execute(spec: &TraceSpec, interrupted: &AtomicBool, reporter: &mut dyn Ru
     let mut tracker = ProbeTracker::new(kernel, user.as_mut(), spec.duty);
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, spec.timeout, interrupted, "the command");
-    let launch = Launch {
-        role: Role::Process,
-        binary: &spec.binary,
-        args: &spec.args,
-        netns: None,
-        inherit_output: true,
-        cpu: None,
-    };
+    let launch = Launch::command(&spec.binary, &spec.args);
     let mut process = start(&launch, tx, &mut tracker)?;
     let exit = watch.until_exit(&mut process, &mut tracker)?;
     let Probed { metrics, agents, profile } = tracker.collect(true, &[Role::Process])?;

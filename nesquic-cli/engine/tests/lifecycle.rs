@@ -73,14 +73,7 @@ fn a_command_runs_to_its_exit_with_the_observers_environment() {
     let mut observer = Recording::default();
     // Exits 7 only if the observer's variable arrived: the environment is applied before exec.
     let args = sh(r#"test "$NESQUIC_TEST_ROLE" = process && exit 7; exit 1"#);
-    let launch = Launch {
-        role: Role::Process,
-        binary: Path::new("/bin/sh"),
-        args: &args,
-        netns: None,
-        inherit_output: true,
-        cpu: None,
-    };
+    let launch = Launch::command(Path::new("/bin/sh"), &args);
     let mut process = start(&launch, tx, &mut observer).unwrap();
     assert_eq!(observer.spawned, vec![(Role::Process, process.pid)], "the observer saw the pid before it ran");
     let exit = watch.until_exit(&mut process, &mut observer).unwrap();
@@ -95,14 +88,7 @@ fn the_deadline_kills_what_runs_and_says_how_to_raise_it() {
     let mut watch = Supervisor::new(rx, Duration::from_millis(200), &never, "the command");
     let mut observer = Recording::default();
     let args = sh("sleep 30");
-    let launch = Launch {
-        role: Role::Process,
-        binary: Path::new("/bin/sh"),
-        args: &args,
-        netns: None,
-        inherit_output: true,
-        cpu: None,
-    };
+    let launch = Launch::command(Path::new("/bin/sh"), &args);
     let mut process = start(&launch, tx, &mut observer).unwrap();
     let err = watch.until_exit(&mut process, &mut observer).unwrap_err().to_string();
     assert!(err.contains("timed out") && err.contains("--timeout"), "{err}");

@@ -68,6 +68,12 @@ pub struct PinnedCpus {
     pub client: usize,
 }
 
+impl std::fmt::Display for PinnedCpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "server on CPU {}, client on CPU {}", self.server, self.client)
+    }
+}
+
 impl RunRecord {
     /// Reads a summary.json (any schema version up to this build's).
     pub fn load(path: &Path) -> Result<Self, RecordError> {

@@ -121,7 +121,7 @@ pub fn print_summary(report: &RunReport) {
         println!("{line}");
     }
     if let Some(p) = &report.pinned_cpus {
-        println!("pinned (--pin): server on CPU {}, client on CPU {}", p.server, p.client);
+        println!("pinned (--pin): {p}");
     }
     print_io_layer_counters(report);
     if let Some(link) = &report.link {

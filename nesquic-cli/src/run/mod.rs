@@ -229,7 +229,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         let report = nesquic_engine::overhead::execute(&plan, choice, &interrupted, &mut reporter)?;
         print_overhead(&report);
         if let Some(p) = &plan.pin {
-            println!("pinned (--pin): server on CPU {}, client on CPU {}", p.server, p.client);
+            println!("pinned (--pin): {p}");
         }
         if let Some(path) = &args.json {
             std::fs::write(path, serde_json::to_string_pretty(&report)?)
