@@ -247,6 +247,63 @@ fn more_threads_than_shards_still_count_every_call() {
     }
 }
 
+/// Runs `nesquic-workload ARGS... OUT` (under the agent when given) and returns OUT's JSON lines.
+fn workload_lines(agent: Option<&AgentProcess>, dir: &Path, args: &[&str]) -> Vec<Value> {
+    let out = dir.join("mode.json");
+    let mut cmd = Command::new(workload());
+    cmd.args(args).arg(&out);
+    if let Some(agent) = agent {
+        agent.apply_to(&mut cmd);
+    }
+    let status = cmd.output().expect("run the workload");
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let text = std::fs::read_to_string(&out).expect("report");
+    text.lines().map(|l| serde_json::from_str(l).expect("json line")).collect()
+}
+
+#[test]
+fn io_from_many_threads_at_once_is_counted_exactly() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (backend, _) = UserBackend::prepare(dir.path(), &[], true).expect("prepare");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
+    // 40 threads add to the same two I/O rows at once: no count may be lost.
+    let (threads, calls) = (40u64, 3_000u64);
+    let did = &workload_lines(Some(&agent), dir.path(), &["--io-hammer", &threads.to_string(), &calls.to_string()])[0];
+    assert_eq!(did["other"].as_u64(), Some(0), "{did}");
+    assert_eq!(did["sendmsg"].as_u64(), Some(threads * calls), "{did}");
+
+    let role = agent.snapshot();
+    let send = io(&role, "sendmsg");
+    let datagram = 100;
+    assert_eq!(
+        (send.timing.calls, send.bytes, send.datagrams, send.errors),
+        (threads * calls, threads * calls * datagram, threads * calls, 0)
+    );
+    assert_eq!(send.timing.hist.iter().sum::<u64>(), send.timing.calls);
+    let recv = io(&role, "recvmsg");
+    assert_eq!((recv.timing.calls, recv.eagain, recv.bytes, recv.errors), (threads * calls, threads * calls, 0, 0));
+}
+
+/// What the agent's `sendmsg` and `recvmsg` wrappers add to a call: `--io-calibrate` under the
+/// agent, libc's (wrapped) against the raw system call, per round. Returns (added ns, sd) for
+/// sendmsg and recvmsg, and the raw calls' mean ns.
+fn io_wrapper_cost(agent: Option<&AgentProcess>, dir: &Path, rounds: u64, calls: u64) -> [(f64, f64); 4] {
+    let lines = workload_lines(agent, dir, &["--io-calibrate", &calls.to_string(), &rounds.to_string()]);
+    let field = |l: &Value, k: &str| l[k].as_f64().expect(k);
+    let stats = |xs: Vec<f64>| {
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (xs.len() as f64 - 1.0).max(1.0);
+        (mean, var.sqrt())
+    };
+    let diff = |a: &str, b: &str| stats(lines.iter().map(|l| field(l, a) - field(l, b)).collect());
+    [
+        diff("sendmsg_libc_ns", "sendmsg_kernel_ns"),
+        diff("recvmsg_libc_ns", "recvmsg_kernel_ns"),
+        stats(lines.iter().map(|l| field(l, "sendmsg_kernel_ns")).collect()),
+        stats(lines.iter().map(|l| field(l, "recvmsg_kernel_ns")).collect()),
+    ]
+}
+
 /// Builds a test fixture (`tests/fixtures/NAME.rs`) into a shared library with `rustc`, which
 /// is there wherever `cargo test` runs (no C compiler, no extra workspace member).
 fn build_fixture(name: &str, out: &Path, extra: &[&str]) -> PathBuf {
@@ -380,6 +437,30 @@ fn agent_cost_benchmark() {
     for (name, ns) in counters {
         text.push_str(&format!("| {name} | {ns:.2} |\n"));
     }
+    // The libc I/O wrappers: under the agent, and without it as the control (libc's own
+    // wrapper against the raw syscall).
+    let (backend, _) = UserBackend::prepare(dir.path(), &[], true).expect("prepare");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
+    let (io_rounds, io_calls) = (10, 200_000);
+    let wrapped = io_wrapper_cost(Some(&agent), dir.path(), io_rounds, io_calls);
+    let bare = io_wrapper_cost(None, dir.path(), io_rounds, io_calls);
+    text.push_str(&format!(
+        "\nI/O wrappers (`--io-calibrate {io_calls} {io_rounds}`): ns added per call, libc's entry against \
+         the raw system call in alternating batches, mean and sd over {io_rounds} rounds:\n\n\
+         | call | raw syscall | added under the agent | added without it (control) |\n|---|---|---|---|\n\
+         | `sendmsg`, one 100-byte datagram | {:.0} ns | {:.1} ns (sd {:.1}) | {:.1} ns (sd {:.1}) |\n\
+         | `recvmsg`, EAGAIN | {:.0} ns | {:.1} ns (sd {:.1}) | {:.1} ns (sd {:.1}) |\n",
+        wrapped[2].0,
+        wrapped[0].0,
+        wrapped[0].1,
+        bare[0].0,
+        bare[0].1,
+        wrapped[3].0,
+        wrapped[1].0,
+        wrapped[1].1,
+        bare[1].0,
+        bare[1].1,
+    ));
     println!("{text}");
     if let Some(out) = std::env::var_os("NESQUIC_BENCH_OUT") {
         std::fs::write(out, text).expect("write");

@@ -32,6 +32,11 @@
 //! `--dlopen LIB CALLS OUT`: after start-up, `dlopen(LIB)`, call its `nesquic_fixture_work`
 //! CALLS times, then let it `dlopen` its plugin by bare name (found on LIB's own RUNPATH) and
 //! call the plugin's `nesquic_plugin_work` CALLS times; writes what it did to OUT.
+//! `--io-hammer THREADS CALLS OUT` and `--io-calibrate CALLS ROUNDS OUT`: packet I/O from many
+//! threads, and the cost of one wrapped call (`io_modes`).
+
+#[path = "workload/io_modes.rs"]
+mod io_modes;
 
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
@@ -592,6 +597,14 @@ fn main() {
             }
             Err(e) => exit_on_error(out, Err(e)),
         }
+        return;
+    }
+    if let Some((threads, calls, out)) = numbers_and_file(&args, "--io-hammer", "THREADS CALLS OUT") {
+        exit_on_error(out, io_modes::io_hammer_mode(threads, calls, out));
+        return;
+    }
+    if let Some((calls, rounds, out)) = numbers_and_file(&args, "--io-calibrate", "CALLS ROUNDS OUT") {
+        exit_on_error(out, io_modes::io_calibrate_mode(calls, rounds, out));
         return;
     }
     if let Some(i) = args.iter().position(|a| a == "--dlopen") {
