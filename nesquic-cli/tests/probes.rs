@@ -587,7 +587,8 @@ fn run_turns_on_the_cheap_probes_by_default_and_none_turns_them_off() {
     let run = |probe: Option<&str>| {
         let json = dir.path().join("run.json");
         let mut c = nesquic();
-        c.env_remove("NESQUIC_PROBE").args(["run", "--size", "20MB", "--json"]).arg(&json);
+        // 200 MB: enough CPU time for the default 49 Hz profile to sample both sides.
+        c.env_remove("NESQUIC_PROBE").args(["run", "--size", "200MB", "--json"]).arg(&json);
         if let Some(p) = probe {
             c.args(["--probe", p]);
         }

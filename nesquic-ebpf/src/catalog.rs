@@ -310,11 +310,12 @@ pub struct ProbeRequest {
 }
 
 /// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
-/// with periodic work): the highest rate measured within the 2% goal on every LUT. Over 60
-/// paired rounds of 200 MB, msquic lost 0.953x goodput and 1.043x CPU at 499 Hz, 0.989x and
-/// 1.013x at 199 Hz; quinn and quiche showed no cost at 499 Hz (docs/probe-overhead.md).
-/// `profile:499` or `profile:999` for more samples.
-pub const DEFAULT_PROFILE_HZ: u64 = 199;
+/// with periodic work): the highest rate measured within the 2% goal on every LUT. Measured
+/// against no probes in one invocation per LUT (100 paired rounds of 200 MB, each side pinned),
+/// 49, 99 and 199 Hz cost quinn 0.997x, 0.986x and 0.972x goodput and msquic 0.985x, 0.952x and
+/// 0.959x (bench/profile-rates.md). A sample costs the program ~23 us in a busy loop on this VM
+/// but ~120 us of CPU in a transfer. `profile:199` or more for more samples, at that cost.
+pub const DEFAULT_PROFILE_HZ: u64 = 49;
 
 impl Default for ProbeRequest {
     fn default() -> Self {

@@ -3,6 +3,9 @@
 
 use crate::text::truncate;
 
+/// Below this many samples on a side, the profile says how to get more.
+const FEW_SAMPLES: u64 = 100;
+
 /// Prints a sampling profile (components with 95% intervals, then the hottest functions); `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
 /// proportion.
 pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu_s: f64) {
@@ -15,6 +18,12 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
             c.run_ns as f64 / c.runs as f64 / 1e3,
             c.run_ns as f64 / 1e6,
             if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 }
+        );
+    }
+    // Shares from a few dozen samples are rough: say how to get more, and what that costs.
+    if let Some(fewest) = profile.roles.iter().map(|r| r.samples).min().filter(|n| *n < FEW_SAMPLES) {
+        println!(
+            "  few samples ({fewest} on one side): the intervals are wide; --repeat N or a larger --size gives more at the same cost, a higher rate (profile:199) costs more (docs/probe-overhead.md)"
         );
     }
     // NESQUIC_PROFILE_OTHER=N: the N (at most 20) hottest leaf frames no rule named, per role.

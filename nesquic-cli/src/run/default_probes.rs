@@ -12,7 +12,7 @@ pub const NONE: &str = "none";
 pub const DEFAULT: &str = "profile,io";
 
 /// The probe list when `--probe` was not given, or `None` (with the reason on stderr) when
-/// probes cannot run: the sampling profile (199 Hz: ~0.8% of the sampled CPU) and packet I/O.
+/// probes cannot run: the sampling profile (49 Hz) and packet I/O.
 pub fn choose(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
     // Privileges and the agent are this host's: a role elsewhere is probed only on request.
     if plan.remote.any() {
