@@ -37,6 +37,8 @@
 
 #[path = "workload/io_modes.rs"]
 mod io_modes;
+#[path = "workload/rounds.rs"]
+mod rounds;
 
 use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
@@ -159,22 +161,10 @@ fn agent_calibrate_mode(calls: u64, rounds: u64, out: &str) -> std::io::Result<(
         }
         start.elapsed().as_nanos() as f64
     };
-    let mut lines = Vec::new();
-    for round in 0..rounds + 1 {
-        let mut ns = [0.0f64; 3];
-        let mut n = 0;
-        while n < calls.max(BATCH) {
-            for (k, f) in functions.iter().enumerate() {
-                ns[k] += time_batch(*f);
-            }
-            n += BATCH;
-        }
-        // Round 0 warms up caches and the clock; it is not reported.
-        if round > 0 {
-            let per = |k: usize| ns[k] / n as f64;
-            lines.push(format!("{{\"count_ns\":{},\"time_ns\":{},\"twin_ns\":{}}}", per(0), per(1), per(2)));
-        }
-    }
+    let lines: Vec<String> = rounds::alternating_rounds::<3>(rounds, calls, BATCH, |k| time_batch(functions[k]))
+        .iter()
+        .map(|[count, time, twin]| format!("{{\"count_ns\":{count},\"time_ns\":{time},\"twin_ns\":{twin}}}"))
+        .collect();
     std::fs::write(out, lines.join("\n") + "\n")
 }
 

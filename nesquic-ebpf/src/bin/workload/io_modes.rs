@@ -113,27 +113,13 @@ pub fn io_calibrate_mode(calls: u64, rounds: u64, out: &str) -> std::io::Result<
     };
     let kinds: [&dyn Fn() -> isize; 4] =
         [&|| send(tx, true), &|| send(tx, false), &|| recv_nothing(rx, true), &|| recv_nothing(rx, false)];
-    let mut lines = Vec::new();
-    for round in 0..rounds + 1 {
-        let mut ns = [0.0f64; 4];
-        let mut n = 0;
-        while n < calls.max(BATCH) {
-            for (k, f) in kinds.iter().enumerate() {
-                ns[k] += batch(*f);
-            }
-            n += BATCH;
-        }
-        // Round 0 warms up caches, the socket and the clock; it is not reported.
-        if round > 0 {
-            let per = |k: usize| ns[k] / n as f64;
-            lines.push(format!(
-                "{{\"sendmsg_libc_ns\":{},\"sendmsg_kernel_ns\":{},\"recvmsg_libc_ns\":{},\"recvmsg_kernel_ns\":{}}}",
-                per(0),
-                per(1),
-                per(2),
-                per(3)
-            ));
-        }
-    }
+    let lines: Vec<String> = super::rounds::alternating_rounds::<4>(rounds, calls, BATCH, |k| batch(kinds[k]))
+        .iter()
+        .map(|[send_libc, send_kernel, recv_libc, recv_kernel]| {
+            format!(
+                "{{\"sendmsg_libc_ns\":{send_libc},\"sendmsg_kernel_ns\":{send_kernel},\"recvmsg_libc_ns\":{recv_libc},\"recvmsg_kernel_ns\":{recv_kernel}}}"
+            )
+        })
+        .collect();
     std::fs::write(out, lines.join("\n") + "\n")
 }
