@@ -603,6 +603,8 @@ fn run_turns_on_the_cheap_probes_by_default_and_none_turns_them_off() {
     assert!(rep["profile"]["roles"].as_array().is_some_and(|r| r.len() == 2), "{rep}");
     assert!(rep["probes"]["roles"].is_array(), "io probes ran: {rep}");
     assert!(stdout.contains("sampling profile") && stdout.contains("component"), "{stdout}");
+    // ~15 samples a side at 49 Hz: the profile says how to get more.
+    assert!(stdout.contains("few samples (") && stdout.contains("--repeat N"), "{stdout}");
     let (report, stdout, err) = run(Some("none"));
     let rep = &report["repetitions"][0];
     assert!(rep["probes"].is_null() && rep["profile"].is_null(), "{rep}");

@@ -21,7 +21,9 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
         );
     }
     // Shares from a few dozen samples are rough: say how to get more, and what that costs.
-    if let Some(fewest) = profile.roles.iter().map(|r| r.samples).min().filter(|n| *n < FEW_SAMPLES) {
+    // (No role at all: no sample landed in either side.)
+    let fewest = profile.roles.iter().map(|r| r.samples).min().unwrap_or(0);
+    if fewest < FEW_SAMPLES {
         println!(
             "  few samples ({fewest} on one side): the intervals are wide; --repeat N or a larger --size gives more at the same cost, a higher rate (profile:199) costs more (docs/probe-overhead.md)"
         );

@@ -121,7 +121,7 @@ pub struct RunArgs {
     pub lut_dir: Option<PathBuf>,
     /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component;
     /// profile:HZ sets the rate per CPU, default 49, within 2% of goodput; 199 or more for
-    /// more samples, ~1.4% more CPU per 100 Hz on quinn),
+    /// more samples, ~1.2% more CPU per 100 Hz on quinn),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
     /// Not given: `nesquic run` turns on the ones measured within 2% of goodput end to end
