@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# build-from-source.sh --lut-path CHECKOUT --out DIR: builds nesquic-lut-quic-go (the same
+# executable and command line as build.sh's) against a quic-go checkout instead of the version
+# go.mod pins, into DIR/nesquic-lut-quic-go, and prints one JSON line on stdout (see
+# ../source-build.sh and docs: binary, version, source, revision, dirty, proof).
+#
+# How: the adapter's sources are copied to DIR/src (the checkout is never written to), then
+# `go mod edit -replace github.com/quic-go/quic-go=CHECKOUT` and `go build` as build.sh does.
+# What it proves, or exits non-zero naming the mismatch:
+#   - the checkout's go.mod declares module github.com/quic-go/quic-go;
+#   - `go list -m` resolves github.com/quic-go/quic-go to the replace, whose directory is CHECKOUT;
+#   - the executable's own build information (`go version -m`) records the replace by CHECKOUT,
+#     so the code compiled in is the checkout's, not the module cache's.
+# Cached in DIR (see ../source-build.sh): a second call with nothing changed only re-runs the proof.
+set -euo pipefail
+
+lut=quic-go
+# shellcheck source=../source-build.sh
+. "$(dirname "$0")/../source-build.sh"
+parse_args "$@"
+module=github.com/quic-go/quic-go
+
+command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
+command -v go >/dev/null 2>&1 || die "go not found (needs the Go toolchain lut-adapters/quic-go/go.mod names)"
+export GOTOOLCHAIN=local CGO_ENABLED=0
+
+[ -f "$source/go.mod" ] || die "$source has no go.mod: not a Go module (a quic-go checkout's root holds go.mod)"
+declared="$(sed -n 's/^module[[:space:]]\{1,\}\([^[:space:]]*\).*/\1/p' "$source/go.mod" | head -n1)"
+[ "$declared" = "$module" ] || die "$source/go.mod declares module '$declared', not $module: not a quic-go checkout"
+
+checkout_state
+binary="$out/nesquic-lut-quic-go"
+adapter=("$here"/*.go "$here/go.mod" "$here/go.sum")
+key="$(build_key "${adapter[@]}" "$0")"
+src="$out/src"
+
+if cached; then
+    say "up to date: $binary ($source at $revision)"
+else
+    # A failed build must not leave the previous executable behind to be run by mistake.
+    rm -f "$out/.build-key" "$binary"
+    rm -rf "$src" && mkdir -p "$src"
+    cp "${adapter[@]}" "$src/"
+    cd "$src"
+    go mod edit -replace "$module=$source"
+    # -mod=mod: the checkout may need other dependency versions than go.sum lists (fetched from the
+    # Go module proxy); GOFLAGS from the caller's environment would otherwise decide.
+    step "go build against $source" "$out/build.log" \
+        env GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath -o "$binary" .
+    mark_built
+fi
+
+cd "$src"
+# Proof 1: the module graph resolves quic-go to the checkout.
+replaced="$(GOFLAGS=-mod=mod go list -m -f '{{if .Replace}}{{.Replace.Dir}}{{end}}' "$module")" \
+    || die "go list -m $module failed in $src"
+[ "$replaced" = "$source" ] \
+    || die "the module graph resolves $module to '${replaced:-the registry version (no replace)}', not $source"
+# Proof 2: the executable itself says which quic-go it was built from.
+info="$(go version -m "$binary")" || die "go version -m $binary failed"
+linked="$(printf '%s\n' "$info" | awk -v m="$module" '$1 == "dep" && $2 == m { getline; if ($1 == "=>") print $2 }')"
+[ "$linked" = "$source" ] || {
+    printf '%s\n' "$info" >&2
+    die "$binary was not built from $source: its build information replaces $module with '${linked:-nothing}'"
+}
+
+if [ "$revision" != "not a git repository" ] && version="$(checkout_git describe --tags --always 2>/dev/null)"; then
+    :
+else
+    version="$(sed -n "s|^[[:space:]]*\(require[[:space:]]\{1,\}\)\{0,1\}$module[[:space:]]\{1,\}\(v[^[:space:]]*\).*|\2|p" "$here/go.mod" | head -n1)"
+    version="${version:-unknown} (replaced)"
+fi
+say "ready: $binary from $source ($version, $revision$([ "$dirty" = true ] && echo ", dirty"))"
+emit "$version" "go list -m $module: replaced by $source; go version -m $(basename "$binary"): dep $module => $source"
