@@ -39,6 +39,33 @@ pub struct RoleMetrics {
     /// tracepoints'), for comparison. Empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_crosscheck: Vec<SyscallMetrics>,
+    /// What the user-space agents of this role could not record (summed over their processes);
+    /// `None` where no agent measured the role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_lost: Option<AgentLost>,
+}
+
+/// Calls of timed functions an agent could not record, from its health counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentLost {
+    /// Neither counted nor timed: the thread's shadow stack was full (nesting deeper than
+    /// `nesquic_agent_abi::SHADOW_DEPTH` timed calls).
+    pub shadow_full: u64,
+    /// Never recorded: the frame was left without returning (longjmp, unwinding).
+    pub shadow_dropped: u64,
+}
+
+impl AgentLost {
+    /// Nothing lost.
+    pub fn is_clean(&self) -> bool {
+        *self == AgentLost::default()
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &AgentLost) {
+        self.shadow_full += other.shadow_full;
+        self.shadow_dropped += other.shadow_dropped;
+    }
 }
 
 /// One syscall of one role.
@@ -201,7 +228,7 @@ impl RoleMetrics {
                 mechanism: MECHANISM_UPROBE.to_string(),
             })
             .collect();
-        Self { role, io, functions, io_crosscheck: Vec::new() }
+        Self { role, io, functions, io_crosscheck: Vec::new(), agent_lost: None }
     }
 }
 
@@ -220,6 +247,9 @@ impl Metrics {
                 };
                 absorb_io(&mut mine.io, &role.io);
                 absorb_io(&mut mine.io_crosscheck, &role.io_crosscheck);
+                if let Some(lost) = &role.agent_lost {
+                    mine.agent_lost.get_or_insert_with(AgentLost::default).add(lost);
+                }
                 for f in &role.functions {
                     let same =
                         |x: &&mut FunctionMetrics| x.category == f.category && x.name == f.name && x.object == f.object;

@@ -295,6 +295,62 @@ fn io_from_many_threads_at_once_is_counted_exactly() {
     assert_eq!((recv.timing.calls, recv.eagain, recv.bytes, recv.errors), (threads * calls, threads * calls, 0, 0));
 }
 
+#[test]
+fn calls_the_agent_could_not_record_are_reported_as_lost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let functions = [
+        function("nesquic_workload_deep", true, 0),
+        function("nesquic_workload_escape", true, 0),
+        function("nesquic_workload_escapes", true, 0),
+    ];
+    let (backend, refused) = UserBackend::prepare(dir.path(), &functions, false).expect("prepare");
+    assert!(refused.is_empty(), "{refused:?}");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
+    // 300 nested calls (the first SHADOW_DEPTH timed, the rest lost), then 9 calls that leave
+    // their frame without returning.
+    let (deep, escapes) = (300u64, 9u64);
+    let depth = nesquic_ebpf::user::SHADOW_DEPTH as u64;
+    let did = &workload_lines(Some(&agent), dir.path(), &["--lost", &deep.to_string(), &escapes.to_string()])[0];
+    assert_eq!((did["deep"].as_u64(), did["escapes"].as_u64()), (Some(deep), Some(escapes)), "{did}");
+    assert!(agent.patch_status().iter().all(|s| s.patched), "{:?}", agent.patch_status());
+    let role = agent.snapshot();
+    let lost = role.agent_lost.expect("the agent ran: its losses are known");
+    assert_eq!((lost.shadow_full, lost.shadow_dropped), (deep - depth, escapes), "{lost:?}");
+    let calls = |name: &str| func(&role, name).map_or(0, |f| f.timing.calls);
+    assert_eq!(calls("nesquic_workload_deep"), depth);
+    assert_eq!(calls("nesquic_workload_escape"), 0, "an escaped call has no end to time");
+    assert_eq!(calls("nesquic_workload_escapes"), 1);
+
+    // A process whose agent loses nothing says so (zero, not absent).
+    let clean = backend.process(1, nesquic_ebpf::Role::Process).expect("process");
+    workload_lines(Some(&clean), dir.path(), &["--lost", "10", "0"]);
+    assert_eq!(clean.snapshot().agent_lost, Some(nesquic_ebpf::metrics::AgentLost::default()));
+}
+
+#[test]
+fn the_agent_keeps_nothing_in_the_run_directory() {
+    // The plan and the counters are memfds: a run directory that cannot hold a file (or whose
+    // filesystem refuses shared mappings, as 9p does) does not matter.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nowhere = Path::new("/nonexistent-dir/nesquic-run");
+    let functions = [function("nesquic_workload_tick", false, 1), function("nesquic_workload_sleep_1ms", true, 0)];
+    let (backend, refused) = UserBackend::prepare(nowhere, &functions, true).expect("prepare");
+    assert!(refused.is_empty(), "{refused:?}");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
+    // Once the LUT has started, the plan is no longer needed: only the counters must outlive it.
+    drop(backend);
+    assert!(agent.counters_path().starts_with("/proc"), "{}", agent.counters_path().display());
+    run(&agent, dir.path(), &[]);
+    let state = agent.state();
+    assert!(state.ready && state.plan_status == nesquic_agent_abi::plan_status::OK, "{state:?}");
+    let role = agent.snapshot();
+    let tick = func(&role, "nesquic_workload_tick").expect("tick");
+    assert_eq!((tick.timing.calls, tick.bytes), (50, (0..50).sum::<u64>()));
+    assert_eq!(func(&role, "nesquic_workload_sleep_1ms").map(|f| f.timing.calls), Some(5));
+    assert_eq!(io(&role, "sendmsg").timing.calls, 7);
+    assert!(!nowhere.exists());
+}
+
 /// What the agent's `sendmsg` and `recvmsg` wrappers add to a call: `--io-calibrate` under the
 /// agent, libc's (wrapped) against the raw system call, per round. Returns (added ns, sd) for
 /// sendmsg and recvmsg, and the raw calls' mean ns.

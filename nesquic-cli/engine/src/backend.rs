@@ -239,6 +239,7 @@ impl UserProbes {
                         io: Vec::new(),
                         functions: Vec::new(),
                         io_crosscheck: Vec::new(),
+                        agent_lost: None,
                     });
                     // Invariant: just pushed.
                     metrics.roles.last_mut().expect("role just added")
@@ -250,6 +251,10 @@ impl UserProbes {
                 role.io.extend(u.io);
             }
             role.functions.extend(u.functions);
+            // Each process's losses, summed per role (the kernel's go to `metrics.lost`).
+            if let Some(lost) = u.agent_lost {
+                role.agent_lost.get_or_insert_with(Default::default).add(&lost);
+            }
         }
         if self.io && !self.crosscheck {
             metrics.io_mechanism = Some(MECHANISM_INTERPOSITION.to_string());

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use nesquic_ebpf::layout::NqDatagramEvent;
 use nesquic_ebpf::metrics::{
-    FunctionMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_UPROBE,
+    AgentLost, FunctionMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION,
+    MECHANISM_UPROBE,
 };
 use nesquic_ebpf::profile::{ProcessMaps, Profile};
 use nesquic_ebpf::sites::{ProbeSite, SiteKind};
@@ -287,6 +288,7 @@ impl KernelProbes for FakeKernel {
                 mechanism: "uprobe".into(),
             }],
             io_crosscheck: Vec::new(),
+            agent_lost: None,
         };
         Ok(Metrics {
             io_mechanism: None,
@@ -433,6 +435,8 @@ impl UserAgent for FakeAgent {
                 mechanism: MECHANISM_INLINE_HOOK.into(),
             }],
             io_crosscheck: Vec::new(),
+            // Its process's health counters: a known loss per process.
+            agent_lost: Some(AgentLost { shadow_full: 7, shadow_dropped: self.index as u64 }),
         }
     }
     fn startup_cpu_ns(&self) -> Option<u64> {
@@ -484,6 +488,15 @@ fn the_agents_figures_join_the_kernels_and_each_process_gets_its_own_agent() {
         let calls: Vec<(&str, u64)> = role.functions.iter().map(|f| (f.category.as_str(), f.timing.calls)).collect();
         assert_eq!(calls, [("crypto.seal", CALLS), ("crypto.open", AGENT_OPENS)], "{}", role.role);
     }
+    // Each process's agent losses reach its role's figures (the kernel's `lost` stays apart).
+    let lost: Vec<(Role, Option<AgentLost>)> = m.roles.iter().map(|r| (r.role, r.agent_lost)).collect();
+    assert_eq!(
+        lost,
+        [
+            (Role::Server, Some(AgentLost { shadow_full: 7, shadow_dropped: 0 })),
+            (Role::Client, Some(AgentLost { shadow_full: 7, shadow_dropped: 1 }))
+        ]
+    );
     let reports: Vec<(Role, bool, usize, Option<u64>)> =
         probed.agents.iter().map(|a| (a.role, a.ready, a.functions.len(), a.startup_cpu_ns)).collect();
     assert_eq!(

@@ -29,11 +29,40 @@ pub fn print_summary(metrics: &Metrics, cpu_s: &HashMap<Role, f64>, window: &str
     if metrics.io_mechanism.is_some() && metrics.kernel_io.mechanism.is_none() && !metrics.kernel_io.notes.is_empty() {
         println!("kernel UDP path: not measured here ({}); see `nesquic doctor`", metrics.kernel_io.notes.join("; "));
     }
-    if metrics.lost.is_clean() {
+    let agent_lost = agent_lost_lines(metrics);
+    if metrics.lost.is_clean() && agent_lost.is_empty() {
         println!("lost: nothing (every call entered was matched with its return)");
-    } else {
+    } else if !metrics.lost.is_clean() {
         println!("lost: {:?}", metrics.lost);
     }
+    for line in agent_lost {
+        println!("lost: {line}");
+    }
+}
+
+/// Per role, the calls of timed functions the user-space agents could not record (none when
+/// nothing was lost).
+pub fn agent_lost_lines(metrics: &Metrics) -> Vec<String> {
+    let mut lines = Vec::new();
+    for role in &metrics.roles {
+        let Some(lost) = role.agent_lost.filter(|l| !l.is_clean()) else { continue };
+        let mut parts = Vec::new();
+        if lost.shadow_full > 0 {
+            parts.push(format!(
+                "{} call(s) neither counted nor timed (nested deeper than {} timed calls in a thread)",
+                lost.shadow_full,
+                nesquic_ebpf::user::SHADOW_DEPTH
+            ));
+        }
+        if lost.shadow_dropped > 0 {
+            parts.push(format!(
+                "{} call(s) never recorded (their frame was left without returning: longjmp or unwinding)",
+                lost.shadow_dropped
+            ));
+        }
+        lines.push(format!("{} (user agent): {}", role.role, parts.join("; ")));
+    }
+    lines
 }
 
 fn print_io(role: &RoleMetrics, cpu_ns: f64) {

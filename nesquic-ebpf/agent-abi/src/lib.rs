@@ -33,6 +33,9 @@ pub const OVERFLOW_SHARD: usize = SHARDS;
 /// log2 latency buckets: `hist[b]` counts durations with `floor(log2(ns)) == b` (0 ns in bucket
 /// 0; the last bucket also holds everything longer), as in the kernel path.
 pub const HIST_BUCKETS: usize = 40;
+/// Timed calls in flight per thread (the shadow stack's depth): a call nested deeper is neither
+/// counted nor timed, and adds to [`AgentHealth::shadow_full`].
+pub const SHADOW_DEPTH: usize = 256;
 /// Bytes for a path, NUL-terminated.
 pub const PATH_LEN: usize = 512;
 /// Most bytes of a function's entry compared before patching.
@@ -181,13 +184,15 @@ pub mod stats_offset {
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct AgentHealth {
-    /// Timed calls not timed because the thread's shadow stack was full (deep recursion).
+    /// Calls of timed functions neither counted nor timed because the thread already had
+    /// [`SHADOW_DEPTH`] timed calls in flight (deep recursion).
     pub shadow_full: u64,
-    /// Shadow entries dropped because their frame was left without a return (longjmp, or a
-    /// panic unwinding past it): found when a shallower frame returned.
+    /// Calls of timed functions never recorded because their frame was left without a return
+    /// (longjmp, or a panic unwinding past it): found when a shallower frame returned.
     pub shadow_dropped: u64,
-    /// Calls from the agent's own code paths that were not counted (reentrancy).
-    pub reentered: u64,
+    /// Reserved, 0. (Was `reentered`: no path of the agent calls a function it hooks, so nothing
+    /// ever added to it.)
+    pub reserved: u64,
     /// Objects hooked after a `dlopen`.
     pub dlopen_hooked: u64,
 }
@@ -299,7 +304,7 @@ impl CountersHeader {
             pid: 0,
             io_interposed: 0,
             tsc_mult: 0,
-            health: AgentHealth { shadow_full: 0, shadow_dropped: 0, reentered: 0, dlopen_hooked: 0 },
+            health: AgentHealth { shadow_full: 0, shadow_dropped: 0, reserved: 0, dlopen_hooked: 0 },
             slot_status: [slot_status::UNUSED; MAX_SLOTS],
             threads: 0,
             reserved: 0,

@@ -30,7 +30,7 @@ use crate::abi::{self, Counters, HIST_BUCKETS};
 use crate::{counters, shard, tsc};
 
 /// Calls in flight per thread (deeper recursion is not timed: `health.shadow_full`).
-pub const DEPTH: usize = 256;
+pub const DEPTH: usize = abi::SHADOW_DEPTH;
 
 /// One call in flight. The assembly below uses these offsets (checked at compile time).
 #[repr(C)]

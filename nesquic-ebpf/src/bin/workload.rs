@@ -32,6 +32,9 @@
 //! `--dlopen LIB CALLS OUT`: after start-up, `dlopen(LIB)`, call its `nesquic_fixture_work`
 //! CALLS times, then let it `dlopen` its plugin by bare name (found on LIB's own RUNPATH) and
 //! call the plugin's `nesquic_plugin_work` CALLS times; writes what it did to OUT.
+//! `--lost DEEP ESCAPES OUT`: DEEP nested calls of `nesquic_workload_deep` (deeper than the agent's
+//! shadow stack: calls it cannot time) and ESCAPES calls of `nesquic_workload_escape`, which
+//! leaves its frame without returning, as longjmp does.
 //! `--io-hammer THREADS CALLS OUT` and `--io-calibrate CALLS ROUNDS OUT`: packet I/O from many
 //! threads, and the cost of one wrapped call (`io_modes`).
 
@@ -125,6 +128,65 @@ std::arch::global_asm!(
     "imul rax, rax",
     "ret",
     ".size nesquic_agent_cal_twin, .-nesquic_agent_cal_twin",
+    // `--lost`: calls the agent cannot record. `_deep(n)` calls itself until n calls are nested
+    // (all in flight at once); a timed hook loses those beyond its shadow stack's depth.
+    ".globl nesquic_workload_deep",
+    ".type nesquic_workload_deep,@function",
+    ".p2align 4",
+    "nesquic_workload_deep:",
+    "push rbp",
+    "mov rbp, rsp",
+    "push rbx",
+    "sub rsp, 8",
+    "dec rdi",
+    "jz 2f",
+    "call nesquic_workload_deep",
+    "2:",
+    "add rsp, 8",
+    "pop rbx",
+    "pop rbp",
+    "ret",
+    ".size nesquic_workload_deep, .-nesquic_workload_deep",
+    // `_escape(rsp, ip)` never returns: it resumes its caller at `ip` with the stack pointer
+    // `rsp` (what longjmp does), leaving a timed hook's entry for it behind.
+    ".globl nesquic_workload_escape",
+    ".type nesquic_workload_escape,@function",
+    ".p2align 4",
+    "nesquic_workload_escape:",
+    "push rbp",
+    "mov rbp, rsp",
+    "mov rsp, rdi",
+    "jmp rsi",
+    ".size nesquic_workload_escape, .-nesquic_workload_escape",
+    // `_escapes(n)`: n calls of `_escape` from one frame, then a normal return (which is what
+    // finds the entries the escapes left behind).
+    ".globl nesquic_workload_escapes",
+    ".type nesquic_workload_escapes,@function",
+    ".p2align 4",
+    "nesquic_workload_escapes:",
+    "push rbp",
+    "push rbx",
+    "push r12",
+    "push r13",
+    "sub rsp, 8",
+    "mov rbx, rdi",
+    "3:",
+    "test rbx, rbx",
+    "jz 4f",
+    "mov rdi, rsp",
+    "lea rsi, [rip + 5f]",
+    "call nesquic_workload_escape",
+    "5:",
+    "dec rbx",
+    "jmp 3b",
+    "4:",
+    "add rsp, 8",
+    "pop r13",
+    "pop r12",
+    "pop rbx",
+    "pop rbp",
+    "ret",
+    ".size nesquic_workload_escapes, .-nesquic_workload_escapes",
     seed = sym WORKLOAD_SEED,
 );
 
@@ -143,6 +205,24 @@ extern "C" {
     fn nesquic_agent_cal_count(x: u64) -> u64;
     fn nesquic_agent_cal_time(x: u64) -> u64;
     fn nesquic_agent_cal_twin(x: u64) -> u64;
+    fn nesquic_workload_deep(n: u64);
+    fn nesquic_workload_escapes(n: u64);
+}
+
+/// `--lost DEEP ESCAPES OUT`: DEEP nested calls of `nesquic_workload_deep`, then ESCAPES calls of
+/// `nesquic_workload_escape` that never return, from one call of `nesquic_workload_escapes`;
+/// writes what it did to OUT.
+#[cfg(target_arch = "x86_64")]
+fn lost_mode(deep: u64, escapes: u64, out: &str) -> std::io::Result<()> {
+    if deep > 0 {
+        // SAFETY: the assembly above recurses `deep` times (32 bytes of stack each) and preserves
+        // every callee-saved register.
+        unsafe { nesquic_workload_deep(std::hint::black_box(deep)) };
+    }
+    // SAFETY: as above; each escape resumes the loop with its own stack pointer, so the
+    // function returns normally.
+    unsafe { nesquic_workload_escapes(std::hint::black_box(escapes)) };
+    std::fs::write(out, format!("{{\"deep\":{deep},\"escapes\":{escapes}}}\n"))
 }
 
 /// `--agent-calibrate CALLS ROUNDS OUT`: per round, CALLS calls of each calibration function
@@ -576,6 +656,11 @@ fn main() {
     #[cfg(target_arch = "x86_64")]
     if let Some((calls, rounds, out)) = numbers_and_file(&args, "--agent-calibrate", "CALLS ROUNDS OUT") {
         exit_on_error(out, agent_calibrate_mode(calls, rounds, out));
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if let Some((deep, escapes, out)) = numbers_and_file(&args, "--lost", "DEEP ESCAPES OUT") {
+        exit_on_error(out, lost_mode(deep, escapes, out));
         return;
     }
     if let Some((threads, calls, out)) = numbers_and_file(&args, "--hammer", "THREADS CALLS OUT") {

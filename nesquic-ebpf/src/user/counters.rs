@@ -1,20 +1,69 @@
-//! Nesquic's side of the counters file: created (header written) before the LUT starts, mapped
-//! shared and read-only, read live or after exit. The file is sparse (~3.1 MiB, mostly
-//! function shards nobody touched); reads copy only the words asked for (the header, the I/O
-//! rows, a planned slot across shards), word by word.
+//! Nesquic's side of the counters: created (header written) before the LUT starts, mapped
+//! shared and read-only, read live or after exit. They live in a `memfd` (anonymous shared
+//! memory) that the agent opens as `/proc/<nesquic>/fd/<n>`, so no filesystem has to share a
+//! mapping: 9p (the /tmp of a virtme-ng guest) refuses `mmap(MAP_SHARED)` of its files with
+//! EINVAL. A file in the run directory is the fallback where `memfd_create` or `/proc` is
+//! missing. The counters are sparse (~3.1 MiB, mostly function shards nobody touched); reads
+//! copy only the words asked for (the header, the I/O rows, a planned slot across shards), word
+//! by word.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 use nesquic_agent_abi::{self as abi, Counters, CountersHeader, Stats};
 
 use super::UserError;
 
+/// Anonymous shared memory another process of the same user can open by `path`
+/// (`/proc/<pid>/fd/<fd>`, which reopens the memfd itself): the file keeps it alive.
+pub(crate) struct SharedFile {
+    /// The memfd, or the fallback file.
+    pub file: File,
+    /// Where another process opens it.
+    pub path: PathBuf,
+}
+
+/// A `memfd` named `name` (close-on-exec: LUTs reach it by path, nothing inherits it), or why
+/// not (no `memfd_create` in this kernel or sandbox, no `/proc`).
+pub(crate) fn memfd(name: &std::ffi::CStr) -> Result<SharedFile, std::io::Error> {
+    // SAFETY: memfd_create with a NUL-terminated name; the fd it returns is owned below.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by memfd_create and is owned by nothing else.
+    let file = File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let path = PathBuf::from(format!("/proc/{}/fd/{fd}", std::process::id()));
+    // The agent opens this path: check that it leads back here (a mounted /proc).
+    File::open(&path)?;
+    Ok(SharedFile { file, path })
+}
+
+/// A memfd named `name`, else the file `fallback` (created or truncated); with the fallback,
+/// why there is no memfd.
+pub(crate) fn shared_file(name: &std::ffi::CStr, fallback: &Path) -> Result<(SharedFile, Option<String>), UserError> {
+    match memfd(name) {
+        Ok(f) => Ok((f, None)),
+        Err(why) => {
+            let file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(fallback).map_err(
+                |source| UserError::Io {
+                    what: format!("{} (memfd_create unavailable: {why})", fallback.display()),
+                    source,
+                },
+            )?;
+            Ok((SharedFile { file, path: fallback.to_path_buf() }, Some(why.to_string())))
+        }
+    }
+}
+
 /// A mapped counters file.
 pub struct CountersMap {
     ptr: *const Counters,
     path: PathBuf,
+    /// Keeps the memfd (and so the path the agent opens) alive until the process is read.
+    _file: File,
 }
 
 // SAFETY: the mapping is read-only shared memory; reading it from any thread is fine.
@@ -23,32 +72,37 @@ unsafe impl Send for CountersMap {}
 unsafe impl Sync for CountersMap {}
 
 impl CountersMap {
-    /// Creates `path` with a fresh header and maps it.
-    pub fn create(path: &Path) -> Result<Self, UserError> {
+    /// Creates the counters (a memfd; `fallback` where there is none) with a fresh header and
+    /// maps them.
+    pub fn create(fallback: &Path) -> Result<Self, UserError> {
+        let (shared, no_memfd) = shared_file(c"nesquic-agent-counters", fallback)?;
+        let SharedFile { mut file, path } = shared;
         let io = |source| UserError::Io { what: format!("counters file {}", path.display()), source };
-        let mut file = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path).map_err(io)?;
         file.write_all(abi::as_bytes(&CountersHeader::new())).map_err(io)?;
         let size = std::mem::size_of::<Counters>();
-        // The rest reads as zero without taking disk or memory until the agent writes to it.
+        // The rest reads as zero without taking memory until the agent writes to it.
         file.set_len(size as u64).map_err(io)?;
         // SAFETY: mapping `size` bytes of a file that has exactly that size, shared, read-only.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                size,
-                libc::PROT_READ,
-                libc::MAP_SHARED,
-                std::os::fd::AsRawFd::as_raw_fd(&file),
-                0,
-            )
-        };
+        let ptr =
+            unsafe { libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ, libc::MAP_SHARED, file.as_raw_fd(), 0) };
         if ptr == libc::MAP_FAILED {
-            return Err(io(std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            return Err(match no_memfd {
+                Some(why) => UserError::Io {
+                    what: format!(
+                        "counters file {}: its filesystem cannot share a mapping (mmap MAP_SHARED), and \
+                         memfd_create is unavailable ({why}): put TMPDIR on a tmpfs",
+                        path.display()
+                    ),
+                    source: e,
+                },
+                None => io(e),
+            });
         }
-        Ok(Self { ptr: ptr.cast(), path: path.to_path_buf() })
+        Ok(Self { ptr: ptr.cast(), path, _file: file })
     }
 
-    /// The file.
+    /// Where the agent opens the counters (`/proc/<pid>/fd/<n>` for a memfd).
     pub fn path(&self) -> &Path {
         &self.path
     }

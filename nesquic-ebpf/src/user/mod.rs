@@ -1,7 +1,8 @@
 //! User-space probes: Nesquic's side of the `LD_PRELOAD` agent (`libnesquic_agent.so`, crate
 //! `nesquic-agent`). Before launch it checks each function's entry on the object file's bytes
-//! (refused ones fall back to the kernel uprobe), writes the plan into the run directory and a
-//! counters file per process; afterwards (or live) it turns the counters into the same
+//! (refused ones fall back to the kernel uprobe), writes the plan and the counters of each
+//! process into memfds the agent opens by their `/proc` paths (files in the run directory where
+//! memfds are missing); afterwards (or live) it turns the counters into the same
 //! [`RoleMetrics`] the kernel path produces, with `mechanism` saying what measured each row.
 //!
 //! The CLI calls [`UserBackend::prepare`], then [`UserBackend::process`] per LUT process (adding
@@ -14,18 +15,21 @@ mod tsc;
 
 use std::collections::HashMap;
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::Role;
 use nesquic_agent_abi::{self as abi, plan_status, slot_status, CountersHeader, PlanHeader, PlanTarget, Stats};
 
 pub use calibrate::{measure_cost, AgentCost};
 pub use counters::CountersMap;
+pub use nesquic_agent_abi::SHADOW_DEPTH;
 pub use tsc::tsc_mult;
 
 use crate::catalog::ResolvedFunction;
 use crate::metrics::{
-    FunctionMetrics, RoleMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION,
+    AgentLost, FunctionMetrics, RoleMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION,
 };
 
 /// Env var overriding where the agent library is.
@@ -79,12 +83,15 @@ pub struct UserBackend {
     run_dir: PathBuf,
     agent_lib: PathBuf,
     plan_path: PathBuf,
+    /// The plan's memfd (or file): open while any process may still start and read it.
+    plan_file: Arc<std::fs::File>,
     planned: Vec<PlannedFunction>,
     io: bool,
 }
 
 impl UserBackend {
-    /// Checks every function's site, writes the plan into `run_dir`. Returns the backend and
+    /// Checks every function's site, writes the plan (into a memfd; into `run_dir` where there
+    /// is none). Returns the backend and
     /// the functions it refused, each with one short reason: measure those with kernel uprobes.
     pub fn prepare(
         run_dir: &Path,
@@ -112,7 +119,6 @@ impl UserBackend {
                 Err(reason) => refused.push((f.clone(), reason)),
             }
         }
-        let plan_path = run_dir.join("agent-plan.bin");
         let placeholder = run_dir.join("agent.counters");
         let header = PlanHeader::new(targets.len() as u32, io, tsc_mult(), placeholder.as_os_str().as_encoded_bytes())
             .ok_or_else(|| UserError::PathTooLong(placeholder.clone()))?;
@@ -120,9 +126,14 @@ impl UserBackend {
         for t in &targets {
             bytes.extend_from_slice(abi::as_bytes(t));
         }
-        std::fs::write(&plan_path, bytes)
-            .map_err(|source| UserError::Io { what: format!("write {}", plan_path.display()), source })?;
-        let backend = UserBackend { run_dir: run_dir.to_path_buf(), agent_lib, plan_path, planned, io };
+        let (counters::SharedFile { mut file, path: plan_path }, _) =
+            counters::shared_file(c"nesquic-agent-plan", &run_dir.join("agent-plan.bin"))?;
+        file.write_all(&bytes).map_err(|source| UserError::Io {
+            what: format!("write the agent plan {}", plan_path.display()),
+            source,
+        })?;
+        let plan_file = Arc::new(file);
+        let backend = UserBackend { run_dir: run_dir.to_path_buf(), agent_lib, plan_path, plan_file, planned, io };
         Ok((backend, refused))
     }
 
@@ -136,16 +147,15 @@ impl UserBackend {
         &self.agent_lib
     }
 
-    /// The plan file.
+    /// Where the agent reads the plan (`/proc/<pid>/fd/<n>` for a memfd).
     pub fn plan_path(&self) -> &Path {
         &self.plan_path
     }
 
-    /// Sets up one LUT process: its counters file (`agent-<index>-<role>.counters` in the run
-    /// directory) and the environment to start it with.
+    /// Sets up one LUT process: its counters (a memfd; `agent-<index>-<role>.counters` in the
+    /// run directory where there is none) and the environment to start it with.
     pub fn process(&self, role_index: usize, role: Role) -> Result<AgentProcess, UserError> {
-        let counters_path = self.run_dir.join(format!("agent-{role_index}-{role}.counters"));
-        let counters = CountersMap::create(&counters_path)?;
+        let counters = CountersMap::create(&self.run_dir.join(format!("agent-{role_index}-{role}.counters")))?;
         let mut preload = self.agent_lib.clone().into_os_string();
         if let Some(existing) = std::env::var_os("LD_PRELOAD").filter(|v| !v.is_empty()) {
             preload.push(":");
@@ -154,9 +164,16 @@ impl UserBackend {
         let env = vec![
             ("LD_PRELOAD".to_string(), preload),
             (abi::PLAN_ENV.to_string(), self.plan_path.clone().into_os_string()),
-            (abi::COUNTERS_ENV.to_string(), counters_path.into_os_string()),
+            (abi::COUNTERS_ENV.to_string(), counters.path().as_os_str().to_owned()),
         ];
-        Ok(AgentProcess { role, counters, env, planned: self.planned.clone(), io: self.io })
+        Ok(AgentProcess {
+            role,
+            counters,
+            env,
+            planned: self.planned.clone(),
+            io: self.io,
+            _plan: Arc::clone(&self.plan_file),
+        })
     }
 }
 
@@ -167,6 +184,8 @@ pub struct AgentProcess {
     env: Vec<(String, OsString)>,
     planned: Vec<PlannedFunction>,
     io: bool,
+    /// The plan stays readable while this process may start.
+    _plan: Arc<std::fs::File>,
 }
 
 /// The agent's own state in one process.
@@ -197,7 +216,7 @@ impl AgentProcess {
         }
     }
 
-    /// The counters file.
+    /// Where the agent opens the counters (`/proc/<pid>/fd/<n>` for a memfd).
     pub fn counters_path(&self) -> &Path {
         self.counters.path()
     }
@@ -355,7 +374,11 @@ fn metrics_of(role: Role, c: &CountersMap, planned: &[PlannedFunction], io: bool
             mechanism: MECHANISM_INLINE_HOOK.to_string(),
         })
         .collect();
-    RoleMetrics { role, io, functions, io_crosscheck: Vec::new() }
+    // Read after the rows: a call lost meanwhile is reported rather than missed.
+    let h = c.header();
+    let agent_lost = (valid && h.state == abi::state::READY)
+        .then_some(AgentLost { shadow_full: h.health.shadow_full, shadow_dropped: h.health.shadow_dropped });
+    RoleMetrics { role, io, functions, io_crosscheck: Vec::new(), agent_lost }
 }
 
 #[cfg(test)]
