@@ -1,5 +1,5 @@
 //! Records the git revision nesquic was built from (run metadata), "unknown" outside a checkout,
-//! and the locked quinn version (tests).
+//! and the locked versions of the crates the `--lut-path` tests copy from the registry.
 
 use std::process::Command;
 
@@ -20,14 +20,18 @@ fn main() {
         .is_some_and(|o| o.status.success() && !o.stdout.is_empty());
     let rev = if dirty && rev != "unknown" { format!("{rev}-dirty") } else { rev };
     println!("cargo:rustc-env=NESQUIC_GIT_REVISION={rev}");
-    // The quinn version in Cargo.lock, for the --lut-path test that unpacks it from the registry.
+    // The locked versions of the crates the --lut-path tests unpack from the registry.
     println!("cargo:rerun-if-changed=../Cargo.lock");
     let lock = std::fs::read_to_string("../Cargo.lock").unwrap_or_default();
-    let needle = "name = \"quinn\"\nversion = \"";
-    let version = lock
-        .find(needle)
-        .map(|i| &lock[i + needle.len()..])
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or("unknown");
-    println!("cargo:rustc-env=NESQUIC_TEST_QUINN_VERSION={version}");
+    for (name, var) in
+        [("quinn", "QUINN"), ("quinn-proto", "QUINN_PROTO"), ("quinn-udp", "QUINN_UDP"), ("quiche", "QUICHE")]
+    {
+        let needle = format!("name = \"{name}\"\nversion = \"");
+        let version = lock
+            .find(&needle)
+            .map(|i| &lock[i + needle.len()..])
+            .and_then(|rest| rest.split('"').next())
+            .unwrap_or("unknown");
+        println!("cargo:rustc-env=NESQUIC_TEST_{var}_VERSION={version}");
+    }
 }

@@ -208,17 +208,45 @@ pub struct Refusal {
     pub why: &'static str,
 }
 
-/// How an adapter in `lut-adapters/quic-bins` is rebuilt against a checkout of its library
-/// (`--lut-path`): the library's crates are patched in over the registry's.
+/// How a LUT is rebuilt against a checkout of its library (`--lut-path`, `--lut-rev`).
 #[derive(Debug)]
-pub struct SourceBuild {
+pub enum SourceBuild {
+    /// A Rust library: its crates are patched in over the registry's (cargo `[patch]`) in a
+    /// generated cargo project, and cargo's resolved graph must name the checkout.
+    Cargo(CargoBuild),
+    /// Another toolchain: a script under `lut-adapters/` builds the adapter and proves what it
+    /// linked (`SCRIPT --lut-path CHECKOUT --out DIR`; progress and errors on stderr, one JSON
+    /// line on stdout: `binary`, `version`, `source`, `revision`, `dirty`, `proof`).
+    Script(&'static str),
+}
+
+/// A Rust LUT rebuilt with cargo `[patch.crates-io]`.
+#[derive(Debug)]
+pub struct CargoBuild {
     /// The library's crates that can be patched in (a checkout holds them as directories of
-    /// these names); the first is the one whose version is reported.
+    /// these names, or is one of them); the first is the one whose version is reported. Those
+    /// the adapter does not depend on are left out.
     pub crates: &'static [&'static str],
-    /// The adapter's `main`, under `lut-adapters/quic-bins/`.
-    pub adapter_source: &'static str,
-    /// The adapter's dependencies besides `nesquic-lut-bins` (Cargo.toml lines).
-    pub dependencies: &'static str,
+    /// The adapter built against them.
+    pub adapter: CargoAdapter,
+}
+
+/// Which cargo project an adapter is.
+#[derive(Debug)]
+pub enum CargoAdapter {
+    /// A binary of `lut-adapters/quic-bins` (main workspace), built in a generated project that
+    /// depends on `nesquic-lut-bins` and starts from the workspace's Cargo.lock.
+    QuicBins {
+        /// The adapter's `main`, under `lut-adapters/quic-bins/`.
+        source: &'static str,
+        /// The adapter's dependencies besides `nesquic-lut-bins` (Cargo.toml lines).
+        dependencies: &'static str,
+        /// `nesquic-lut-bins` features (its defaults are off).
+        features: &'static [&'static str],
+    },
+    /// A cargo workspace of its own under `lut-adapters/` (this directory): its manifest, with
+    /// paths made absolute, and its Cargo.lock start the generated project.
+    OwnWorkspace(&'static str),
 }
 
 /// Only the library's own I/O.

@@ -4,7 +4,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::CIPHER;
-use crate::descriptor::{Descriptor, OptionSpec, Refusal, NATIVE};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
 
 /// MsQuic with its execution profiles; it opens and sizes its own sockets.
 pub static MSQUIC: Descriptor = Descriptor {
@@ -29,5 +29,11 @@ pub static MSQUIC: Descriptor = Descriptor {
         Refusal { kind: OptionKind::RcvBuf, why: "MsQuic opens its own sockets and sizes their buffers itself" },
         Refusal { kind: OptionKind::SndBuf, why: "MsQuic opens its own sockets and sizes their buffers itself" },
     ],
+    // The MsQuic repository's own `msquic` crate (its root Cargo.toml; a git checkout needs its
+    // submodules, quictls among them).
+    source_build: Some(&SourceBuild::Cargo(CargoBuild {
+        crates: &["msquic"],
+        adapter: CargoAdapter::OwnWorkspace("msquic"),
+    })),
     ..Descriptor::BUILTIN
 };

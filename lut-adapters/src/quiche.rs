@@ -4,7 +4,7 @@
 use nesquic_protocol::options::OptionKind;
 
 use crate::descriptor::common::{CC, IO_GRO, IO_GSO, IO_MMSG, IO_RCVBUF, IO_SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, Refusal, TRANSLATED};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, SourceBuild, TRANSLATED};
 
 /// quiche through the translation layer, on Nesquic's I/O layer or plain sockets.
 pub static QUICHE: Descriptor = Descriptor {
@@ -27,5 +27,14 @@ pub static QUICHE: Descriptor = Descriptor {
         OptionSpec::new(OptionKind::Pacing, "quiche's pacing (SendInfo.at honoured; default on)").on(TRANSLATED),
     ],
     refuses: &[Refusal { kind: OptionKind::Cipher, why: "quiche::Config has no TLS 1.3 cipher suite setting" }],
+    // Its checkout's own path dependencies (qlog, octets, ...) come along with it.
+    source_build: Some(&SourceBuild::Cargo(CargoBuild {
+        crates: &["quiche"],
+        adapter: CargoAdapter::QuicBins {
+            source: "src/bin/quiche.rs",
+            dependencies: "clap = { version = \"4.5\", features = [\"derive\", \"env\"] }\n",
+            features: &["quiche"],
+        },
+    })),
     ..Descriptor::BUILTIN
 };

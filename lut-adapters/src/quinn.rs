@@ -4,10 +4,10 @@ use nesquic_protocol::cli::IoMode;
 use nesquic_protocol::options::OptionKind;
 
 use crate::descriptor::common::{CC, CIPHER, IO_GRO, IO_MMSG, RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, SourceBuild, ALL_IO};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, SourceBuild, ALL_IO};
 
-/// quinn: the only LUT rebuilt from a checkout (`--lut-path`); its GSO switch is quinn-udp's
-/// natively and the I/O layer's on `--io nesquic`.
+/// quinn, rebuilt from a checkout by `--lut-path` (quinn, quinn-proto, quinn-udp); its GSO switch
+/// is quinn-udp's natively and the I/O layer's on `--io nesquic`.
 pub static QUINN: Descriptor = Descriptor {
     name: "quinn",
     version: env!("NESQUIC_QUINN_VERSION"),
@@ -28,12 +28,15 @@ pub static QUINN: Descriptor = Descriptor {
         CC,
         CIPHER,
     ],
-    source_build: Some(&SourceBuild {
+    source_build: Some(&SourceBuild::Cargo(CargoBuild {
         crates: &["quinn", "quinn-proto", "quinn-udp"],
-        adapter_source: "src/bin/quinn.rs",
-        dependencies: "quinn = { version = \"*\", features = [\"qlog\"] }\n\
-            tokio = { version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }\n\
-            anyhow = \"1\"\nclap = { version = \"4.5\", features = [\"derive\", \"env\"] }\nlibc = \"0.2\"\n",
-    }),
+        adapter: CargoAdapter::QuicBins {
+            source: "src/bin/quinn.rs",
+            dependencies: "quinn = { version = \"*\", features = [\"qlog\"] }\n\
+                tokio = { version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }\n\
+                anyhow = \"1\"\nclap = { version = \"4.5\", features = [\"derive\", \"env\"] }\nlibc = \"0.2\"\n",
+            features: &[],
+        },
+    })),
     ..Descriptor::BUILTIN
 };

@@ -4,7 +4,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, Refusal, NATIVE};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
 
 /// s2n-quic on its own I/O (sendmmsg with GSO, recvmmsg with GRO), crypto from aws-lc.
 pub static S2N_QUIC: Descriptor = Descriptor {
@@ -30,5 +30,20 @@ pub static S2N_QUIC: Descriptor = Descriptor {
     build_hint:
         "it is its own cargo workspace (aws-lc and s2n-tls built from source, Rust >= 1.95): `just build` builds it, \
          or `cargo build --release --manifest-path lut-adapters/s2n-quic/Cargo.toml --target-dir target`",
+    // The s2n-quic repository's crates the adapter links (s2n-tls is another repository).
+    source_build: Some(&SourceBuild::Cargo(CargoBuild {
+        crates: &[
+            "s2n-quic",
+            "s2n-quic-core",
+            "s2n-quic-crypto",
+            "s2n-quic-platform",
+            "s2n-quic-tls",
+            "s2n-quic-tls-default",
+            "s2n-quic-rustls",
+            "s2n-quic-transport",
+            "s2n-codec",
+        ],
+        adapter: CargoAdapter::OwnWorkspace("s2n-quic"),
+    })),
     ..Descriptor::BUILTIN
 };

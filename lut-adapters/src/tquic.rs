@@ -5,7 +5,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{IO_GRO, IO_GSO, IO_MMSG, IO_RCVBUF, IO_SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, TRANSLATED};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, SourceBuild, TRANSLATED};
 
 /// tquic through the translation layer, every workload shape.
 pub static TQUIC: Descriptor = Descriptor {
@@ -30,5 +30,10 @@ pub static TQUIC: Descriptor = Descriptor {
     ],
     build_hint: "it is its own cargo workspace (tquic vendors BoringSSL, built with cmake): `just build` builds it, \
          or `cargo build --release --manifest-path lut-adapters/tquic/Cargo.toml --target-dir target`",
+    // A git checkout needs its BoringSSL submodule (`git submodule update --init`).
+    source_build: Some(&SourceBuild::Cargo(CargoBuild {
+        crates: &["tquic"],
+        adapter: CargoAdapter::OwnWorkspace("tquic"),
+    })),
     ..Descriptor::BUILTIN
 };

@@ -1,6 +1,7 @@
 //! `nesquic ab`: run a base and a head variant in interleaved rounds in one job and judge the
 //! paired rounds with the gate of `nesquic compare`. A variant differs from the other by its
-//! build (`--base-lut-path`/`--head-lut-path`), its commands (`--base-server-cmd`... with
+//! build (`--base-lut-path`/`--head-lut-path`, or two commits of one repository:
+//! `--lut-path REPO --base-rev A --head-rev B`), its commands (`--base-server-cmd`... with
 //! `--lut exec`) or its options (`--base-opt`/`--head-opt`); every other `nesquic run` flag
 //! applies to both.
 
@@ -33,6 +34,14 @@ pub struct AbArgs {
     /// Head variant: build the LUT's adapter against this checkout.
     #[arg(long, value_name = "PATH")]
     pub head_lut_path: Option<PathBuf>,
+    /// Base variant: this commit (branch, tag, hash) of the --lut-path repository, built from a
+    /// worktree Nesquic manages (see run --lut-rev).
+    #[arg(long, value_name = "REV")]
+    pub base_rev: Option<String>,
+    /// Head variant: this commit of the --lut-path repository (HEAD: the checked-out commit,
+    /// without uncommitted changes).
+    #[arg(long, value_name = "REV")]
+    pub head_rev: Option<String>,
     /// Base variant with --lut exec: its server command (see run --server-cmd).
     #[arg(long, value_name = "CMD", requires = "base_client_cmd")]
     pub base_server_cmd: Option<String>,
@@ -71,10 +80,18 @@ pub enum OrderChoice {
 
 impl AbArgs {
     /// One side's `nesquic run` flags: the shared ones with the side's variant applied.
-    fn side(&self, lut_path: &Option<PathBuf>, cmds: (&Option<String>, &Option<String>), opts: &[String]) -> RunArgs {
+    fn side(
+        &self,
+        (lut_path, rev): (&Option<PathBuf>, &Option<String>),
+        cmds: (&Option<String>, &Option<String>),
+        opts: &[String],
+    ) -> RunArgs {
         let mut run = self.run.clone();
         if lut_path.is_some() {
             run.lut_path.clone_from(lut_path);
+        }
+        if rev.is_some() {
+            run.lut_rev.clone_from(rev);
         }
         if let (Some(server), Some(client)) = cmds {
             (run.server_cmd, run.client_cmd) = (Some(server.clone()), Some(client.clone()));
@@ -89,7 +106,7 @@ impl AbArgs {
 fn describe(plan: &nesquic_engine::run::RunPlan) -> String {
     let mut text = format!("{} {}", plan.lut.name(), plan.lut.version());
     if let Some(source) = &plan.lut_source {
-        text.push_str(&format!(" from {} ({})", source.path.display(), source.revision));
+        text.push_str(&format!(" from {}", source.describe()));
     }
     if !plan.lut_options.is_empty() {
         let options: Vec<String> = plan.lut_options.iter().map(ToString::to_string).collect();
@@ -103,9 +120,24 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
     if args.run.repeat != 1 || args.run.json.is_some() || args.run.overhead {
         bail!("nesquic ab sets the repetitions itself: give --rounds (not --repeat, --json or --overhead)");
     }
-    let base = args.side(&args.base_lut_path, (&args.base_server_cmd, &args.base_client_cmd), &args.base_opts);
-    let head = args.side(&args.head_lut_path, (&args.head_server_cmd, &args.head_client_cmd), &args.head_opts);
-    let variant = |r: &RunArgs| (r.lut_path.clone(), r.server_cmd.clone(), r.client_cmd.clone(), r.lut_opts.clone());
+    let base = args.side(
+        (&args.base_lut_path, &args.base_rev),
+        (&args.base_server_cmd, &args.base_client_cmd),
+        &args.base_opts,
+    );
+    let head = args.side(
+        (&args.head_lut_path, &args.head_rev),
+        (&args.head_server_cmd, &args.head_client_cmd),
+        &args.head_opts,
+    );
+    for (side, rev, flag) in [(&base, &args.base_rev, "--base-rev"), (&head, &args.head_rev, "--head-rev")] {
+        if rev.is_some() && side.lut_path.is_none() {
+            bail!("{flag} names a commit of a repository: give it with --lut-path REPO");
+        }
+    }
+    let variant = |r: &RunArgs| {
+        (r.lut_path.clone(), r.lut_rev.clone(), r.server_cmd.clone(), r.client_cmd.clone(), r.lut_opts.clone())
+    };
     if variant(&base) == variant(&head) {
         eprintln!("nesquic: warning: base and head are the same variant: this is an A/A comparison");
     }
@@ -123,6 +155,11 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         },
         out: out.clone(),
     };
+    if let (Some(b), Some(h)) = (&plan.base.lut_source, &plan.head.lut_source) {
+        if b.requested_rev.is_some() && b.worktree == h.worktree && variant(&base) != variant(&head) {
+            eprintln!("nesquic: warning: base and head are the same commit {}: this is an A/A comparison", b.revision);
+        }
+    }
     let order = format!("{:?}", args.order).to_lowercase();
     eprintln!(
         "nesquic: ab: {} rounds, {order} order; base: {}; head: {}",

@@ -1,22 +1,34 @@
-//! `--lut-path`: the quinn adapter built against a local copy of the quinn crate (unpacked from
-//! the cargo registry), run end to end, with the checkout's revision recorded; a broken checkout
-//! fails the build with a clear error (which proves the patch is really used).
+//! `--lut-path` and `--lut-rev`: LUT adapters built against local copies of their library
+//! (unpacked from the cargo registry, edited), proven to run the copy's code: a changed constant
+//! shows in the measured figures, a broken copy fails the build (also when its version differs
+//! from Nesquic's lock, where cargo used to leave the patch unused and build the registry's code),
+//! and the record names the checkout, its revision and whether it had uncommitted changes.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn registry_quinn() -> PathBuf {
+use common::{nesquic, serial, stderr};
+use nesquic_record::io::IoFigures;
+use nesquic_record::RunRecord;
+
+/// The registry's unpacked source of `name` at the version Nesquic's lock pins.
+fn registry_crate(name: &str, version: &str) -> PathBuf {
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cargo"));
-    let version = env!("NESQUIC_TEST_QUINN_VERSION");
     let src = home.join("registry/src");
     std::fs::read_dir(&src)
         .expect("cargo registry sources")
         .flatten()
-        .map(|index| index.path().join(format!("quinn-{version}")))
+        .map(|index| index.path().join(format!("{name}-{version}")))
         .find(|p| p.join("Cargo.toml").exists())
-        .unwrap_or_else(|| panic!("quinn-{version} not unpacked under {}", src.display()))
+        .unwrap_or_else(|| panic!("{name}-{version} not unpacked under {}", src.display()))
+}
+
+fn registry_quinn() -> PathBuf {
+    registry_crate("quinn", env!("NESQUIC_TEST_QUINN_VERSION"))
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -24,26 +36,80 @@ fn copy_dir(from: &Path, to: &Path) {
     assert!(st.success());
 }
 
-fn nesquic() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
-    // Tests ask for the probes they check: `run` turns some on by default as root.
-    c.env("NESQUIC_PROBE", "none");
-    c.current_dir(env!("CARGO_TARGET_TMPDIR"));
-    c
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn commit_all(dir: &Path, message: &str) -> String {
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", message]);
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// Replaces `from` (which must be there) by `to` in `file`, the first time only.
+fn edit(file: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(file).expect("read");
+    assert!(text.contains(from), "{} has no {from:?}", file.display());
+    std::fs::write(file, text.replacen(from, to, 1)).expect("write");
+}
+
+/// Sets a registry crate copy's package version (the first `version = ` line is `[package]`'s).
+fn set_version(dir: &Path, to: &str) {
+    let manifest = dir.join("Cargo.toml");
+    let text = std::fs::read_to_string(&manifest).expect("Cargo.toml");
+    let at = text.find("\nversion = \"").expect("package version") + 1;
+    let end = at + text[at..].find('\n').expect("line end");
+    std::fs::write(&manifest, format!("{}version = \"{to}\"{}", &text[..at], &text[end..])).expect("write");
+}
+
+/// quinn's cap on datagrams per GSO batch, raised (10 in every quinn 0.11).
+fn raise_gso_batch(quinn: &Path) {
+    edit(
+        &quinn.join("src/connection.rs"),
+        "const MAX_TRANSMIT_SEGMENTS: usize = 10;",
+        "const MAX_TRANSMIT_SEGMENTS: usize = 44;",
+    );
+}
+
+fn break_crate(dir: &Path) {
+    let lib = dir.join("src/lib.rs");
+    let text = std::fs::read_to_string(&lib).expect("lib.rs");
+    std::fs::write(&lib, format!("{text}\ncompile_error!(\"nesquic test: this checkout is broken\");\n"))
+        .expect("write");
+}
+
+fn record(dir: &Path) -> RunRecord {
+    RunRecord::load(&dir.join("summary.json")).expect("summary.json")
+}
+
+/// Server datagrams per sendmsg (the probes' median over repetitions).
+fn datagrams_per_send(r: &RunRecord) -> f64 {
+    IoFigures::of(&r.repetitions, r.size_bytes).server_datagrams_per_send.expect("--probe io figures")
+}
+
+/// A version not in Nesquic's lock, as in the real case (a 0.11.11 checkout, 0.11.12 locked).
+fn other_version(locked: &str) -> String {
+    let (head, patch) = locked.rsplit_once('.').expect("x.y.z");
+    let patch: u32 = patch.parse().expect("patch number");
+    format!("{head}.{}", if patch > 0 { patch - 1 } else { patch + 1 })
 }
 
 #[test]
 fn builds_and_runs_against_a_local_quinn_and_records_its_revision() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     let checkout = tmp.path().join("quinn");
     copy_dir(&registry_quinn(), &checkout);
-    for args in
-        [&["init", "-q"][..], &["add", "-A"], &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]]
-    {
-        assert!(Command::new("git").arg("-C").arg(&checkout).args(args).status().expect("git").success());
-    }
-    let head = Command::new("git").arg("-C").arg(&checkout).args(["rev-parse", "HEAD"]).output().expect("git");
-    let head = String::from_utf8_lossy(&head.stdout).trim().to_string();
+    git(&checkout, &["init", "-q"]);
+    let head = commit_all(&checkout, "x");
 
     let out_dir = tmp.path().join("run");
     let out = nesquic()
@@ -53,23 +119,130 @@ fn builds_and_runs_against_a_local_quinn_and_records_its_revision() {
         .arg(&out_dir)
         .output()
         .expect("run");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(out_dir.join("summary.json")).expect("summary")).expect("json");
-    assert_eq!(summary["lut"]["source"]["revision"], head.as_str());
-    assert_eq!(summary["repetitions"][0]["bytes"], 2_000_000);
-    assert!(summary["lut"]["binary"].as_str().is_some_and(|b| b.contains("lut-builds")), "{}", summary["lut"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(&out_dir);
+    let source = r.lut.source.as_ref().expect("lut.source");
+    assert_eq!(source.revision, head);
+    assert!(!source.dirty);
+    assert_eq!(source.linked[0].name, "quinn");
+    assert_eq!(source.linked[0].version, env!("NESQUIC_TEST_QUINN_VERSION"));
+    assert_eq!(source.linked[0].path, checkout.canonicalize().expect("canonical"));
+    assert_eq!(r.repetitions[0].bytes, 2_000_000);
+    assert!(r.lut.binary.to_string_lossy().contains("lut-builds"), "{:?}", r.lut.binary);
 
     // Break the checkout: the build must fail, so the adapter really is built from it.
-    let lib = checkout.join("src/lib.rs");
-    let text = std::fs::read_to_string(&lib).expect("lib.rs");
-    std::fs::write(&lib, format!("{text}\ncompile_error!(\"nesquic test: this checkout is broken\");\n"))
-        .expect("write");
+    break_crate(&checkout);
     let out = nesquic().args(["run", "--size", "1MB", "--lut-path"]).arg(&checkout).output().expect("run");
     assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = stderr(&out);
     assert!(err.contains("this checkout is broken") && err.contains("building the quinn adapter"), "{err}");
 
     let out = nesquic().args(["run", "--lut-path"]).arg(tmp.path().join("nowhere")).output().expect("run");
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("no such directory"));
+    assert!(!out.status.success() && stderr(&out).contains("no such directory"));
+}
+
+/// The issue's case: a quinn checkout whose version differs from Nesquic's lock, with quinn's GSO
+/// batch cap raised 10 -> 44. Before, cargo left the patch unused and the registry's quinn ran
+/// (~9.7 datagrams per sendmsg, labelled as the checkout); now the checkout's code runs.
+#[test]
+fn a_checkout_of_another_version_runs_its_own_code() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let checkout = tmp.path().join("quinn");
+    copy_dir(&registry_quinn(), &checkout);
+    let version = other_version(env!("NESQUIC_TEST_QUINN_VERSION"));
+    set_version(&checkout, &version);
+    raise_gso_batch(&checkout);
+
+    let out_dir = tmp.path().join("run");
+    let out = nesquic()
+        // Syscall tracepoints: exact counts whatever the user-space agent can hook.
+        .args(["run", "--probe", "io", "--probe-backend", "kernel", "--size", "25MB", "--lut-path"])
+        .arg(&checkout)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(&out_dir);
+    let per_send = datagrams_per_send(&r);
+    assert!(per_send > 20.0, "server datagrams per sendmsg {per_send}: not the checkout's quinn");
+    let source = r.lut.source.as_ref().expect("lut.source");
+    assert_eq!(source.linked[0].version, version);
+    assert_eq!(source.revision, "not a git checkout");
+    assert!(source.proof.contains("no unused [patch]"), "{}", source.proof);
+    assert!(r.lut.version.starts_with(&version), "{}", r.lut.version);
+
+    // Broken and of another version: it must fail, never fall back to the registry's quinn.
+    break_crate(&checkout);
+    let out = nesquic().args(["run", "--size", "1MB", "--lut-path"]).arg(&checkout).output().expect("run");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("this checkout is broken") && err.contains("building the quinn adapter"), "{err}");
+}
+
+/// `ab --lut-path REPO --base-rev A --head-rev B`: two commits of one repository (quinn and
+/// quinn-udp side by side, quinn of another version than the lock), B raising the GSO batch cap;
+/// then the working tree with an uncommitted change is recorded as dirty.
+#[test]
+fn ab_compares_two_commits_of_one_repository() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path().join("repo");
+    std::fs::create_dir(&repo).expect("mkdir");
+    copy_dir(&registry_quinn(), &repo.join("quinn"));
+    copy_dir(&registry_crate("quinn-udp", env!("NESQUIC_TEST_QUINN_UDP_VERSION")), &repo.join("quinn-udp"));
+    let version = other_version(env!("NESQUIC_TEST_QUINN_VERSION"));
+    set_version(&repo.join("quinn"), &version);
+    git(&repo, &["init", "-q"]);
+    let base = commit_all(&repo, "base");
+    raise_gso_batch(&repo.join("quinn"));
+    let head = commit_all(&repo, "head");
+
+    let out_dir = tmp.path().join("ab");
+    let out = nesquic()
+        .args(["ab", "--rounds", "2", "--probe", "io", "--probe-backend", "kernel", "--size", "25MB"])
+        .args(["--base-rev", "HEAD~1", "--head-rev"])
+        .arg(&head)
+        .arg("--lut-path")
+        .arg(&repo)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("ab");
+    // 0 pass or 1 regression are verdicts; 2 is a failed build or run.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let (b, h) = (record(&out_dir.join("base")), record(&out_dir.join("head")));
+    let (bs, hs) = (b.lut.source.as_ref().expect("base source"), h.lut.source.as_ref().expect("head source"));
+    assert_eq!((bs.revision.as_str(), hs.revision.as_str()), (base.as_str(), head.as_str()));
+    assert_eq!(bs.requested_rev.as_deref(), Some("HEAD~1"));
+    assert!(!bs.dirty && !hs.dirty);
+    assert_eq!(bs.path, repo.canonicalize().expect("canonical"));
+    assert_ne!(bs.worktree, hs.worktree);
+    let names: Vec<(&str, &str)> = hs.linked.iter().map(|c| (c.name.as_str(), c.version.as_str())).collect();
+    assert_eq!(names, [("quinn", version.as_str()), ("quinn-udp", env!("NESQUIC_TEST_QUINN_UDP_VERSION"))]);
+    let (per_send_base, per_send_head) = (datagrams_per_send(&b), datagrams_per_send(&h));
+    assert!(per_send_base <= 10.0 && per_send_head > 20.0, "datagrams per sendmsg {per_send_base} -> {per_send_head}");
+
+    // The working tree itself, with a change not committed: recorded as dirty.
+    edit(&repo.join("quinn/src/lib.rs"), "", "// an uncommitted change\n");
+    let run_dir = tmp.path().join("dirty");
+    let out = nesquic()
+        .args(["run", "--size", "1MB", "--lut-path"])
+        .arg(&repo)
+        .arg("--out")
+        .arg(&run_dir)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let source = record(&run_dir).lut.source.expect("lut.source");
+    assert!(source.dirty && source.revision == head && source.requested_rev.is_none(), "{source:?}");
+
+    // Revisions that are not there, and a directory that is no repository.
+    let out = nesquic().args(["run", "--lut-rev", "no-such-branch", "--lut-path"]).arg(&repo).output().expect("run");
+    assert!(!out.status.success() && stderr(&out).contains("no such commit"), "{}", stderr(&out));
+    let plain = tmp.path().join("plain");
+    copy_dir(&registry_quinn(), &plain);
+    let out = nesquic().args(["run", "--lut-rev", "HEAD", "--lut-path"]).arg(&plain).output().expect("run");
+    assert!(!out.status.success() && stderr(&out).contains("not a git repository"), "{}", stderr(&out));
 }

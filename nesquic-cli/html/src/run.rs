@@ -57,6 +57,10 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
         rows.push(vec!["LUT options".into(), r.lut_options.join(" ")]);
     }
     page.h2("What ran");
+    if let Some(source) = &r.lut.source {
+        rows.insert(1, vec!["LUT built from".into(), source.describe()]);
+        rows.insert(2, vec!["build proof".into(), source.proof.clone()]);
+    }
     page.table(&["", ""], &rows);
     hosts(page, r);
     let functions: Vec<Vec<String>> = started

@@ -444,13 +444,58 @@ pub struct RawInfo {
     pub length: u64,
 }
 
-/// Where a `--lut-path` build came from.
+/// Where a `--lut-path` build came from, and the proof that it is what ran.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LutSource {
-    /// The checkout.
+    /// The checkout (with `--lut-rev`: the repository the revision was taken from).
     pub path: PathBuf,
-    /// Its git revision, or why there is none.
+    /// Its git revision (a full commit hash), or why there is none.
     pub revision: String,
+    /// `git status --porcelain` listed changes: the build holds code no commit names.
+    #[serde(default)]
+    pub dirty: bool,
+    /// `--lut-rev` as given (a branch, tag or hash), built from [`LutSource::worktree`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_rev: Option<String>,
+    /// With `--lut-rev`: the git worktree Nesquic checked the revision out into and built.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<PathBuf>,
+    /// The library's components linked from the checkout, as the build tool resolved them
+    /// (cargo: each patched crate).
+    #[serde(default)]
+    pub linked: Vec<LinkedComponent>,
+    /// What was verified to prove the build linked the checkout (one line).
+    #[serde(default)]
+    pub proof: String,
+}
+
+/// One component of a library, linked from a checkout.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkedComponent {
+    /// Crate, module or package name.
+    pub name: String,
+    /// Its version as the build resolved it.
+    pub version: String,
+    /// Where in the checkout it was built from.
+    pub path: PathBuf,
+}
+
+impl LutSource {
+    /// One line for reports: `PATH at REV (dirty) [--lut-rev R]; linked: quinn 0.11.11, ...`.
+    pub fn describe(&self) -> String {
+        let mut text = format!("{} at {}", self.path.display(), self.revision);
+        if self.dirty {
+            text.push_str(" plus uncommitted changes");
+        }
+        if let Some(rev) = &self.requested_rev {
+            text.push_str(&format!(" (--lut-rev {rev})"));
+        }
+        if !self.linked.is_empty() {
+            let linked: Vec<String> = self.linked.iter().map(|c| format!("{} {}", c.name, c.version)).collect();
+            text.push_str(&format!("; linked from it: {}", linked.join(", ")));
+        }
+        text
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use nesquic_protocol::cli::IoMode;
 use serde::{Deserialize, Serialize};
 
 use crate::calibration::Calibration;
-pub use crate::events::LutSource;
+pub use crate::events::{LinkedComponent, LutSource};
 pub use crate::figures::AgentReport;
 use crate::figures::{RepetitionFigures, Summary};
 use crate::workload::TestcaseInfo;
@@ -107,7 +107,7 @@ pub struct LutInfo {
     pub io: IoMode,
     /// Executable that ran (and that probes attach to).
     pub binary: PathBuf,
-    /// With --lut-path: the checkout it was built from and its git revision.
+    /// With --lut-path: the checkout it was built from, its git revision and the proof.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<LutSource>,
 }

@@ -18,6 +18,9 @@ pub fn summary(r: &RunRecord) -> String {
         r.testcase.name,
         r.testcase.workload.describe()
     );
+    if let Some(source) = &r.lut.source {
+        let _ = writeln!(out, "Built from `{}`.\n\nProof: {}\n", source.describe(), source.proof);
+    }
     let verified = r.repetitions.iter().all(|x| x.payload_verified);
     let _ = writeln!(out, "{} repetition(s), payload verified: {verified}\n", s.repetitions);
     out.push_str("| | median | min | max |\n|---|---:|---:|---:|\n");

@@ -98,6 +98,10 @@ pub fn print_summary(report: &RunReport) {
         s.repetitions,
         report.testcase.workload.describe()
     );
+    if let Some(source) = &report.lut.source {
+        println!("built from {}", source.describe());
+        println!("proof: {}", source.proof);
+    }
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
     for (name, sp, digits) in s.rows(report.testcase.workload.connections) {
         println!("{name:<22} {:>12.digits$} {:>12.digits$} {:>12.digits$}", sp.median, sp.min, sp.max);

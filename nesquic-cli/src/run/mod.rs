@@ -26,10 +26,16 @@ pub struct RunArgs {
     /// Library under test (see `nesquic luts`); `exec` runs --server-cmd/--client-cmd.
     #[arg(long, default_value = "quinn")]
     pub lut: String,
-    /// Build the LUT's adapter against this local checkout of the library (a cargo patch):
-    /// a quinn crate directory or a quinn workspace checkout. Its git revision is recorded.
+    /// Build the LUT's adapter against this local checkout of its library (Rust stacks: a cargo
+    /// patch of its crates; others: the LUT's build script), and prove the build linked it. Its
+    /// path, git revision and uncommitted changes are recorded. Builds are cached in
+    /// target/lut-builds/.
     #[arg(long, value_name = "PATH")]
     pub lut_path: Option<PathBuf>,
+    /// With --lut-path: build this commit (branch, tag or hash) of its git repository instead of
+    /// the directory as it is, from a worktree Nesquic checks it out into (once per commit).
+    #[arg(long, value_name = "REV", requires = "lut_path")]
+    pub lut_rev: Option<String>,
     /// With --lut exec: the server command (sh syntax). It gets NESQUIC_LISTEN, NESQUIC_CERT,
     /// NESQUIC_KEY and prints the report lines of docs/protocol.md on stdout.
     #[arg(long, value_name = "CMD", requires = "client_cmd")]
@@ -190,7 +196,7 @@ pub struct RunArgs {
     pub quiet: bool,
 }
 
-pub use nesquic_record::run::{LutSource, RunRecord as RunReport};
+pub use nesquic_record::run::RunRecord as RunReport;
 
 /// `--overhead-sets`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -277,8 +283,8 @@ impl RunArgs {
             nesquic_lut_adapters::lut::find_lut_or_exec(&self.lut, self.server_cmd.clone(), self.client_cmd.clone())?;
         let mut lut_source = None;
         if let Some(path) = &self.lut_path {
-            let built = custom_build::build(lut, path)?;
-            lut_source = Some(LutSource { path: built.source.clone(), revision: built.revision.clone() });
+            let built = custom_build::build(lut, path, self.lut_rev.as_deref())?;
+            lut_source = Some(built.source.clone());
             lut = Box::new(built);
         }
         let descriptor = lut.descriptor();

@@ -1,0 +1,142 @@
+//! `--lut-path PATH` and `--lut-rev REV`: build a LUT's adapter against a local checkout of its
+//! library (or one commit of it), and prove that the build linked the checkout's code, not the
+//! registry's or the pinned copy: a run must never measure other code than the one it names.
+//!
+//! Rust LUTs get a generated cargo project with `[patch.crates-io]` ([`cargo`]); other stacks run
+//! their LUT's build script ([`script`]). Everything lives under `target/lut-builds/`: one project
+//! per (LUT, checkout, revision), one cargo target directory shared by all of them (each crate
+//! compiled once per source), and the git worktrees of `--lut-rev` ([`git`]).
+
+mod cargo;
+mod git;
+mod script;
+
+use std::path::{Path, PathBuf};
+
+use nesquic_lut_adapters::descriptor::SourceBuild;
+use nesquic_lut_adapters::{Lut, LutError};
+use nesquic_record::run::{LinkedComponent, LutSource};
+
+use crate::error::StepExt;
+use crate::EngineError;
+
+type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+/// The Nesquic source tree this binary was built from (`--lut-path` builds need its adapters).
+const REPO_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// A LUT whose executable was built against a local checkout.
+pub struct CustomBuild {
+    inner: Box<dyn Lut>,
+    binary: PathBuf,
+    version: String,
+    /// Where it came from and what proved it (recorded with the run).
+    pub source: LutSource,
+}
+
+/// What a build produced and proved, whichever tool built it.
+struct Built {
+    binary: PathBuf,
+    /// The library's version as linked (its main crate or package).
+    version: String,
+    linked: Vec<LinkedComponent>,
+    proof: String,
+}
+
+/// Builds `lut`'s adapter against the library at `path`, at commit `rev` when given (checked
+/// out into a worktree Nesquic manages; without it, the directory as it is, changes included).
+pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<CustomBuild> {
+    let name = lut.name();
+    let Some(recipe) = lut.descriptor().source_build else {
+        return Err(EngineError::msg(format!(
+            "--lut-path: {name} cannot be built from a checkout (use --lut exec with your own commands)"
+        )));
+    };
+    let given = path.canonicalize().with_step(|| format!("--lut-path {}: no such directory", path.display()))?;
+    if !given.is_dir() {
+        return Err(EngineError::msg(format!("--lut-path {}: not a directory", given.display())));
+    }
+    let repo =
+        Path::new(REPO_DIR).canonicalize().ok().filter(|r| r.join("lut-adapters").is_dir()).ok_or_else(|| {
+            EngineError::msg(format!(
+                "--lut-path needs the Nesquic source tree this nesquic was built from ({REPO_DIR} is gone)"
+            ))
+        })?;
+    let builds = repo.join("target").join("lut-builds");
+    let (checkout, mut source) = match rev {
+        Some(rev) => {
+            let tree = git::worktree(&given, rev, &builds.join("worktrees"))?;
+            let state = git::state(&tree.checkout);
+            let source = LutSource {
+                path: given,
+                revision: tree.commit,
+                dirty: state.dirty,
+                requested_rev: Some(rev.to_string()),
+                worktree: Some(tree.root),
+                linked: Vec::new(),
+                proof: String::new(),
+            };
+            (tree.checkout, source)
+        }
+        None => {
+            let state = git::state(&given);
+            let source = LutSource {
+                path: given.clone(),
+                revision: state.revision,
+                dirty: state.dirty,
+                requested_rev: None,
+                worktree: None,
+                linked: Vec::new(),
+                proof: String::new(),
+            };
+            (given, source)
+        }
+    };
+    // One project per (LUT, checkout, revision): each commit is built once; a dirty tree
+    // shares its commit's project, where cargo's own change check rebuilds what changed.
+    let key = fnv1a(format!("{name}\0{}\0{}", checkout.display(), source.revision).as_bytes());
+    let project = builds.join(format!("{name}-{key:016x}"));
+    std::fs::create_dir_all(&project).with_step(|| format!("create {}", project.display()))?;
+    eprintln!("nesquic: building the {name} adapter against {} ...", source.describe());
+    let built = match recipe {
+        SourceBuild::Cargo(cargo) => cargo::build(cargo, lut.descriptor(), &checkout, &repo, &project),
+        SourceBuild::Script(script) => {
+            script::build(&repo.join("lut-adapters").join(script), name, &checkout, &project)
+        }
+    }
+    .map_err(|e| EngineError::Step {
+        what: format!("building the {name} adapter against {} failed", checkout.display()),
+        source: Box::new(e),
+    })?;
+    source.linked = built.linked;
+    source.proof = built.proof;
+    eprintln!("nesquic: {name} from the checkout: {}", source.proof);
+    Ok(CustomBuild { inner: lut, binary: built.binary, version: built.version, source })
+}
+
+/// FNV-1a: a stable short key (std's hasher is randomly seeded).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// A short revision for labels: 12 hex digits of a commit hash, as it is otherwise.
+fn short(revision: &str) -> &str {
+    if revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit()) {
+        &revision[..12]
+    } else {
+        revision
+    }
+}
+
+impl Lut for CustomBuild {
+    fn descriptor(&self) -> &'static nesquic_lut_adapters::Descriptor {
+        self.inner.descriptor()
+    }
+    fn version(&self) -> String {
+        let dirty = if self.source.dirty { "+changes" } else { "" };
+        format!("{} (from {} at {}{dirty})", self.version, self.source.path.display(), short(&self.source.revision))
+    }
+    fn binary_path(&self, _dir: &Path) -> Result<PathBuf, LutError> {
+        Ok(self.binary.clone())
+    }
+}

@@ -1,0 +1,53 @@
+//! A LUT built from a checkout by its own script (`lut-adapters/<lut>/build-from-source.sh`: Go,
+//! Python, C stacks): the script builds, proves what it linked and prints one JSON line.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use nesquic_record::run::LinkedComponent;
+use serde::Deserialize;
+
+use super::{Built, Result};
+use crate::error::StepExt;
+use crate::EngineError;
+
+/// The script's stdout line.
+#[derive(Debug, Deserialize)]
+struct Report {
+    binary: PathBuf,
+    version: String,
+    proof: String,
+}
+
+/// Runs `script --lut-path CHECKOUT --out PROJECT` (progress and errors on stderr, shown).
+pub(super) fn build(script: &Path, lut: &str, checkout: &Path, project: &Path) -> Result<Built> {
+    if !script.is_file() {
+        return Err(EngineError::msg(format!("{} is missing from this Nesquic source tree", script.display())));
+    }
+    let out = Command::new("bash")
+        .arg(script)
+        .arg("--lut-path")
+        .arg(checkout)
+        .arg("--out")
+        .arg(project)
+        .stderr(Stdio::inherit())
+        .output()
+        .with_step(|| format!("run {}", script.display()))?;
+    if !out.status.success() {
+        return Err(EngineError::msg(format!("{} failed ({}; its output is above)", script.display(), out.status)));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
+    let report: Report = serde_json::from_str(line)
+        .with_step(|| format!("{} printed no build report (one JSON line) but {line:?}", script.display()))?;
+    if !report.binary.is_file() {
+        return Err(EngineError::msg(format!(
+            "{} reported {}, which is not there",
+            script.display(),
+            report.binary.display()
+        )));
+    }
+    let linked =
+        vec![LinkedComponent { name: lut.to_string(), version: report.version.clone(), path: checkout.to_path_buf() }];
+    Ok(Built { binary: report.binary, version: report.version, linked, proof: report.proof })
+}
