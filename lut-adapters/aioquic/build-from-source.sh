@@ -9,7 +9,8 @@
 # DIR/nesquic-lut-aioquic is a `#!DIR/venv/bin/python3` script running the adapter, as build.sh's.
 # What it proves, or exits non-zero naming the mismatch, with the venv's own interpreter:
 #   - `import aioquic` and its C extension `aioquic._buffer` resolve inside DIR/venv;
-#   - the installed distribution was installed from the copy (its direct_url.json names DIR/src);
+#   - the installed distribution was installed from the copy (its direct_url.json names DIR/src),
+#     and that copy, C extension source included, equals the checkout (diff -r);
 #   - every .py file of the checkout's aioquic package is byte-identical (sha256) to the installed
 #     one, and the installed package has no .py file the checkout lacks.
 # Cached in DIR (see ../source-build.sh): a second call with nothing changed only re-runs the proof.
@@ -41,6 +42,10 @@ src="$out/src"
 [ ${#python} -lt 250 ] || die "the venv path is too long for a #! line ($python): use a shorter --out"
 key="$(build_key "$here/requirements.txt" "$here"/nesquic_aioquic/*.py "$0")"
 pip=("$python" -m pip --disable-pip-version-check --no-input)
+# Not the checkout's code, so not copied (and not compared): git's data, earlier builds' leftovers
+# (build/, *.egg-info, which pip writes into the copy), caches and virtual environments.
+skip=(--exclude=.git --exclude=build --exclude='*.egg-info' --exclude=__pycache__ --exclude=.tox --exclude=.venv
+    --exclude=.mypy_cache)
 
 if cached; then
     say "up to date: $binary ($source at $revision)"
@@ -57,8 +62,7 @@ else
         grep -v '^aioquic==' "$here/requirements.txt" >"$deps"
     fi
     rm -rf "$src" && mkdir -p "$src"
-    # Earlier builds' leftovers in the checkout (build/, *.egg-info) are not its code.
-    tar -C "$source" --exclude=.git --exclude=./build --exclude='*.egg-info' -cf - . | tar -C "$src" -xf -
+    tar -C "$source" "${skip[@]}" -cf - . | tar -C "$src" -xf -
     # --force-reinstall --no-deps: aioquic itself, always from this copy, even at the same version;
     # then its own dependencies (the checkout may need others than the pinned ones: from PyPI).
     step "pip install $source (copied to $src; compiles the C extension)" "$out/build.log" \
@@ -132,7 +136,10 @@ print(dist.version)
 print(len(checkout))
 PY
 )" || die "the installed aioquic is not the checkout's (above)"
+# The copy pip built from, including the C extension's source, is the checkout as it is now.
+changed="$(diff -rq "${skip[@]}" "$source" "$src" 2>&1)" \
+    || die "$src (what pip built) differs from the checkout $source: $(head -n3 <<<"$changed")"
 version="$(sed -n 1p <<<"$proof")"
 files="$(sed -n 2p <<<"$proof")"
 say "ready: $binary from $source ($version, $revision$([ "$dirty" = true ] && echo ", dirty"))"
-emit "$version" "aioquic and aioquic._buffer import from $venv; direct_url.json: file://$src (copy of $source); $files .py files identical to $source/$package"
+emit "$version" "aioquic and aioquic._buffer import from $venv; direct_url.json: file://$src, identical to $source (diff -r); $files .py files installed identical to $source/$package"
