@@ -37,6 +37,12 @@ parse_args() {
     source="$(realpath "$source")"
     mkdir -p "$out" || die "cannot create --out $out"
     out="$(realpath "$out")"
+    # Two builds into one DIR at once (two runs of one checkout) would overwrite each other: the
+    # second waits for the first, then finds it up to date.
+    if command -v flock >/dev/null 2>&1; then
+        exec 9>"$out/.lock"
+        flock 9 2>/dev/null || die "cannot lock $out/.lock"
+    fi
     case "$out/" in "$source"/*) die "--out $out is inside the checkout $source: builds never write there" ;; esac
 }
 
