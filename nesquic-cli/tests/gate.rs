@@ -46,14 +46,21 @@ fn three_a_a_comparisons_of_real_runs_pass() {
     for (dir, out) in a_a_jobs() {
         assert_eq!(out.status.code(), Some(0), "{}: {}", dir.display(), String::from_utf8_lossy(&out.stdout));
         let r = report(out);
-        assert_eq!((r["report_version"].as_u64(), r["verdict"].as_str()), (Some(2), Some("pass")));
+        assert_eq!((r["report_version"].as_u64(), r["verdict"].as_str()), (Some(3), Some("pass")));
         assert_eq!(r["pairing"], "paired");
         let rows = r["rows"].as_array().expect("rows");
         // Every noisy figure got an interval from the six pairs; counters carry their limit.
         let cpu = rows.iter().find(|x| x["metric"] == "server.cpu_s").expect("server.cpu_s");
         assert!(cpu["interval"]["low"].as_f64().expect("low") <= cpu["interval"]["high"].as_f64().expect("high"));
         assert_eq!(cpu["gates"], false, "noisy figures report unless a rule names them");
-        assert!(rows.iter().any(|x| x["metric"] == "server.datagrams_per_send" && x["gates"] == true));
+        // The default gating set: syscalls per MB and CPU per GB per side; the per-call ratios
+        // (the peer drives half of them) report.
+        let gates = |m: &str| rows.iter().find(|x| x["metric"] == m).map(|x| x["gates"].clone());
+        for side in ["server", "client"] {
+            assert_eq!(gates(&format!("{side}.syscalls_per_mb")), Some(Value::Bool(true)));
+            assert_eq!(gates(&format!("{side}.cpu_s_per_gb")), Some(Value::Bool(true)));
+            assert_eq!(gates(&format!("{side}.datagrams_per_recv")), Some(Value::Bool(false)));
+        }
         // Each side is a run directory of its own, with one directory per round.
         for side in ["base", "head"] {
             let summary: Value =
@@ -72,15 +79,78 @@ fn gso_off_fails_on_a_counter() {
     let r = report(&out);
     assert_eq!(r["verdict"], "fail");
     let row = |m: &str| r["rows"].as_array().expect("rows").iter().find(|x| x["metric"] == m).cloned().expect(m);
-    // quinn sends ~9.5 datagrams per sendmsg with GSO, one without: exact, far past 2%.
+    // quinn sends ~9.5 datagrams per sendmsg with GSO, one without: the server's syscalls per
+    // MB multiply, which gates; the ratio that explains it reports.
+    let per_mb = row("server.syscalls_per_mb");
+    assert_eq!(per_mb["verdict"], "regression", "{per_mb}");
+    assert!(per_mb["change_pct"].as_f64().expect("pct") > 100.0, "{per_mb}");
     let per_send = row("server.datagrams_per_send");
-    assert_eq!(per_send["verdict"], "regression", "{per_send}");
-    assert!(per_send["change_pct"].as_f64().expect("pct") < -50.0, "{per_send}");
-    assert_eq!(row("server.send_syscalls")["verdict"], "regression");
-    // Only counters failed: without a rule, noisy figures are reported.
+    assert_eq!((per_send["verdict"].as_str(), per_send["head"].as_f64()), (Some("worse"), Some(1.0)), "{per_send}");
+    // Only the default gating set failed: without a rule, nothing else does.
     let failed: Vec<&Value> =
         r["rows"].as_array().expect("rows").iter().filter(|x| x["verdict"] == "regression").collect();
-    assert!(failed.iter().all(|x| x["kind"] == "counter"), "{failed:?}");
+    let default_set = |m: &str| m.ends_with(".syscalls_per_mb") || m.ends_with(".cpu_s_per_gb");
+    assert!(failed.iter().all(|x| default_set(x["metric"].as_str().unwrap_or_default())), "{failed:?}");
+}
+
+/// A copy of an A/A job's head run with `edit` applied to its typed record, in a fresh directory.
+fn edited_head(name: &str, edit: impl Fn(&mut nesquic_record::RunRecord)) -> PathBuf {
+    let (job, _) = &a_a_jobs()[0];
+    let mut record = nesquic_record::RunRecord::load(&job.join("head").join("summary.json")).expect("head record");
+    edit(&mut record);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gate-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(dir.join("summary.json"), serde_json::to_vec(&record).expect("json")).expect("write");
+    dir
+}
+
+#[test]
+fn a_figure_one_side_did_not_measure_is_not_judged() {
+    let (job, _) = &a_a_jobs()[0];
+    let base = job.join("base");
+    // The server's io probes saw nothing in head's second round: before, the gate skipped the
+    // metrics head lacked and passed.
+    let lost = edited_head("lost", |r| {
+        let probes = r.repetitions[1].probes.as_mut().expect("probes");
+        probes.roles.iter_mut().filter(|x| x.role.to_string() == "server").for_each(|x| x.io.clear());
+    });
+    let out = compare(&base, &lost).args(["--format", "json"]).output().expect("compare");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("head has no server.send_syscalls in repetition 2 of 6: its io probes measured nothing"),
+        "{err}"
+    );
+    let r = report(&out);
+    assert_eq!((r["verdict"].as_str(), r["reasons"][0]["kind"].as_str()), (Some("refused"), Some("partial")), "{r}");
+    // Every round lost: one line names the io metrics.
+    let gone = edited_head("gone", |r| {
+        for rep in &mut r.repetitions {
+            let probes = rep.probes.as_mut().expect("probes");
+            probes.roles.iter_mut().filter(|x| x.role.to_string() == "server").for_each(|x| x.io.clear());
+        }
+    });
+    let out = compare(&base, &gone).output().expect("compare");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("head has no server.send_syscalls, server.recv_syscalls"), "{}", stderr(&out));
+    // A rule that names nothing measured (no crypto probes ran) is bad input, not a pass.
+    let out =
+        compare(&base, &job.join("head")).args(["--fail-on", "seal_calls_per_packet>+2%"]).output().expect("compare");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("rule seal_calls_per_packet>+2%: no such metric in these runs"), "{}", stderr(&out));
+    // An agent that did not start: that side is refused, whatever it measured.
+    let unready = edited_head("unready", |r| {
+        for agent in r.repetitions.iter_mut().flat_map(|rep| rep.agents.iter_mut()) {
+            agent.ready = false;
+        }
+        r.repetitions[0]
+            .agents
+            .push(serde_json::from_str(r#"{"role":"server","ready":false,"functions":[]}"#).expect("agent"));
+    });
+    let out = compare(&base, &unready).args(["--format", "markdown"]).output().expect("compare");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("head: the user-space agent did not start in the server"), "{}", stderr(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nothing judged"), "the PR comment says why");
 }
 
 /// `nesquic compare BASE HEAD`, to add flags to.
@@ -183,26 +253,30 @@ fn ab_refuses_what_it_cannot_do() {
 
 #[test]
 fn exec_command_pairs_are_variants() {
-    // Two command pairs of one executable, head's server without GSO; no probes (the shell
-    // launcher makes them slow to attach), so a rule makes the server's CPU time gate.
+    // Two command pairs of one executable, head's server without GSO, with the io probes
+    // (tracepoints: the shell launcher does not hide the LUT from them). It asserts what GSO
+    // off makes certain: one datagram per sendmsg, many more syscalls per MB (CPU time, which
+    // it once asserted, moved by > 10% in only 3 of 5 runs).
     let quinn = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-lut-quinn");
     let server = format!("{} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY", quinn.display());
     let client = format!("{} client --connect $NESQUIC_CONNECT --ca $NESQUIC_CA --size $NESQUIC_SIZE", quinn.display());
     let head_server = format!("{server} --opt gso=off");
     let dir = tempfile::tempdir().expect("tempdir");
     let out = nesquic()
-        .args(["ab", "--lut", "exec", "--size", "5MB", "--rounds", "5", "--format", "json"])
+        .args(["ab", "--lut", "exec", "--size", "5MB", "--rounds", "5", "--probe", "io", "--format", "json"])
         .args(["--base-server-cmd", &server, "--base-client-cmd", &client])
-        .args(["--head-server-cmd", &head_server, "--head-client-cmd", &client])
-        .args(["--fail-on", "server.cpu_s>+10%", "--out"])
+        .args(["--head-server-cmd", &head_server, "--head-client-cmd", &client, "--out"])
         .arg(dir.path().join("job"))
         .output()
         .expect("run nesquic ab");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let r = report(&out);
     let row = |m: &str| r["rows"].as_array().expect("rows").iter().find(|x| x["metric"] == m).cloned().expect(m);
-    assert_eq!(row("server.cpu_s")["verdict"], "regression", "{r}");
-    assert_eq!(row("client.cpu_s")["gates"], false, "the rule names the server's only");
+    assert_eq!(row("server.syscalls_per_mb")["verdict"], "regression", "{r}");
+    let per_send = row("server.datagrams_per_send");
+    assert_eq!(per_send["head"].as_f64(), Some(1.0), "GSO off: one datagram per sendmsg: {per_send}");
+    assert!(per_send["base"].as_f64().expect("base") > 4.0, "quinn batches ~9.5 with GSO: {per_send}");
+    assert_eq!(row("client.cpu_s")["gates"], false, "no rule names CPU seconds");
     let rounds = std::fs::read_dir(dir.path().join("job").join("head")).expect("head").count();
     assert_eq!(rounds, 6, "5 round directories and summary.json");
 }

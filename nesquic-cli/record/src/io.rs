@@ -12,12 +12,24 @@ use crate::figures::RepetitionFigures;
 /// One direction's totals.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct DirectionTotals {
-    /// Syscalls.
+    /// Syscalls, failed ones included.
     pub calls: u64,
+    /// Of them, calls that returned EAGAIN: an empty receive (the LUT polled and found
+    /// nothing), a send the socket buffer refused.
+    pub eagain: u64,
+    /// Of them, calls that failed otherwise.
+    pub errors: u64,
     /// Datagrams they carried.
     pub datagrams: u64,
     /// Payload bytes they carried.
     pub bytes: u64,
+}
+
+impl DirectionTotals {
+    /// Calls that moved data: what a per-call ratio (bytes per receive) divides by.
+    pub fn moved_calls(&self) -> u64 {
+        self.calls.saturating_sub(self.eagain + self.errors)
+    }
 }
 
 /// Both directions of one side.
@@ -54,6 +66,8 @@ impl IoTotals {
         let sum = |dir: &str| {
             role.io.iter().filter(|s| s.direction == dir).fold(DirectionTotals::default(), |t, s| DirectionTotals {
                 calls: t.calls + s.timing.calls,
+                eagain: t.eagain + s.eagain,
+                errors: t.errors + s.errors,
                 datagrams: t.datagrams + s.datagrams,
                 bytes: t.bytes + s.bytes,
             })
@@ -65,6 +79,8 @@ impl IoTotals {
     pub fn of_counters(c: &nesquic_io::Counters) -> Self {
         let dir = |d: &nesquic_io::DirectionCounters| DirectionTotals {
             calls: d.syscalls,
+            eagain: d.would_block,
+            errors: d.errors,
             datagrams: d.datagrams,
             bytes: d.bytes,
         };

@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use anstyle::{AnsiColor, Style};
-use nesquic_record::compare::{Kind, Pairing, Row, Rule, Verdict};
+use nesquic_record::compare::{Kind, Pairing, Refused, Row, Rule, Unjudged, Verdict};
 use serde::Serialize;
 
 /// What the gate judged, as printed (and the JSON of `--format json`, versioned by
@@ -37,6 +37,36 @@ pub struct Report<'a> {
     pub rows: &'a [Row],
     /// How many rows are regressions.
     pub regressions: usize,
+}
+
+/// A comparison that judged nothing (exit 2), as `--format json` prints it: the reasons typed
+/// and as printed.
+#[derive(Serialize)]
+pub struct RefusedReport<'a> {
+    /// `nesquic_record::compare::REPORT_VERSION`.
+    pub report_version: u32,
+    /// "refused".
+    pub verdict: &'static str,
+    /// What the base run was given as.
+    pub base: String,
+    /// What the head run was given as.
+    pub head: String,
+    /// Each reason, typed.
+    pub reasons: &'a [Unjudged],
+    /// The reasons as printed.
+    pub lines: Vec<String>,
+}
+
+/// The PR comment of a comparison that judged nothing: why, first.
+pub fn refused_markdown(refused: &Refused, base: &str, head: &str) -> String {
+    let mut md = "⚠️ **nesquic: nothing judged**: a figure one run measured is missing from the other, a rule \
+        names nothing measured, or a side's probes were not in place\n\n"
+        .to_string();
+    md.push_str(&format!("base `{base}`, head `{head}`\n\n"));
+    for line in refused.lines() {
+        md.push_str(&format!("- {line}\n"));
+    }
+    md
 }
 
 fn verdict_text(v: Verdict) -> &'static str {

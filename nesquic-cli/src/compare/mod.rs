@@ -1,7 +1,9 @@
 //! `nesquic compare BASE HEAD` and the verdict `nesquic ab` shares: the CI regression gate.
 //! Counters are exact and held against a tolerance; noisy figures (goodput, time, CPU) get a
 //! head/base ratio with a confidence interval (paired when the runs were interleaved), Holm-
-//! corrected over the family, and fail only under a rule that names them. The statistics are
+//! corrected over the family. What gates without a rule is the default set (syscalls per MB,
+//! CPU per GB, crypto calls per packet); a comparison with a figure one side did not measure
+//! judges nothing. The statistics are
 //! `nesquic_record::compare`'s; this module parses the flags; `nesquic_render::compare` renders.
 
 use std::path::{Path, PathBuf};
@@ -15,7 +17,8 @@ use nesquic_record::compare::{
 
 /// Exit status of the gate commands, for their `--help`.
 pub const GATE_EXIT_STATUS: &str = "Exit status: 0 no regression; 1 at least one regression; 2 bad input, a failed \
-run or a usage error (nothing judged). Like other Unix tools it ends quietly when the reader of its output goes away \
+run, a figure one run measured and the other did not, a rule naming nothing measured, an agent not in place, or a \
+usage error (nothing judged). Like other Unix tools it ends quietly when the reader of its output goes away \
 (`nesquic compare A B | head -1`).";
 
 /// The gate's flags, shared by `compare` and `ab`.
@@ -23,15 +26,17 @@ run or a usage error (nothing judged). Like other Unix tools it ends quietly whe
 pub struct GateArgs {
     /// A failure rule, repeatable: METRIC>+N% (fail if it grows by more than N%) or METRIC<-N%
     /// (fail if it shrinks by more). METRIC may carry a role: server.syscalls_per_mb. A rule
-    /// replaces the default limit of the metric it names, and makes a noisy figure (goodput,
-    /// transfer_s, cpu_s, ...) gate: without one, noisy figures are reported, never failed.
+    /// replaces the default limit of the metric it names and makes it gate. Without rules only
+    /// the default set gates: syscalls_per_mb and seal/open_calls_per_packet (--tolerance),
+    /// cpu_s_per_gb (+5%); every other metric is reported, never failed. A rule naming no
+    /// metric of either run is an error.
     #[arg(long = "fail-on", value_name = "RULE")]
     pub fail_on: Vec<String>,
     /// Rules from a TOML file: a fail_on table with "METRIC" = "+2%" entries.
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
-    /// Limit for counters (syscalls, datagrams per syscall, crypto calls per packet), percent,
-    /// in the worse direction. Counters are exact: no test, the change itself is held to it.
+    /// Limit for counters (syscalls per MB, datagrams per syscall, crypto calls per packet),
+    /// percent, in the worse direction. Counters are exact: the change itself is held to it.
     #[arg(long, default_value_t = 2.0)]
     pub tolerance: f64,
     /// Limit for noisy figures without a rule, percent: they are "worse" only when the data
@@ -158,7 +163,29 @@ pub(crate) fn judge(
         alpha: args.alpha,
         min_samples: args.min_samples,
     };
-    let rows = compare(base, head, &rules, &thresholds, pairing);
+    // Refused (a metric one run lost, a rule naming nothing, probes not in place): exit 2, and
+    // the reasons where the report would have gone (a PR comment says why).
+    let rows = match compare(base, head, &rules, &thresholds, pairing) {
+        Ok(rows) => rows,
+        Err(refused) => {
+            match args.format {
+                Format::Json => {
+                    let report = render::RefusedReport {
+                        report_version: REPORT_VERSION,
+                        verdict: "refused",
+                        base: names.0.to_string(),
+                        head: names.1.to_string(),
+                        reasons: &refused.reasons,
+                        lines: refused.lines(),
+                    };
+                    println!("{}", serde_json::to_string_pretty(&report)?);
+                }
+                Format::Markdown => print!("{}", render::refused_markdown(&refused, names.0, names.1)),
+                Format::Text => {}
+            }
+            return Err(refused.into());
+        }
+    };
     if rows.is_empty() {
         bail!("the two runs share no metric to compare");
     }

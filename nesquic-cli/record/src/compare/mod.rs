@@ -2,11 +2,15 @@
 //! syscall, crypto calls per packet) are exact: their change is held against a tolerance, no test.
 //! Noisy figures (goodput, time, CPU) are judged on head/base ratios with a confidence interval:
 //! paired round by round when the runs were interleaved (`nesquic ab`), unpaired otherwise. The
-//! family of noisy figures is corrected with Holm's method; a noisy figure fails the gate only
-//! when a rule names it and the data say it is worse than the rule's limit. Rendering is the
-//! caller's.
+//! family is corrected with Holm's method. A metric fails the gate only if it gates by default
+//! ([`MetricDef::gates_by_default`]: syscalls per MB, CPU per GB, crypto calls per packet) or a
+//! rule names it. Nothing is judged ([`Refused`]) when a metric one run measured is missing
+//! from the other, a rule names nothing measured, or a side's probes were not all in place.
+//! Rendering is the caller's.
 
 mod family;
+#[cfg(test)]
+mod gate_tests;
 mod ratio;
 mod samples;
 
@@ -14,13 +18,15 @@ use serde::Serialize;
 
 pub use family::holm;
 pub use ratio::RatioEstimate;
-pub use samples::{def, from_record, load, Kind, MetricDef, RunSamples, METRICS};
+pub use samples::{def, from_record, load, DefaultGate, Kind, MetricDef, RunSamples, Unmeasured, METRICS};
 
 use crate::{stats, RecordError};
 
 /// Version of the comparison report's JSON (`nesquic compare/ab --format json`). 2: paired
 /// ratios with intervals, Holm-adjusted p-values, `limit_pct`, `gates`, the `worse` verdict.
-pub const REPORT_VERSION: u32 = 2;
+/// 3: counters gate only in the default set (`worse` otherwise), `cpu_s_per_gb` gates with a
+/// default rule, per-call ratios count the calls that moved data, `eagain_recvs`.
+pub const REPORT_VERSION: u32 = 3;
 
 /// The limits a comparison applies where no rule names a metric, and its confidence.
 #[derive(Debug, Clone, Copy)]
@@ -88,13 +94,133 @@ impl Rule {
     }
 }
 
+impl std::fmt::Display for Rule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = if self.limit_pct >= 0.0 { '>' } else { '<' };
+        write!(f, "{}{op}{:+}%", self.metric, self.limit_pct)
+    }
+}
+
+/// One side of a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Side {
+    /// The reference run.
+    Base,
+    /// The run under review.
+    Head,
+}
+
+impl std::fmt::Display for Side {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Base => "base",
+            Self::Head => "head",
+        })
+    }
+}
+
+/// Why a comparison cannot be judged: passing it would pass on a figure that was not measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Unjudged {
+    /// One run has the metric, the other has no value of it.
+    Missing {
+        /// The run without it.
+        side: Side,
+        /// `server.send_syscalls`.
+        metric: String,
+        /// "its io probes measured nothing".
+        why: String,
+    },
+    /// A run has the metric in some of its repetitions only.
+    Partial {
+        /// The run with gaps.
+        side: Side,
+        /// The metric.
+        metric: String,
+        /// 1-based repetitions without a value.
+        missing: Vec<usize>,
+        /// Repetitions in that run.
+        repetitions: usize,
+        /// Why (from the first gap).
+        why: String,
+    },
+    /// A rule names a metric neither run has.
+    RuleMatchesNothing {
+        /// The rule.
+        rule: Rule,
+    },
+    /// A side's probes were not all in place: an agent that did not start, a function not
+    /// patched.
+    ProbesNotInPlace {
+        /// The run.
+        side: Side,
+        /// What, in which repetitions.
+        problem: String,
+    },
+}
+
+impl std::fmt::Display for Unjudged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Missing { side, metric, why } => write!(f, "{side} has no {metric}: {why}"),
+            Self::Partial { side, metric, missing, repetitions, why } => write!(
+                f,
+                "{side} has no {metric} in {} of {repetitions}: {why}",
+                samples::repetitions_text(missing, *repetitions)
+            ),
+            Self::RuleMatchesNothing { rule } => {
+                write!(f, "rule {rule}: no such metric in these runs (neither measured it)")
+            }
+            Self::ProbesNotInPlace { side, problem } => write!(f, "{side}: {problem}"),
+        }
+    }
+}
+
+/// A comparison that judged nothing, and every reason why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("nothing judged: {}", self.lines().join("\n  "))]
+pub struct Refused {
+    /// Each reason.
+    pub reasons: Vec<Unjudged>,
+}
+
+impl Refused {
+    /// The reasons as printed, one a line: metrics a run lacks for one reason share a line
+    /// (a side whose io probes saw nothing lacks eight).
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines: Vec<(Option<(Side, &str)>, String)> = Vec::new();
+        for reason in &self.reasons {
+            if let Unjudged::Missing { side, metric, why } = reason {
+                let key = Some((*side, why.as_str()));
+                if let Some((_, metrics)) = lines.iter_mut().find(|(k, _)| *k == key) {
+                    metrics.push_str(&format!(", {metric}"));
+                    continue;
+                }
+                lines.push((key, metric.clone()));
+            } else {
+                lines.push((None, reason.to_string()));
+            }
+        }
+        lines
+            .into_iter()
+            .map(|(key, text)| match key {
+                Some((side, why)) => format!("{side} has no {text}: {why}"),
+                None => text,
+            })
+            .collect()
+    }
+}
+
 /// Verdict for one metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Worse beyond the limit (with confidence, for noisy figures) on a metric that gates.
     Regression,
-    /// Worse beyond the limit with confidence, on a noisy figure no rule names: reported only.
+    /// Worse beyond the limit (with confidence, for noisy figures) on a metric that does not
+    /// gate (no rule names it, and it does not gate by default): reported only.
     Worse,
     /// Better beyond the limit (with confidence, for noisy figures).
     Improvement,
@@ -122,7 +248,7 @@ pub struct Row {
     pub change_pct: f64,
     /// The limit applied, signed percent in the direction that fails (+2: growth beyond 2%).
     pub limit_pct: f64,
-    /// Whether this metric can fail the gate (counters, and noisy figures a rule names).
+    /// Whether this metric can fail the gate (it gates by default, or a rule names it).
     pub gates: bool,
     /// Samples per side.
     pub samples: (usize, usize),
@@ -158,50 +284,112 @@ pub fn rules_from_file(path: &std::path::Path) -> Result<Vec<Rule>, RecordError>
         .collect()
 }
 
-/// One row per metric both runs have, with a verdict under `rules` (else the thresholds). With
-/// `Pairing::Paired`, sample i of each side belongs to round i.
+/// One row per metric the runs have, with a verdict under `rules` (else the metric's default
+/// gate and the thresholds). With `Pairing::Paired`, sample i of each side belongs to round i.
+/// Refused, with every reason, when a metric one run has is missing (wholly or in some
+/// repetitions) from the other, a rule names no metric of either run, or a side's probes were
+/// not all in place.
 pub fn compare(
     base: &RunSamples,
     head: &RunSamples,
     rules: &[Rule],
     thresholds: &Thresholds,
     pairing: Pairing,
-) -> Vec<Row> {
+) -> Result<Vec<Row>, Refused> {
+    let mut reasons = Vec::new();
+    for (side, run) in [(Side::Base, base), (Side::Head, head)] {
+        reasons.extend(run.probe_failures.iter().map(|p| Unjudged::ProbesNotInPlace { side, problem: p.clone() }));
+    }
     let mut rows = Vec::new();
     for def in samples::METRICS {
-        for (key, b) in base.metrics.iter().filter(|(k, _)| k.rsplit('.').next() == Some(def.name)) {
-            let Some(h) = head.metrics.get(key) else { continue };
+        let mut keys: Vec<&String> = base.metrics.keys().chain(head.metrics.keys()).collect();
+        keys.retain(|k| k.rsplit('.').next() == Some(def.name));
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let (b, h) = match (base.metrics.get(key), head.metrics.get(key)) {
+                (Some(b), Some(h)) => (b, h),
+                (b, _) => {
+                    let (side, run) = if b.is_some() { (Side::Head, head) } else { (Side::Base, base) };
+                    let why = run.unmeasured.get(key).map_or("not in the record".into(), |u| u.why.clone());
+                    reasons.push(Unjudged::Missing { side, metric: key.clone(), why });
+                    continue;
+                }
+            };
+            let mut gaps = false;
+            for (side, run) in [(Side::Base, base), (Side::Head, head)] {
+                if let Some(u) = run.unmeasured.get(key) {
+                    gaps = true;
+                    reasons.push(Unjudged::Partial {
+                        side,
+                        metric: key.clone(),
+                        missing: u.repetitions.clone(),
+                        repetitions: run.repetitions,
+                        why: u.why.clone(),
+                    });
+                }
+            }
+            if gaps {
+                continue;
+            }
             let (Some(bm), Some(hm)) = (stats::median(b), stats::median(h)) else { continue };
-            let rule = rules.iter().find(|r| r.applies_to(key));
-            let default = if def.kind == Kind::Counter { thresholds.tolerance } else { thresholds.noisy_tolerance };
-            let limit_pct = rule.map_or(if def.higher_is_better { -default } else { default }, |r| r.limit_pct);
-            let pairing = if pairing == Pairing::Paired && b.len() == h.len() { pairing } else { Pairing::Unpaired };
-            let mut row = Row {
-                metric: key.clone(),
-                kind: def.kind,
-                base: bm,
-                head: hm,
-                change: hm - bm,
-                change_pct: relative_pct(bm, hm),
-                limit_pct,
-                gates: def.kind == Kind::Counter || rule.is_some(),
-                samples: (b.len(), h.len()),
-                pairing,
-                interval: None,
-                p_value: None,
-                verdict: Verdict::Inconclusive,
-                reason: String::new(),
-            };
-            row.reason = match rule {
-                Some(r) => format!("rule {}{:+}%", r.metric, r.limit_pct),
-                None => format!("limit {limit_pct:+}%"),
-            };
-            estimate(&mut row, b, h, thresholds);
-            rows.push(row);
+            rows.push(row(def, key, (b, h), (bm, hm), rules, thresholds, pairing));
         }
     }
+    for rule in rules {
+        if !base.metrics.keys().chain(head.metrics.keys()).any(|k| rule.applies_to(k)) {
+            reasons.push(Unjudged::RuleMatchesNothing { rule: rule.clone() });
+        }
+    }
+    if !reasons.is_empty() {
+        return Err(Refused { reasons });
+    }
     judge(&mut rows, thresholds);
-    rows
+    Ok(rows)
+}
+
+/// The row of `key` (metric `def`) before the verdict: its limit, whether it gates, the change
+/// and its interval.
+fn row(
+    def: &MetricDef,
+    key: &str,
+    (b, h): (&[f64], &[f64]),
+    (bm, hm): (f64, f64),
+    rules: &[Rule],
+    thresholds: &Thresholds,
+    pairing: Pairing,
+) -> Row {
+    let rule = rules.iter().find(|r| r.applies_to(key));
+    let tolerance = if def.kind == Kind::Counter { thresholds.tolerance } else { thresholds.noisy_tolerance };
+    let worse = |pct: f64| if def.higher_is_better { -pct } else { pct };
+    let (limit_pct, gates, reason) = match (rule, def.gates_by_default) {
+        (Some(r), _) => (r.limit_pct, true, format!("rule {r}")),
+        (None, DefaultGate::Limit(pct)) => {
+            let r = Rule { metric: def.name.into(), limit_pct: worse(pct) };
+            (r.limit_pct, true, format!("default rule {r}"))
+        }
+        (None, DefaultGate::Tolerance) => (worse(tolerance), true, format!("limit {:+}%", worse(tolerance))),
+        (None, DefaultGate::Report) => (worse(tolerance), false, format!("limit {:+}%", worse(tolerance))),
+    };
+    let pairing = if pairing == Pairing::Paired && b.len() == h.len() { pairing } else { Pairing::Unpaired };
+    let mut row = Row {
+        metric: key.to_string(),
+        kind: def.kind,
+        base: bm,
+        head: hm,
+        change: hm - bm,
+        change_pct: relative_pct(bm, hm),
+        limit_pct,
+        gates,
+        samples: (b.len(), h.len()),
+        pairing,
+        interval: None,
+        p_value: None,
+        verdict: Verdict::Inconclusive,
+        reason,
+    };
+    estimate(&mut row, b, h, thresholds);
+    row
 }
 
 /// 100 * (head - base) / |base|; 0 when base is 0.
@@ -273,6 +461,9 @@ fn judge(rows: &mut [Row], t: &Thresholds) {
             Kind::Counter => counter_verdict(row, t.alpha),
             Kind::Noisy => noisy_verdict(row, t.alpha),
         };
+        if row.verdict == Verdict::Regression && !row.gates {
+            row.verdict = Verdict::Worse;
+        }
         let detail = detail(row, t, raw.len());
         row.reason = format!("{}, {detail}", row.reason);
     }
@@ -320,6 +511,12 @@ fn noisy_verdict(row: &Row, alpha: f64) -> Verdict {
 
 /// What the verdict rests on, after the limit.
 fn detail(row: &Row, t: &Thresholds, family: usize) -> String {
+    let gate = if row.gates { "" } else { "; report only (no rule names it)" };
+    format!("{}{gate}", evidence(row, t, family))
+}
+
+/// The samples, interval and test behind a verdict.
+fn evidence(row: &Row, t: &Thresholds, family: usize) -> String {
     let pairing = match row.pairing {
         Pairing::Paired => "paired",
         Pairing::Unpaired => "unpaired",
@@ -346,10 +543,7 @@ fn detail(row: &Row, t: &Thresholds, family: usize) -> String {
             };
             format!("exact counter, {interval}, p={p:.3} against no change (Holm, {family} tested){wobble}")
         }
-        Kind::Noisy => {
-            let gate = if row.gates { "" } else { "; report only (no rule names it)" };
-            format!("{interval}, p={p:.3} against the limit (Holm, {family} tested){gate}")
-        }
+        Kind::Noisy => format!("{interval}, p={p:.3} against the limit (Holm, {family} tested)"),
     }
 }
 
@@ -378,21 +572,26 @@ mod tests {
         }
     }
 
-    /// `rounds` interleaved rounds of one noisy figure (CPU seconds) and one counter (send
-    /// syscalls): head's figure is `shift` times base's; every round shares a drift factor
+    /// `rounds` interleaved rounds of one noisy figure (CPU seconds) and one counter (syscalls
+    /// per MB): head's figure is `shift` times base's; every round shares a drift factor
     /// (the machine's state), each side adds its own `noise`.
     fn rounds(noise: &mut Noise, rounds: usize, shift: f64, sd: f64, drift: f64) -> (RunSamples, RunSamples) {
-        let side = || RunSamples { lut: "quinn".into(), testcase: "bulk".into(), metrics: Default::default() };
+        let side = || RunSamples::new("quinn", "bulk", rounds);
         let (mut base, mut head) = (side(), side());
         for _ in 0..rounds {
             let machine = noise.factor(drift);
             let cpu = |n: &mut Noise| 0.1 * machine * n.factor(sd);
             base.metrics.entry("server.cpu_s".into()).or_default().push(cpu(noise));
             head.metrics.entry("server.cpu_s".into()).or_default().push(shift * cpu(noise));
-            base.metrics.entry("server.send_syscalls".into()).or_default().push(400.0);
-            head.metrics.entry("server.send_syscalls".into()).or_default().push(400.0);
+            base.metrics.entry("server.syscalls_per_mb".into()).or_default().push(400.0);
+            head.metrics.entry("server.syscalls_per_mb".into()).or_default().push(400.0);
         }
         (base, head)
+    }
+
+    /// `compare` under the GATE thresholds, which must judge.
+    fn judged(base: &RunSamples, head: &RunSamples, rules: &[Rule], pairing: Pairing) -> Vec<Row> {
+        compare(base, head, rules, &GATE, pairing).expect("judged")
     }
 
     fn verdict(rows: &[Row], metric: &str) -> Verdict {
@@ -414,10 +613,10 @@ mod tests {
         ];
         for (what, seed, shift, sd, drift, ruled, reported) in cases {
             let (base, head) = rounds(&mut Noise::new(seed), 10, shift, sd, drift);
-            let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+            let rows = judged(&base, &head, &cpu_rule(), Pairing::Paired);
             assert_eq!(verdict(&rows, "server.cpu_s"), ruled, "{what}: {rows:#?}");
-            assert_eq!(verdict(&rows, "server.send_syscalls"), Verdict::Unchanged, "{what}");
-            let rows = compare(&base, &head, &[], &GATE, Pairing::Paired);
+            assert_eq!(verdict(&rows, "server.syscalls_per_mb"), Verdict::Unchanged, "{what}");
+            let rows = judged(&base, &head, &[], Pairing::Paired);
             assert_eq!(verdict(&rows, "server.cpu_s"), reported, "{what}, report only: {rows:#?}");
         }
     }
@@ -428,8 +627,8 @@ mod tests {
         // shift is certain; unpaired, the drift hides it.
         let mut noise = Noise::new(4);
         let (base, head) = rounds(&mut noise, 10, 1.05, 0.005, 0.3);
-        let paired = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
-        let unpaired = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Unpaired);
+        let paired = judged(&base, &head, &cpu_rule(), Pairing::Paired);
+        let unpaired = judged(&base, &head, &cpu_rule(), Pairing::Unpaired);
         assert_eq!(verdict(&paired, "server.cpu_s"), Verdict::Regression);
         assert_eq!(verdict(&unpaired, "server.cpu_s"), Verdict::Inconclusive, "{unpaired:#?}");
     }
@@ -443,7 +642,7 @@ mod tests {
             (0..2000)
                 .filter(|_| {
                     let (base, head) = rounds(&mut noise, 10, shift, 0.05, 0.1);
-                    let rows = compare(&base, &head, &cpu_rule(), &GATE, Pairing::Paired);
+                    let rows = judged(&base, &head, &cpu_rule(), Pairing::Paired);
                     rows.iter().any(|r| r.verdict == Verdict::Regression)
                 })
                 .count()
@@ -462,11 +661,11 @@ mod tests {
     fn counters_are_exact() {
         let mut noise = Noise::new(6);
         let (base, mut head) = rounds(&mut noise, 3, 1.0, 0.01, 0.0);
-        for v in head.metrics.get_mut("server.send_syscalls").expect("counter") {
+        for v in head.metrics.get_mut("server.syscalls_per_mb").expect("counter") {
             *v *= 1.03;
         }
-        let rows = compare(&base, &head, &[], &GATE, Pairing::Paired);
-        assert_eq!(verdict(&rows, "server.send_syscalls"), Verdict::Regression, "+3% beyond the 2% tolerance");
+        let rows = judged(&base, &head, &[], Pairing::Paired);
+        assert_eq!(verdict(&rows, "server.syscalls_per_mb"), Verdict::Regression, "+3% beyond the 2% tolerance");
         // Three rounds are too few for a noisy verdict, not for a counter.
         assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Inconclusive);
         // A counter that wobbles by 10% a round (ACK-driven syscalls) on unchanged code: its
@@ -474,18 +673,18 @@ mod tests {
         let (mut beyond_tolerance, mut failed) = (0, 0);
         for _ in 0..200 {
             let (base10, mut wobbly) = rounds(&mut noise, 10, 1.0, 0.01, 0.0);
-            for h in wobbly.metrics.get_mut("server.send_syscalls").expect("counter") {
+            for h in wobbly.metrics.get_mut("server.syscalls_per_mb").expect("counter") {
                 *h *= noise.factor(0.1);
             }
-            let rows = compare(&base10, &wobbly, &[], &GATE, Pairing::Paired);
-            let row = rows.iter().find(|r| r.metric == "server.send_syscalls").expect("row");
+            let rows = judged(&base10, &wobbly, &[], Pairing::Paired);
+            let row = rows.iter().find(|r| r.metric == "server.syscalls_per_mb").expect("row");
             beyond_tolerance += usize::from(row.change_pct.abs() > 2.0);
             failed += usize::from(row.verdict == Verdict::Regression);
         }
         assert!(beyond_tolerance > 100 && failed <= 2, "{beyond_tolerance} beyond 2%, {failed} failed of 200");
         let loose = Thresholds { tolerance: 5.0, ..GATE };
         assert_eq!(
-            verdict(&compare(&base, &head, &[], &loose, Pairing::Paired), "server.send_syscalls"),
+            verdict(&compare(&base, &head, &[], &loose, Pairing::Paired).expect("judged"), "server.syscalls_per_mb"),
             Verdict::Unchanged
         );
     }
