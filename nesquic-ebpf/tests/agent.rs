@@ -484,6 +484,43 @@ fn calibration_measures_a_small_positive_cost() {
     assert!(cost.time_ns > 0.0 && cost.time_ns < 1000.0, "{cost:?}");
 }
 
+/// Set (to the library's path) in the child process of the test below.
+const NOT_AN_AGENT: &str = "NESQUIC_TEST_NOT_AN_AGENT";
+
+#[test]
+fn a_calibration_the_agent_did_not_run_in_is_an_error_not_a_figure() {
+    let Some(lib) = std::env::var_os(NOT_AN_AGENT) else {
+        // NESQUIC_AGENT_LIB is read by every test of this file: set it in a child process that
+        // runs this test alone. The library loads but is not an agent (libc itself, as a stale or
+        // foreign agent build would): nothing in the workload is timed.
+        let maps = std::fs::read_to_string("/proc/self/maps").expect("maps");
+        let libc = maps
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(5))
+            .find(|p| p.rsplit('/').next().is_some_and(|f| f.starts_with("libc.so")))
+            .expect("libc is mapped")
+            .to_string();
+        let out = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", "a_calibration_the_agent_did_not_run_in_is_an_error_not_a_figure", "--nocapture"])
+            .env(NOT_AN_AGENT, &libc)
+            .env(nesquic_ebpf::user::AGENT_LIB_ENV, &libc)
+            .output()
+            .expect("run the test in a child");
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && text.contains("1 passed"), "{text}");
+        return;
+    };
+    assert_eq!(std::env::var_os(nesquic_ebpf::user::AGENT_LIB_ENV), Some(lib));
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Before: Ok, with NaN for what falls inside a timed call, which compensated every timed
+    // figure to 0 ns ((mean - NaN).max(0.0) is 0).
+    let err = nesquic_ebpf::user::measure_cost(&workload(), dir.path(), 2, 10_000).expect_err("nothing was timed");
+    let err = err.to_string();
+    assert!(err.starts_with("agent calibration: round 1: the agent did not start in"), "{err}");
+    let none = nesquic_ebpf::user::measure_cost(&workload(), dir.path(), 0, 10_000).expect_err("no rounds");
+    assert_eq!(none.to_string(), "agent calibration: no rounds asked for");
+}
+
 /// `cargo test --release -p nesquic-ebpf --test agent -- --ignored agent_cost_benchmark --nocapture`
 /// (writes bench/agent-probe-cost.md when NESQUIC_BENCH_OUT names it).
 #[test]

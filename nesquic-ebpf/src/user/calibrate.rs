@@ -34,17 +34,24 @@ pub struct AgentCost {
     pub rounds: usize,
 }
 
+/// One round's mean ns per call, by the workload's own clock.
 struct Round {
+    /// The counted function.
     count: f64,
+    /// The timed function.
     time: f64,
+    /// Their never-hooked twin.
     twin: f64,
-    /// The agent's own mean for the timed function (NaN without the agent).
-    measured: f64,
 }
 
 /// Runs `workload` (`nesquic-workload`) `rounds` times with the agent and as many without,
-/// alternating, `calls` calls per function per round; `scratch` receives plan and counters.
+/// alternating, `calls` calls per function per round; `scratch` receives the workload's reports.
+/// Every figure is measured or the calibration is an error ([`UserError::Calibration`]): a round
+/// in which the agent did not start or did not time its function has no figure to stand in.
 pub fn measure_cost(workload: &Path, scratch: &Path, rounds: usize, calls: u64) -> Result<AgentCost, UserError> {
+    if rounds == 0 {
+        return Err(UserError::Calibration("no rounds asked for".into()));
+    }
     let symbols = ObjectSymbols::load(workload)
         .map_err(|e| UserError::Io { what: e.to_string(), source: std::io::Error::other("symbols") })?;
     let pick = |name: &str, timed: bool| {
@@ -77,17 +84,20 @@ pub fn measure_cost(workload: &Path, scratch: &Path, rounds: usize, calls: u64) 
             source: std::io::Error::other(why.clone()),
         });
     }
-    let (mut hooked, mut bare) = (Vec::new(), Vec::new());
+    let (mut hooked, mut bare, mut window) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..rounds {
         let agent = backend.process(i, crate::Role::Process)?;
-        hooked.push(run_round(workload, scratch, calls, Some(&agent))?);
+        let round = run_round(workload, scratch, calls, Some(&agent))?;
+        let measured =
+            agent_mean(&agent, workload).map_err(|why| UserError::Calibration(format!("round {}: {why}", i + 1)))?;
+        window.push(measured - round.twin);
+        hooked.push(round);
         bare.push(run_round(workload, scratch, calls, None)?);
     }
     let diffs = |pick: fn(&Round) -> f64| -> Vec<f64> {
         hooked.iter().zip(&bare).map(|(h, b)| (pick(h) - h.twin) - (pick(b) - b.twin)).collect()
     };
     let (count, time) = (diffs(|r| r.count), diffs(|r| r.time));
-    let window: Vec<f64> = hooked.iter().map(|h| h.measured - h.twin).collect();
     Ok(AgentCost {
         count_ns: mean(&count),
         count_sd_ns: sd(&count),
@@ -98,6 +108,29 @@ pub fn measure_cost(workload: &Path, scratch: &Path, rounds: usize, calls: u64) 
         bare_ns: mean(&bare.iter().map(|r| r.twin).collect::<Vec<_>>()),
         rounds,
     })
+}
+
+/// The agent's mean for the timed calibration function in one round, or why there is none.
+fn agent_mean(agent: &super::AgentProcess, workload: &Path) -> Result<f64, String> {
+    const TIMED: &str = "nesquic_agent_cal_time";
+    let state = agent.state();
+    if !state.ready {
+        return Err(format!(
+            "the agent did not start in {} (is {} a current build of the agent?)",
+            workload.display(),
+            super::agent_library().map_or_else(|e| e.to_string(), |p| p.display().to_string())
+        ));
+    }
+    if let Some(s) = agent.patch_status().into_iter().find(|s| s.name == TIMED && !s.patched) {
+        return Err(format!("the agent did not hook {TIMED}: {}", s.reason));
+    }
+    agent
+        .snapshot()
+        .functions
+        .into_iter()
+        .find(|f| f.name == TIMED && f.timing.calls > 0)
+        .map(|f| f.timing.mean_ns())
+        .ok_or_else(|| format!("the agent timed no call of {TIMED}"))
 }
 
 fn run_round(
@@ -120,11 +153,12 @@ fn run_round(
     let text = std::fs::read_to_string(&out).map_err(io)?;
     let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap_or("{}"))
         .map_err(|e| io(std::io::Error::other(e.to_string())))?;
-    let get = |k: &str| line[k].as_f64().unwrap_or(f64::NAN);
-    let measured = agent
-        .and_then(|a| a.snapshot().functions.into_iter().find(|f| f.name == "nesquic_agent_cal_time"))
-        .map_or(f64::NAN, |f| f.timing.mean_ns());
-    Ok(Round { count: get("count_ns"), time: get("time_ns"), twin: get("twin_ns"), measured })
+    let get = |k: &str| {
+        line[k].as_f64().filter(|v| v.is_finite()).ok_or_else(|| {
+            UserError::Calibration(format!("{} reported no {k} in {}", workload.display(), out.display()))
+        })
+    };
+    Ok(Round { count: get("count_ns")?, time: get("time_ns")?, twin: get("twin_ns")? })
 }
 
 fn mean(v: &[f64]) -> f64 {

@@ -51,6 +51,9 @@ pub enum UserError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The agent's calibration measured nothing to report (never a figure in its place).
+    #[error("agent calibration: {0}")]
+    Calibration(String),
     /// A path does not fit the plan's fixed fields.
     #[error("path too long for the agent plan: {0}")]
     PathTooLong(PathBuf),
