@@ -11,25 +11,27 @@ default:
 setup:
     ./scripts/setup.sh
 
-# Build every binary (nesquic and the LUT executables), release profile. The msquic adapter is
-# its own workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest,
-# as do s2n-quic's and tquic's (own workspaces; skipped with a warning where Rust is older than
-# they need or cmake is missing), the quic-go LUT (a Go program; skipped with a warning where Go is
+# Build every binary (nesquic and the LUT executables), release profile, each through
+# scripts/build-lut.sh (the one place that says how a LUT is built). The msquic adapter is its own
+# workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest, as do
+# s2n-quic's and tquic's (own workspaces; skipped with a warning where Rust is older than they
+# need or cmake is missing), the quic-go LUT (a Go program; skipped with a warning where Go is
 # missing or too old), the aioquic LUT (a Python venv from PyPI) and the ngtcp2 LUT (C against
 # Debian's packages), each skipped with a warning where its toolchain or packages are missing.
 build: setup
     cargo build --release --workspace --bins
     cargo build --release -p nesquic-agent
-    cargo build --release --manifest-path lut-adapters/msquic/Cargo.toml --target-dir "${CARGO_TARGET_DIR:-target}"
-    ./scripts/build-own-workspace.sh lut-adapters/s2n-quic
-    ./scripts/build-own-workspace.sh lut-adapters/tquic
-    ./lut-adapters/quic-go/build.sh
-    ./lut-adapters/aioquic/build.sh
-    ./lut-adapters/ngtcp2/build.sh
+    for lut in msquic s2n-quic tquic quic-go aioquic ngtcp2; do ./scripts/build-lut.sh "$lut"; done
+
+# What the main job needs first: nesquic, the agent, the quinn and TCP+TLS executables. Any other
+# LUT is built the first time a run asks for it (nesquic-cli/engine/src/on_demand.rs).
+build-core: setup
+    ./scripts/build-lut.sh core
 
 # The main job: `just run` = nesquic run --lut quinn --size 1GB (enough CPU time for the default
 # 49 Hz profile to take 50-60 samples per side); arguments given replace those and go to `nesquic run`.
-run *ARGS: build
+# Only nesquic and quinn are built up front; another --lut is built on its first run, once.
+run *ARGS: build-core
     ./target/release/nesquic run {{ if ARGS == "" { "--size 1GB" } else { ARGS } }}
 
 # Formatting, clippy with warnings as errors, docs without warnings, and no module cycle inside

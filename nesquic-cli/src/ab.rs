@@ -168,7 +168,7 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         describe(&plan.head)
     );
     let interrupted = install_signal_flag()?;
-    let record = nesquic_engine::ab::execute(&mut plan, &interrupted, &mut Terminal { quiet: true })?;
+    let record = nesquic_engine::ab::execute(&mut plan, &interrupted, &mut Terminal::new(true))?;
     eprintln!("nesquic: rounds written to {} (base/, head/, ab.json)", out.display());
     let names = (out.join("base").display().to_string(), out.join("head").display().to_string());
     judge(

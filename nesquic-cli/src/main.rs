@@ -202,7 +202,7 @@ fn list_probes(args: &ProbesArgs) -> anyhow::Result<()> {
         Some(b) => b.clone(),
         None => {
             let lut = nesquic_lut_adapters::find_lut(&args.lut)?;
-            lut.binary_path(&run::lut_dir(args.lut_dir.as_deref())?)?
+            nesquic_engine::on_demand::binary_path(lut.as_ref(), &run::lut_dir(args.lut_dir.as_deref())?)?
         }
     };
     probes::list(&args.probe, &binary, args.probe_backend)

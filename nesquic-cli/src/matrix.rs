@@ -150,6 +150,8 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
     let stamp = nesquic_record::qlog::time_stamp(std::time::SystemTime::now());
     let mut reports: Vec<Vec<run::RunReport>> = combinations.iter().map(|_| Vec::new()).collect();
     let mut dirs: Vec<Vec<PathBuf>> = combinations.iter().map(|_| Vec::new()).collect();
+    // One reporter a combination across rounds: each of its agent problems is said once.
+    let mut terminals: Vec<run::Terminal> = combinations.iter().map(|_| run::Terminal::new(true)).collect();
     for round in 0..args.repeat as usize {
         for k in 0..combinations.len() {
             // Rotate the start so no combination always runs first (warm caches, thermal state).
@@ -159,7 +161,7 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
             eprintln!("nesquic matrix: round {}/{}: {}", round + 1, args.repeat, c.label());
             let plan = &mut plans[i];
             plan.out = Some(dir.clone());
-            let report = nesquic_engine::run::execute(plan, &interrupted, &mut run::Terminal { quiet: true })
+            let report = nesquic_engine::run::execute(plan, &interrupted, &mut terminals[i])
                 .with_context(|| format!("{} (round {})", c.label(), round + 1))?;
             reports[i].push(report);
             dirs[i].push(dir);

@@ -66,7 +66,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
         duty: args.duty,
         timeout: args.timeout,
     };
-    let traced = nesquic_engine::trace::execute(&spec, &interrupted, &mut crate::run::Terminal { quiet: false })?;
+    let traced = nesquic_engine::trace::execute(&spec, &interrupted, &mut crate::run::Terminal::new(false))?;
     let Traced { exit, metrics, agents, profile, calibration } = traced;
     nesquic_render::probes::print_agent_problems(&agents);
     let cpu = (exit.user + exit.system).as_secs_f64();

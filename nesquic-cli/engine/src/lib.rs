@@ -4,7 +4,8 @@
 //! run ends early; a role on another host is its ssh session, `process::link`), the one probed
 //! lifecycle run, trace and calibrate share (`lifecycle`), a repetition's two processes
 //! (`repetition`) measured (`measure`), whole runs (`run`: `RunPlan` in, `RunRecord` out), duty
-//! cycles, overhead rounds, calibration and custom LUT builds, and roles on other hosts: the
+//! cycles, overhead rounds, calibration, custom LUT builds and LUT executables built on first
+//! use (`on_demand`), and roles on other hosts: the
 //! protocol as plain data (`wire`), the OpenSSH client (`ssh`), the local side (`remote`) and the
 //! remote one (`remote_role`).
 //!
@@ -21,6 +22,7 @@ pub mod figures;
 pub mod kernel;
 pub mod lifecycle;
 pub mod measure;
+pub mod on_demand;
 pub mod overhead;
 pub mod pin;
 pub mod plan;

@@ -215,7 +215,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     }
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = install_signal_flag()?;
-    let mut reporter = Terminal { quiet: args.quiet };
+    let mut reporter = Terminal::new(args.quiet);
     if args.overhead {
         if args.probe.is_none() {
             plan.probe = Some(default_probes::choose(&plan).context(
@@ -293,7 +293,7 @@ impl RunArgs {
         let testcase = self.scenario.resolve()?;
         descriptor.check_workload(io, &testcase.workload).with_context(|| format!("testcase {}", testcase.name))?;
         let lut_options = self.lut_options(descriptor, io)?;
-        let binary = lut.binary_path(&lut_dir(self.lut_dir.as_deref())?)?;
+        let binary = nesquic_engine::on_demand::binary_path(lut.as_ref(), &lut_dir(self.lut_dir.as_deref())?)?;
         Ok(RunPlan {
             lut,
             lut_source,
@@ -381,6 +381,25 @@ impl RunArgs {
 pub(crate) struct Terminal {
     /// Matrix mode: repetition lines on stderr, no tables.
     pub quiet: bool,
+    /// Agent problems already shown: each is printed once, in quiet mode too (a missing
+    /// measurement must never pass unsaid, whichever command ran).
+    agent_problems_shown: std::collections::BTreeSet<String>,
+}
+
+impl Terminal {
+    /// A reporter; `quiet` as `matrix` and `ab` want it (repetition lines on stderr, no tables).
+    pub(crate) fn new(quiet: bool) -> Self {
+        Self { quiet, agent_problems_shown: Default::default() }
+    }
+
+    /// The agent problems of a repetition not shown yet (`run`, `matrix`, `ab` and `trace` all
+    /// report through here, so none of them can leave an unmeasured process unsaid).
+    fn new_agent_problems(&mut self, agents: &[nesquic_record::run::AgentReport]) -> Vec<String> {
+        nesquic_render::probes::agent_problems(agents)
+            .into_iter()
+            .filter(|problem| self.agent_problems_shown.insert(problem.clone()))
+            .collect()
+    }
 }
 
 impl RunReporter for Terminal {
@@ -429,6 +448,9 @@ impl RunReporter for Terminal {
     }
 
     fn repetition(&mut self, label: &str, figures: &RepetitionFigures) {
+        for problem in self.new_agent_problems(&figures.agents) {
+            eprintln!("nesquic: warning: {problem} (first in {label})");
+        }
         if self.quiet {
             eprintln!("  {}", nesquic_render::run::repetition_line(label, figures));
         } else {
@@ -496,5 +518,36 @@ fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
         if let Some(cost) = nesquic_render::run::agent_startup(&r.repetitions) {
             println!("user-space agent start-up with {} (its CPU before main, median): {cost}", r.probes);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nesquic_ebpf::user::PatchStatus;
+    use nesquic_record::run::AgentReport;
+
+    fn agent(role: nesquic_protocol::Role, ready: bool, patched: bool) -> AgentReport {
+        let function = PatchStatus {
+            name: "aes_gcm_seal".into(),
+            object: "nesquic-lut-quinn".into(),
+            patched,
+            reason: if patched { "patched" } else { "prologue too short" }.into(),
+        };
+        AgentReport { role, ready, functions: vec![function], startup_cpu_ns: None }
+    }
+
+    #[test]
+    fn every_agent_problem_is_said_once_per_command() {
+        use nesquic_protocol::Role::{Client, Server};
+        let mut terminal = Terminal::new(true);
+        let first = terminal.new_agent_problems(&[agent(Server, false, false), agent(Client, true, false)]);
+        assert_eq!(first.len(), 2, "{first:?}");
+        assert!(first[0].contains("did not start in the server"), "{first:?}");
+        assert!(first[1].contains("client: aes_gcm_seal not hooked") && first[1].contains("prologue"), "{first:?}");
+        // The next repetition has the same problems: already said.
+        assert!(terminal.new_agent_problems(&[agent(Server, false, false), agent(Client, true, false)]).is_empty());
+        // A healthy agent says nothing.
+        assert!(Terminal::new(false).new_agent_problems(&[agent(Client, true, true)]).is_empty());
     }
 }
