@@ -79,6 +79,19 @@ pub struct KernelIo {
     pub notes: Vec<String>,
     /// Per role and function, only those called.
     pub rows: Vec<KernelFunctionMetrics>,
+    /// Functions the mechanism in use could not probe, with the kernel's answer: their stages
+    /// are not measured (a missing row means "not called" only for a probed function).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unprobed: Vec<Unprobed>,
+}
+
+/// A function of the path that is not probed while others are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Unprobed {
+    /// The kernel function.
+    pub function: String,
+    /// Why, as the kernel answered.
+    pub why: String,
 }
 
 /// One direction's packet-I/O time of one role, split by where it went (see
@@ -89,10 +102,61 @@ pub struct Breakdown {
     pub direction: String,
     /// The syscalls' time, ns (what is split).
     pub syscall_ns: u64,
-    /// (stage, exclusive ns), in path order.
-    pub parts: Vec<(String, u64)>,
-    /// GRO coalescing time, spent in softirq context outside the syscalls (receive only), ns.
-    pub coalescing_outside_ns: u64,
+    /// The exclusive parts, in path order.
+    pub parts: Vec<Part>,
+    /// GRO coalescing, spent in softirq context outside the syscalls (receive only).
+    pub coalescing_outside: Option<Part>,
+}
+
+/// One stage of a [`Breakdown`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Part {
+    /// The stage ("udp", "copy", ...).
+    pub stage: String,
+    /// Exclusive time, ns; `None`: its function was not probed (`not_measured` says why).
+    pub ns: Option<u64>,
+    /// Why it is not measured: the function and the kernel's answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_measured: Option<String>,
+    /// Stages below this one that are not measured: their time is inside this part's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub includes: Vec<String>,
+}
+
+/// A stage of the path as a tree: its function (`None`: the syscalls themselves) and the
+/// stages it calls.
+struct Node {
+    stage: &'static str,
+    function: Option<&'static str>,
+    children: Vec<Node>,
+}
+
+fn node(stage: &'static str, function: &'static str, children: Vec<Node>) -> Node {
+    Node { stage, function: Some(function), children }
+}
+
+/// Who calls whom on each direction's path (see [`KernelIo::breakdown`]).
+fn path(direction: &str) -> Node {
+    let children = if direction == "send" {
+        vec![node(
+            "udp",
+            "udp_sendmsg",
+            vec![
+                node(
+                    "ip",
+                    "ip_output",
+                    vec![
+                        node("device", "dev_hard_start_xmit", Vec::new()),
+                        node("segmentation", "__udp_gso_segment", Vec::new()),
+                    ],
+                ),
+                node("copy", "ip_generic_getfrag", Vec::new()),
+            ],
+        )]
+    } else {
+        vec![node("udp", "udp_recvmsg", vec![node("copy", "skb_copy_datagram_iter", Vec::new())])]
+    };
+    Node { stage: "syscall entry/exit", function: None, children }
 }
 
 /// One kernel function of one role.
@@ -138,6 +202,11 @@ impl KernelIo {
         if self.mechanism.is_none() {
             self.mechanism = other.mechanism;
         }
+        for u in &other.unprobed {
+            if !self.unprobed.iter().any(|mine| mine.function == u.function) {
+                self.unprobed.push(u.clone());
+            }
+        }
     }
 
     /// Where one role's packet-I/O time went, per direction: the syscalls' time (from the
@@ -150,41 +219,101 @@ impl KernelIo {
     /// `udp_recvmsg`; UDP = `udp_recvmsg` - copy (`skb_copy_datagram_iter`). GRO coalescing runs
     /// in softirq context, outside the receiving syscall: reported beside the split, not in it.
     /// Parts clamp at zero (a function can run outside its caller on another CPU).
+    ///
+    /// A function that is not probed is not 0 ns: its part is "not measured", and its time stays
+    /// in its caller's part, which says it includes that stage.
     pub fn breakdown(&self, role: Role, direction: &str, syscall_ns: u64) -> Option<Breakdown> {
-        let ns = |f: &str| {
-            self.rows.iter().filter(|r| r.role == role && r.function == f).map(|r| r.timing.total_ns).sum::<u64>()
-        };
         if !self.rows.iter().any(|r| r.role == role) {
             return None;
         }
-        let minus = |a: u64, parts: &[u64]| a.saturating_sub(parts.iter().sum());
-        let parts = if direction == "send" {
-            let (udp, ip, dev, seg, copy) = (
-                ns("udp_sendmsg"),
-                ns("ip_output"),
-                ns("dev_hard_start_xmit"),
-                ns("__udp_gso_segment"),
-                ns("ip_generic_getfrag"),
-            );
-            vec![
-                ("syscall entry/exit", minus(syscall_ns, &[udp])),
-                ("udp", minus(udp, &[ip, copy])),
-                ("ip", minus(ip, &[dev, seg])),
-                ("device", dev),
-                ("segmentation", seg),
-                ("copy", copy),
-            ]
-        } else {
-            let (udp, copy) = (ns("udp_recvmsg"), ns("skb_copy_datagram_iter"));
-            vec![("syscall entry/exit", minus(syscall_ns, &[udp])), ("udp", minus(udp, &[copy])), ("copy", copy)]
-        };
-        let outside = if direction == "send" { 0 } else { ns("udp_gro_receive") };
-        Some(Breakdown {
-            direction: direction.to_string(),
-            syscall_ns,
-            parts: parts.into_iter().map(|(stage, ns)| (stage.to_string(), ns)).collect(),
-            coalescing_outside_ns: outside,
-        })
+        let mut parts = Vec::new();
+        self.split(role, &path(direction), syscall_ns, &mut parts);
+        let coalescing_outside = (direction != "send").then(|| match self.why_unprobed("udp_gro_receive") {
+            Some(why) => {
+                Part { stage: "GRO coalescing".into(), ns: None, not_measured: Some(why), includes: Vec::new() }
+            }
+            None => Part {
+                stage: "GRO coalescing".into(),
+                ns: Some(self.ns(role, "udp_gro_receive")),
+                not_measured: None,
+                includes: Vec::new(),
+            },
+        });
+        Some(Breakdown { direction: direction.to_string(), syscall_ns, parts, coalescing_outside })
+    }
+
+    /// Summed time of `function` in `role` (0: probed and never called).
+    fn ns(&self, role: Role, function: &str) -> u64 {
+        self.rows.iter().filter(|r| r.role == role && r.function == function).map(|r| r.timing.total_ns).sum()
+    }
+
+    /// "`function`: the kernel's answer" when `function` is not probed.
+    fn why_unprobed(&self, function: &str) -> Option<String> {
+        self.unprobed.iter().find(|u| u.function == function).map(|u| format!("{}: {}", u.function, u.why))
+    }
+
+    /// Appends `n`'s part (measured: `total` ns) and then its descendants' parts, in path order.
+    fn split(&self, role: Role, n: &Node, total: u64, parts: &mut Vec<Part>) {
+        let (mut below, mut includes) = (0, Vec::new());
+        self.below(role, n, &mut below, &mut includes);
+        parts.push(Part { stage: n.stage.into(), ns: Some(total.saturating_sub(below)), not_measured: None, includes });
+        for child in &n.children {
+            self.child_parts(role, child, parts);
+        }
+    }
+
+    /// Sums into `ns` the time of the nearest measured stages below `n`, and lists the stages
+    /// in between that are not measured (their time stays in `n`'s remainder).
+    fn below(&self, role: Role, n: &Node, ns: &mut u64, includes: &mut Vec<String>) {
+        for child in &n.children {
+            let Some(function) = child.function else { continue };
+            if self.why_unprobed(function).is_some() {
+                includes.push(child.stage.into());
+                self.below(role, child, ns, includes);
+            } else {
+                *ns += self.ns(role, function);
+            }
+        }
+    }
+
+    fn child_parts(&self, role: Role, n: &Node, parts: &mut Vec<Part>) {
+        match n.function.and_then(|f| self.why_unprobed(f)) {
+            Some(why) => {
+                parts.push(Part {
+                    stage: n.stage.to_string(),
+                    ns: None,
+                    not_measured: Some(why),
+                    includes: Vec::new(),
+                });
+                for child in &n.children {
+                    self.child_parts(role, child, parts);
+                }
+            }
+            None => self.split(role, n, n.function.map_or(0, |f| self.ns(role, f)), parts),
+        }
+    }
+
+    /// What one mechanism's attempts (one per function of [`FUNCTIONS`]) amount to: that
+    /// mechanism, with every function it failed on listed as unprobed, when at least one
+    /// attached; else `Err(notes)` with why it is unavailable (the first error stands for all),
+    /// for the next mechanism to try.
+    fn from_attempts(
+        mechanism: Mechanism,
+        attempts: Vec<(&str, Result<(), String>)>,
+        mut notes: Vec<String>,
+    ) -> Result<KernelIo, Vec<String>> {
+        let mut unprobed = Vec::new();
+        for (function, result) in &attempts {
+            if let Err(why) = result {
+                unprobed.push(Unprobed { function: function.to_string(), why: why.clone() });
+            }
+        }
+        if unprobed.len() < attempts.len() {
+            return Ok(KernelIo { mechanism: Some(mechanism), notes, rows: Vec::new(), unprobed });
+        }
+        let first = unprobed.first().map(|u| format!("{}: {}", u.function, u.why)).unwrap_or_default();
+        notes.push(format!("{} unavailable ({first})", mechanism.label()));
+        Err(notes)
     }
 
     /// Calls of `function` by `role` (0 when absent).
@@ -208,22 +337,16 @@ pub fn attach(ebpf: &mut Ebpf) -> KernelIo {
         if mechanism == Mechanism::Fentry && btf.is_none() {
             continue;
         }
-        let mut attached = 0;
-        let mut failed = Vec::new();
-        for (function, _) in FUNCTIONS {
-            match attach_one(ebpf, mechanism, function, btf.as_ref()) {
-                Ok(()) => attached += 1,
-                Err(e) => failed.push(format!("{function}: {e}")),
-            }
+        let attempts: Vec<_> = FUNCTIONS
+            .iter()
+            .map(|(function, _)| (*function, attach_one(ebpf, mechanism, function, btf.as_ref())))
+            .collect();
+        match KernelIo::from_attempts(mechanism, attempts, notes) {
+            Ok(io) => return io,
+            Err(back) => notes = back,
         }
-        if attached > 0 {
-            notes.extend(failed.into_iter().map(|f| format!("{} not probed: {f}", mechanism.label())));
-            return KernelIo { mechanism: Some(mechanism), notes, rows: Vec::new() };
-        }
-        // Nothing attached: say why, in the kernel's words (the first error stands for all).
-        notes.push(format!("{} unavailable ({})", mechanism.label(), failed.first().map_or("", String::as_str)));
     }
-    KernelIo { mechanism: None, notes, rows: Vec::new() }
+    KernelIo { mechanism: None, notes, rows: Vec::new(), unprobed: Vec::new() }
 }
 
 fn attach_one(ebpf: &mut Ebpf, mechanism: Mechanism, function: &str, btf: Option<&Btf>) -> Result<(), String> {
@@ -293,11 +416,15 @@ mod breakdown_tests {
         }
     }
 
+    /// (stage, exclusive ns or None, stages it includes) per part.
+    fn parts(b: &Breakdown) -> Vec<(&str, Option<u64>, Vec<&str>)> {
+        b.parts.iter().map(|p| (p.stage.as_str(), p.ns, p.includes.iter().map(String::as_str).collect())).collect()
+    }
+
     #[test]
     fn send_time_splits_into_exclusive_parts_that_add_up() {
         let io = KernelIo {
             mechanism: Some(Mechanism::Fentry),
-            notes: Vec::new(),
             rows: vec![
                 row("udp_sendmsg", 800),
                 row("ip_output", 500),
@@ -305,14 +432,123 @@ mod breakdown_tests {
                 row("__udp_gso_segment", 50),
                 row("ip_generic_getfrag", 200),
             ],
+            ..Default::default()
         };
         let b = io.breakdown(Role::Server, "send", 1000).expect("rows");
-        let part = |s: &str| b.parts.iter().find(|(n, _)| n == s).expect("part").1;
+        let none = Vec::<&str>::new;
         assert_eq!(
-            (part("syscall entry/exit"), part("udp"), part("ip"), part("device"), part("segmentation"), part("copy")),
-            (200, 100, 150, 300, 50, 200)
+            parts(&b),
+            [
+                ("syscall entry/exit", Some(200), none()),
+                ("udp", Some(100), none()),
+                ("ip", Some(150), none()),
+                ("device", Some(300), none()),
+                ("segmentation", Some(50), none()),
+                ("copy", Some(200), none()),
+            ]
         );
-        assert_eq!(b.parts.iter().map(|(_, ns)| ns).sum::<u64>(), 1000);
+        assert_eq!(b.parts.iter().filter_map(|p| p.ns).sum::<u64>(), 1000);
+        assert!(b.coalescing_outside.is_none());
         assert!(io.breakdown(Role::Client, "send", 1000).is_none());
+    }
+
+    /// What `attach` builds when fentry attaches every function but the ones in `failed`.
+    fn attached_but(failed: &[&str]) -> KernelIo {
+        let attempts = FUNCTIONS
+            .iter()
+            .map(|(f, _)| {
+                (*f, if failed.contains(f) { Err("load: Invalid argument (os error 22)".into()) } else { Ok(()) })
+            })
+            .collect();
+        KernelIo::from_attempts(Mechanism::Fentry, attempts, Vec::new()).expect("some functions attached")
+    }
+
+    #[test]
+    fn a_function_that_did_not_attach_is_not_measured_and_its_caller_says_it_includes_it() {
+        // ip_generic_getfrag (the send copy) and udp_gro_receive failed to attach; the rest ran.
+        let mut io = attached_but(&["ip_generic_getfrag", "udp_gro_receive"]);
+        assert_eq!(io.mechanism, Some(Mechanism::Fentry));
+        assert_eq!(
+            io.unprobed.iter().map(|u| u.function.as_str()).collect::<Vec<_>>(),
+            ["udp_gro_receive", "ip_generic_getfrag"]
+        );
+        let mut stats = [NqStats::default(); KFUNCS];
+        for (function, ns) in [
+            ("udp_sendmsg", 800),
+            ("ip_output", 500),
+            ("dev_hard_start_xmit", 300),
+            ("__udp_gso_segment", 50),
+            ("udp_recvmsg", 600),
+            ("skb_copy_datagram_iter", 400),
+        ] {
+            let i = FUNCTIONS.iter().position(|(f, _)| *f == function).expect("known function");
+            stats[i] = NqStats { calls: 1, total_ns: ns, ..NqStats::default() };
+        }
+        io.add_role(Role::Server, &stats);
+
+        let send = io.breakdown(Role::Server, "send", 1000).expect("rows");
+        let copy = send.parts.iter().find(|p| p.stage == "copy").expect("copy part");
+        assert_eq!(copy.ns, None);
+        assert_eq!(copy.not_measured.as_deref(), Some("ip_generic_getfrag: load: Invalid argument (os error 22)"));
+        // udp is udp_sendmsg - ip_output = 300 ns, copy's time in it, and says so (not 300 ns of
+        // "udp" beside a 0 ns copy).
+        let none = Vec::<&str>::new;
+        assert_eq!(
+            parts(&send),
+            [
+                ("syscall entry/exit", Some(200), none()),
+                ("udp", Some(300), vec!["copy"]),
+                ("ip", Some(150), none()),
+                ("device", Some(300), none()),
+                ("segmentation", Some(50), none()),
+                ("copy", None, none()),
+            ]
+        );
+
+        let recv = io.breakdown(Role::Server, "recv", 700).expect("rows");
+        assert_eq!(
+            parts(&recv),
+            [("syscall entry/exit", Some(100), none()), ("udp", Some(200), none()), ("copy", Some(400), none())]
+        );
+        let gro = recv.coalescing_outside.expect("receive reports coalescing");
+        assert_eq!(
+            (gro.ns, gro.not_measured.as_deref()),
+            (None, Some("udp_gro_receive: load: Invalid argument (os error 22)"))
+        );
+    }
+
+    #[test]
+    fn an_unprobed_stage_between_measured_ones_moves_their_time_up_not_out() {
+        // ip_output unprobed: udp keeps ip's exclusive time (and says so); device and
+        // segmentation, still measured, are taken out of udp's remainder.
+        let mut io = attached_but(&["ip_output"]);
+        io.rows = vec![
+            row("udp_sendmsg", 800),
+            row("dev_hard_start_xmit", 300),
+            row("__udp_gso_segment", 50),
+            row("ip_generic_getfrag", 200),
+        ];
+        let b = io.breakdown(Role::Server, "send", 1000).expect("rows");
+        let none = Vec::<&str>::new;
+        assert_eq!(
+            parts(&b),
+            [
+                ("syscall entry/exit", Some(200), none()),
+                ("udp", Some(250), vec!["ip"]),
+                ("ip", None, none()),
+                ("device", Some(300), none()),
+                ("segmentation", Some(50), none()),
+                ("copy", Some(200), none()),
+            ]
+        );
+        assert_eq!(b.parts.iter().filter_map(|p| p.ns).sum::<u64>(), 1000);
+    }
+
+    #[test]
+    fn nothing_attached_falls_through_with_the_reason() {
+        let attempts =
+            FUNCTIONS.iter().map(|(f, _)| (*f, Err("attach: Operation not permitted".to_string()))).collect();
+        let notes = KernelIo::from_attempts(Mechanism::Fentry, attempts, Vec::new()).expect_err("nothing attached");
+        assert_eq!(notes, ["fentry/fexit unavailable (udp_sendmsg: attach: Operation not permitted)"]);
     }
 }

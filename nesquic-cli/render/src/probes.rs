@@ -29,6 +29,9 @@ pub fn print_summary(metrics: &Metrics, cpu_s: &HashMap<Role, f64>, window: &str
     if metrics.io_mechanism.is_some() && metrics.kernel_io.mechanism.is_none() && !metrics.kernel_io.notes.is_empty() {
         println!("kernel UDP path: not measured here ({}); see `nesquic doctor`", metrics.kernel_io.notes.join("; "));
     }
+    if let Some(line) = unprobed_line(&metrics.kernel_io) {
+        println!("{line}");
+    }
     let agent_lost = agent_lost_lines(metrics);
     if metrics.lost.is_clean() && agent_lost.is_empty() {
         println!("lost: nothing (every call entered was matched with its return)");
@@ -142,31 +145,69 @@ pub fn print_agent_problems(agents: &[nesquic_record::run::AgentReport]) {
     }
 }
 
-/// The kernel's UDP path per function (inclusive times: udp_sendmsg contains ip_output ...).
-/// The syscalls' time per direction split into exclusive parts of the kernel's path.
+/// The syscalls' time per direction split into exclusive parts of the kernel's path. A stage
+/// whose function is not probed says so, and the part that holds its time says it includes it.
 fn print_packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) {
+    for line in packet_io_split(kernel, role) {
+        println!("  {line}");
+    }
+}
+
+/// The lines of [`print_packet_io_split`].
+pub fn packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) -> Vec<String> {
+    let mut lines = Vec::new();
     for direction in ["send", "recv"] {
         let syscall_ns: u64 = role.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.total_ns).sum();
-        let Some(b) = kernel.breakdown(role.role, direction, syscall_ns) else { return };
+        let Some(b) = kernel.breakdown(role.role, direction, syscall_ns) else { break };
         if syscall_ns == 0 {
             continue;
         }
         let parts: Vec<String> = b
             .parts
             .iter()
-            .map(|(stage, ns)| format!("{stage} {:.1}%", 100.0 * *ns as f64 / syscall_ns as f64))
+            .map(|p| match p.ns {
+                Some(ns) if p.includes.is_empty() => {
+                    format!("{} {:.1}%", p.stage, 100.0 * ns as f64 / syscall_ns as f64)
+                }
+                Some(ns) => format!(
+                    "{} {:.1}% (includes {}, not measured apart)",
+                    p.stage,
+                    100.0 * ns as f64 / syscall_ns as f64,
+                    p.includes.join(", ")
+                ),
+                None => format!("{} not measured ({})", p.stage, p.not_measured.as_deref().unwrap_or("not probed")),
+            })
             .collect();
-        let outside = if b.coalescing_outside_ns > 0 {
-            format!("; GRO coalescing outside the syscalls {}", duration(b.coalescing_outside_ns as f64))
-        } else {
-            String::new()
+        let outside = match &b.coalescing_outside {
+            Some(p) if p.ns.is_none() => {
+                format!(
+                    "; GRO coalescing outside the syscalls not measured ({})",
+                    p.not_measured.as_deref().unwrap_or("not probed")
+                )
+            }
+            Some(p) if p.ns.is_some_and(|ns| ns > 0) => {
+                format!("; GRO coalescing outside the syscalls {}", duration(p.ns.unwrap_or_default() as f64))
+            }
+            _ => String::new(),
         };
-        println!(
-            "  packet I/O split ({direction}, {} in syscalls): {}{outside}",
+        lines.push(format!(
+            "packet I/O split ({direction}, {} in syscalls): {}{outside}",
             duration(syscall_ns as f64),
             parts.join(", ")
-        );
+        ));
     }
+    lines
+}
+
+/// The kernel functions of the UDP path that are not probed while others are (their stages
+/// are not measured), with the kernel's answer.
+pub fn unprobed_line(kernel: &nesquic_ebpf::kernel_io::KernelIo) -> Option<String> {
+    let mechanism = kernel.mechanism?;
+    if kernel.unprobed.is_empty() {
+        return None;
+    }
+    let each: Vec<String> = kernel.unprobed.iter().map(|u| format!("{} ({})", u.function, u.why)).collect();
+    Some(format!("kernel UDP path: not probed by {}, not measured: {}", mechanism.label(), each.join("; ")))
 }
 
 fn print_kernel_io(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: Role, cpu_ns: f64) {
