@@ -28,6 +28,12 @@ fn a_rate_limited_link_keeps_goodput_below_the_rate() {
     assert!(goodput < 100.0 && goodput > 20.0, "goodput {goodput} Mbit/s on a 100 Mbit/s link");
     let mechanisms = report["link"]["mechanisms"].to_string();
     assert!(mechanisms.contains("100mbit"), "{mechanisms}");
+    // Each end's qdisc is named with what it dropped: tbf on both, and nothing else.
+    let qdiscs = report["link"]["qdisc_drops"].as_array().unwrap_or_else(|| panic!("per qdisc: {report}"));
+    let kinds: Vec<(&str, &str)> =
+        qdiscs.iter().map(|q| (q["end"].as_str().expect("end"), q["kind"].as_str().expect("kind"))).collect();
+    assert_eq!(kinds, [("server", "tbf"), ("client", "tbf")]);
+    assert!(qdiscs.iter().all(|q| q["dropped"].is_u64()), "{qdiscs:?}");
     assert!(our_namespaces().is_empty());
 }
 

@@ -379,6 +379,7 @@ fn crashing_lut_leaves_no_probe_behind() {
     let out = nesquic()
         .args(["run", "--size", "20MB", "--probe", "io,crypto.seal"])
         .env("NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES", "1000000")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
         .output()
         .expect("run");
     assert!(!out.status.success());

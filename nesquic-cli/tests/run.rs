@@ -113,6 +113,7 @@ fn server_dying_mid_transfer_fails_the_run_without_orphans() {
     let out = nesquic()
         .args(["run", "--size", "50MB", "--timeout", "60s"])
         .env("NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES", "1000000")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
         .env("NESQUIC_TEST_TOKEN", &token)
         .output()
         .expect("run nesquic");
@@ -152,6 +153,7 @@ fn corrupted_payload_fails_the_run() {
     let out = nesquic()
         .args(["run", "--size", "2MB"])
         .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
         .env("NESQUIC_TEST_TOKEN", &token)
         .output()
         .expect("run nesquic");
@@ -179,6 +181,7 @@ fn quinn_proto_over_nesquic_io_survives_injected_loss_end_to_end() {
         .args(["run", "--lut", "quinn", "--io", "nesquic", "--size", "3MB", "--json"])
         .arg(&json)
         .env("NESQUIC_FAULT_DROP_RX", "0,200,201,700")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
         .output()
         .expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));

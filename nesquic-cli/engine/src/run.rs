@@ -19,7 +19,7 @@ use nesquic_record::events::{
 };
 use nesquic_record::figures::{RepetitionFigures, Summary};
 use nesquic_record::recorder::{self as record, Recorder};
-use nesquic_record::run::{LinkRecord, LutInfo, LutSource, ObservedLoss, RunRecord};
+use nesquic_record::run::{LinkRecord, LutInfo, LutSource, ObservedLoss, QdiscDropsRecord, RunRecord};
 use nesquic_record::workload::TestcaseInfo;
 use nesquic_testcases::Testcase;
 
@@ -218,6 +218,8 @@ fn check_remote(plan: &RunPlan, launcher: &Path) -> Result<()> {
 
 /// Runs `plan`; stops early (killing the LUT processes) once `interrupted` is set.
 pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunReporter) -> Result<RunRecord> {
+    // Refused before anything is built, unless allowed; then recorded.
+    let faults = crate::process::faults::injected()?;
     let lut = plan.lut.as_ref();
     let workload = plan.testcase.workload;
     let probe_plan = match &plan.probe {
@@ -299,7 +301,10 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         mechanisms: t.applied.mechanisms.clone(),
         conditions: plan.conditions.clone(),
         observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss::new(dropped, seen)),
-        qdisc_drops: t.qdisc_drops(),
+        qdisc_drops: match t.qdisc_drops() {
+            Ok(qdiscs) => QdiscDropsRecord::PerQdisc(qdiscs),
+            Err(e) => QdiscDropsRecord::NotMeasured { not_measured: e.chain() },
+        },
         relay: t.relay_stats(),
     });
     let report = RunRecord {
@@ -323,6 +328,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         profile_stacks,
         hosts: stage.remote.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
         pinned_cpus: plan.pin,
+        faults,
     };
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);

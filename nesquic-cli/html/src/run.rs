@@ -170,7 +170,7 @@ fn link(page: &mut Page, r: &RunRecord) {
         vec!["delay (ms)".into(), num(c.delay_ms, 2)],
         vec!["jitter (ms)".into(), num(c.jitter_ms, 2)],
         vec!["reorder (%)".into(), num(c.reorder_pct, 2)],
-        vec!["qdisc drops".into(), l.qdisc_drops.to_string()],
+        vec!["qdisc drops".into(), l.qdisc_drops.describe()],
     ];
     if let Some(o) = &l.observed_loss {
         rows.push(vec!["loss observed".into(), format!("{} of {} datagrams ({:.3}%)", o.dropped, o.seen, o.pct)]);

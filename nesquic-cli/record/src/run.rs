@@ -16,7 +16,9 @@ use crate::RecordError;
 
 /// The shape of [`RunRecord`] this build writes. 0 = files from before the field existed.
 /// Bump it when a field changes meaning or goes away (adding an optional field does not).
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `link.qdisc_drops` is per qdisc (end, kind, drops) or why it was not measured; version 1
+/// files hold one number summed over every qdisc (loaded as [`QdiscDropsRecord::Unattributed`]).
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything a run produced, as written to `--json`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -57,6 +59,25 @@ pub struct RunRecord {
     /// `--pin`: the CPU each side ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned_cpus: Option<PinnedCpus>,
+    /// Faults the LUT executables were told to inject (`NESQUIC_FAULT_*`, allowed with
+    /// `NESQUIC_ALLOW_FAULTS=1`): the run was perturbed on purpose.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<InjectedFault>,
+}
+
+/// One `NESQUIC_FAULT_*` variable the LUT processes ran with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InjectedFault {
+    /// The variable.
+    pub name: String,
+    /// Its value.
+    pub value: String,
+}
+
+impl std::fmt::Display for InjectedFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.name, self.value)
+    }
 }
 
 /// The CPU each side was pinned to (`--pin SERVER,CLIENT`).
@@ -124,12 +145,54 @@ pub struct LinkRecord {
     /// Loss measured by the tc-bpf filters, when loss was applied.
     #[serde(default)]
     pub observed_loss: Option<ObservedLoss>,
-    /// Drops counted by the qdiscs (tbf queue overflow).
-    #[serde(default)]
-    pub qdisc_drops: u64,
+    /// Drops counted by the qdiscs on the veth ends.
+    #[serde(default = "QdiscDropsRecord::not_recorded")]
+    pub qdisc_drops: QdiscDropsRecord,
     /// What the userspace relay did, when it applied delay.
     #[serde(default)]
     pub relay: Option<nesquic_link::relay::RelayStats>,
+}
+
+/// What the qdiscs on the veth ends dropped, as recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum QdiscDropsRecord {
+    /// Per end and qdisc, as `tc -s` counted them.
+    PerQdisc(Vec<nesquic_link::QdiscDrops>),
+    /// `tc` could not say: its message (never 0 drops).
+    NotMeasured {
+        /// Why.
+        not_measured: String,
+    },
+    /// Records of schema 1 and before: one sum over every qdisc, whatever its kind (printed
+    /// then as tbf queue overflow, also where netem dropped for its random loss).
+    Unattributed(u64),
+}
+
+impl QdiscDropsRecord {
+    fn not_recorded() -> Self {
+        Self::NotMeasured { not_measured: "not in this record".into() }
+    }
+
+    /// One line: each qdisc's drops and why it drops, or why they are unknown.
+    pub fn describe(&self) -> String {
+        match self {
+            Self::PerQdisc(qdiscs) => {
+                let each: Vec<String> = qdiscs
+                    .iter()
+                    .filter(|q| q.kind != "noqueue")
+                    .map(|q| format!("{} {} {} ({})", q.end, q.kind, q.dropped, q.cause()))
+                    .collect();
+                if each.is_empty() {
+                    "none (no qdisc on the veth ends)".into()
+                } else {
+                    each.join(", ")
+                }
+            }
+            Self::NotMeasured { not_measured } => format!("not measured ({not_measured})"),
+            Self::Unattributed(n) => format!("{n} (summed over every qdisc; kinds not recorded)"),
+        }
+    }
 }
 
 /// Datagrams the link dropped, both ways.
@@ -180,6 +243,32 @@ mod tests {
     }"#;
 
     #[test]
+    fn qdisc_drops_say_which_qdisc_dropped_and_why_and_never_turn_an_error_into_zero() {
+        let drops =
+            |end: &str, kind: &str, dropped| nesquic_link::QdiscDrops { end: end.into(), kind: kind.into(), dropped };
+        let netem = QdiscDropsRecord::PerQdisc(vec![drops("server", "netem", 151), drops("client", "netem", 149)]);
+        assert_eq!(
+            netem.describe(),
+            "server netem 151 (netem: its random loss and its queue limit), client netem 149 (netem: its random loss and its queue limit)"
+        );
+        let tbf = QdiscDropsRecord::PerQdisc(vec![drops("server", "tbf", 12), drops("client", "tbf", 0)]);
+        assert_eq!(
+            tbf.describe(),
+            "server tbf 12 (tbf queue overflow at the rate), client tbf 0 (tbf queue overflow at the rate)"
+        );
+        let bare = QdiscDropsRecord::PerQdisc(vec![drops("server", "noqueue", 0), drops("client", "noqueue", 0)]);
+        assert_eq!(bare.describe(), "none (no qdisc on the veth ends)");
+        let failed =
+            QdiscDropsRecord::NotMeasured { not_measured: "tc -s -j qdisc show dev nq1s: Cannot find device".into() };
+        assert_eq!(failed.describe(), "not measured (tc -s -j qdisc show dev nq1s: Cannot find device)");
+        // Each shape reads back as itself.
+        for r in [netem, tbf, bare, failed] {
+            let back: QdiscDropsRecord = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+            assert_eq!(back, r);
+        }
+    }
+
+    #[test]
     fn files_from_before_the_schema_version_load_as_bulk() {
         let dir = std::env::temp_dir().join(format!("nesquic-record-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -198,6 +287,15 @@ mod tests {
         let again = RunRecord::load(&path).unwrap();
         assert_eq!(again.schema_version, SCHEMA_VERSION);
         assert_eq!(serde_json::to_value(&again).unwrap(), serde_json::to_value(&current).unwrap());
+
+        // A version 1 link's one number loads as what it was: a sum of unknown kinds.
+        let mut with_link: serde_json::Value = serde_json::from_str(VERSION_0).unwrap();
+        with_link["schema_version"] = 1.into();
+        with_link["link"] = serde_json::json!({"kind": "veth", "mechanisms": [], "conditions": {}, "qdisc_drops": 57});
+        std::fs::write(&path, serde_json::to_vec(&with_link).unwrap()).unwrap();
+        let link = RunRecord::load(&path).unwrap().link.unwrap();
+        assert_eq!(link.qdisc_drops, QdiscDropsRecord::Unattributed(57));
+        assert_eq!(link.qdisc_drops.describe(), "57 (summed over every qdisc; kinds not recorded)");
 
         // A record from a newer nesquic is refused with what to do.
         current.schema_version = SCHEMA_VERSION + 1;

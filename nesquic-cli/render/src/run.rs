@@ -127,6 +127,10 @@ pub fn print_summary(report: &RunReport) {
     if let Some(p) = &report.pinned_cpus {
         println!("pinned (--pin): {p}");
     }
+    if !report.faults.is_empty() {
+        let list: Vec<String> = report.faults.iter().map(ToString::to_string).collect();
+        println!("FAULTS INJECTED (NESQUIC_ALLOW_FAULTS=1): {}: these figures are of a perturbed run", list.join(", "));
+    }
     print_io_layer_counters(report);
     if let Some(link) = &report.link {
         println!("link: {}", link.mechanisms.join("; "));
@@ -136,7 +140,7 @@ pub fn print_summary(report: &RunReport) {
                 l.dropped, l.seen, l.pct
             );
         }
-        println!("qdisc drops (tbf queue overflow): {}", link.qdisc_drops);
+        println!("qdisc drops: {}", link.qdisc_drops.describe());
         if let Some(stats) = &link.relay {
             for (name, d) in [("client->server", &stats.up), ("server->client", &stats.down)] {
                 println!(

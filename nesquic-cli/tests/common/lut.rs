@@ -129,6 +129,7 @@ pub fn a_corrupted_byte_is_reported_at_its_offset(lut: &str) {
     let out = nesquic()
         .args(["run", "--lut", lut, "--size", "2MB"])
         .env("NESQUIC_FAULT_SERVER_CORRUPT_AT", "1234567")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
         .output()
         .expect("run nesquic");
     assert!(!out.status.success());

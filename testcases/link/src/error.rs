@@ -25,6 +25,14 @@ pub enum LinkError {
         /// What it said.
         stderr: String,
     },
+    /// `tc` answered with something this crate cannot read.
+    #[error("{command}: unreadable output ({why})")]
+    Unreadable {
+        /// The command line.
+        command: String,
+        /// What was wrong with it.
+        why: String,
+    },
     /// A tc-bpf filter could not be attached.
     #[error("{what} on {iface}")]
     Filter {

@@ -370,20 +370,67 @@ impl Topology {
         Some(total)
     }
 
-    /// Drops (and counts) queued by tbf on both ends, from `tc -s`.
-    pub fn qdisc_drops(&self) -> u64 {
-        [&self.server, &self.client]
-            .iter()
-            .filter_map(|h| tc_in(&h.netns, &["-s", "qdisc", "show", "dev", &h.iface]).ok())
-            .map(|o| {
-                let text = String::from_utf8_lossy(&o.stdout).to_string();
-                text.split("dropped ")
-                    .skip(1)
-                    .filter_map(|rest| rest.split(|c: char| !c.is_ascii_digit()).next()?.parse::<u64>().ok())
-                    .sum::<u64>()
-            })
-            .sum()
+    /// What each qdisc on the two veth ends dropped, from `tc -s`, per end and kind (tbf drops
+    /// what overflows its queue at the rate; netem also drops for its random loss). A `tc` that
+    /// fails is an error, never 0 drops.
+    pub fn qdisc_drops(&self) -> Result<Vec<QdiscDrops>> {
+        let mut all = qdisc_drops_of(&self.server, "server")?;
+        all.extend(qdisc_drops_of(&self.client, "client")?);
+        Ok(all)
     }
+}
+
+/// What one qdisc on a veth end dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QdiscDrops {
+    /// Which end: `server` or `client`.
+    pub end: String,
+    /// The qdisc, as tc names it (`tbf`, `netem`; `noqueue` where the end has none).
+    pub kind: String,
+    /// Packets it dropped (a GSO batch is one packet).
+    pub dropped: u64,
+}
+
+impl QdiscDrops {
+    /// Why this kind of qdisc drops.
+    pub fn cause(&self) -> &'static str {
+        match self.kind.as_str() {
+            "tbf" => "tbf queue overflow at the rate",
+            "netem" => "netem: its random loss and its queue limit",
+            "noqueue" => "no qdisc",
+            _ => "queue overflow",
+        }
+    }
+}
+
+/// The qdiscs of `host`'s veth end and their drops, from `tc -s -j qdisc show`.
+fn qdisc_drops_of(host: &Host, end: &str) -> Result<Vec<QdiscDrops>> {
+    let args = ["-s", "-j", "qdisc", "show", "dev", &host.iface];
+    let command = format!("ip netns exec {} tc {}", host.netns, args.join(" "));
+    let out = tc_in(&host.netns, &args)?;
+    if !out.status.success() {
+        return Err(LinkError::command(&command, &out));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let qdiscs = parse_qdisc_stats(&text).map_err(|why| LinkError::Unreadable { command, why })?;
+    Ok(qdiscs.into_iter().map(|(kind, dropped)| QdiscDrops { end: end.to_string(), kind, dropped }).collect())
+}
+
+/// `(kind, drops)` of each qdisc in `tc -s -j qdisc show` output.
+fn parse_qdisc_stats(json: &str) -> std::result::Result<Vec<(String, u64)>, String> {
+    #[derive(Deserialize)]
+    struct Qdisc {
+        kind: String,
+        drops: Option<u64>,
+    }
+    let qdiscs: Vec<Qdisc> = serde_json::from_str(json).map_err(|e| e.to_string())?;
+    qdiscs
+        .into_iter()
+        .map(|q| match q.drops {
+            Some(drops) => Ok((q.kind, drops)),
+            None => Err(format!("qdisc {} has no drop count (was -s given?)", q.kind)),
+        })
+        .collect()
 }
 
 impl Drop for Topology {
@@ -431,6 +478,39 @@ pub fn sweep_stale() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `tc -s -j qdisc show dev X` on this machine's iproute2 6.1, after a UDP burst into a
+    /// 1 Mbit/s tbf with a 10 KB queue.
+    const TBF: &str = r#"[{"kind":"tbf","handle":"8001:","root":true,"refcnt":3,"options":{"rate":125000,"burst":5120,"lat":40960},"bytes":9300,"packets":14,"drops":2989,"overlimits":3003,"requeues":0,"backlog":7210,"qlen":5}]"#;
+    /// A veth end without a qdisc.
+    const NOQUEUE: &str = r#"[{"kind":"noqueue","handle":"0:","root":true,"refcnt":2,"options":{},"bytes":0,"packets":0,"drops":0,"overlimits":0,"requeues":0,"backlog":0,"qlen":0}]"#;
+    /// netem with loss, in the shape iproute2 6.1 prints it (this kernel has no netem to ask).
+    const NETEM: &str = r#"[{"kind":"netem","handle":"8001:","root":true,"refcnt":2,"options":{"limit":1000,"loss-random":{"loss":0.05,"correlation":0},"ecn":false,"gap":0},"bytes":4100000,"packets":2900,"drops":151,"overlimits":0,"requeues":0,"backlog":0,"qlen":0}]"#;
+
+    #[test]
+    fn qdisc_drops_are_read_per_kind() {
+        assert_eq!(parse_qdisc_stats(TBF), Ok(vec![("tbf".to_string(), 2989)]));
+        assert_eq!(parse_qdisc_stats(NOQUEUE), Ok(vec![("noqueue".to_string(), 0)]));
+        assert_eq!(parse_qdisc_stats(NETEM), Ok(vec![("netem".to_string(), 151)]));
+        let netem = QdiscDrops { end: "server".into(), kind: "netem".into(), dropped: 151 };
+        assert_eq!(netem.cause(), "netem: its random loss and its queue limit");
+        let tbf = QdiscDrops { end: "client".into(), kind: "tbf".into(), dropped: 2989 };
+        assert_eq!(tbf.cause(), "tbf queue overflow at the rate");
+        // Without -s there is nothing to count: an error, not 0.
+        assert!(parse_qdisc_stats(r#"[{"kind":"tbf","handle":"8001:"}]"#).unwrap_err().contains("no drop count"));
+        assert!(parse_qdisc_stats("Cannot find device").is_err());
+    }
+
+    #[test]
+    fn a_failing_tc_is_an_error_not_zero_drops() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            return; // `ip netns exec` needs root (tests run as root here and in CI)
+        }
+        let gone = Host { netns: "nq-no-such-namespace".into(), iface: "nq0x".into(), ip: SERVER_IP.into() };
+        let err = qdisc_drops_of(&gone, "server").expect_err("no namespace, no counts").chain();
+        assert!(err.contains("tc -s -j qdisc show dev nq0x") && err.contains("nq-no-such-namespace"), "{err}");
+    }
 
     #[test]
     fn tc_rates_parse() {

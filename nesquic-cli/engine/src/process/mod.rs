@@ -3,6 +3,7 @@
 //! accounting, and always killed if the run ends early. A role on another host is a LutProcess too:
 //! its ssh session ([`link`]).
 
+pub mod faults;
 pub mod link;
 
 use std::collections::VecDeque;
@@ -151,6 +152,8 @@ impl LutProcess {
         capture: bool,
         netns: Option<&Path>,
     ) -> Result<Self> {
+        // No LUT starts with fault variables it would obey, unless they are meant (faults.rs).
+        faults::injected()?;
         // Opened here, entered in the child between fork and exec; kept open until exec.
         let netns_file = match netns {
             Some(p) => Some(
