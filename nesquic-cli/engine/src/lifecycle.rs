@@ -106,6 +106,18 @@ pub fn start(
     Ok(process)
 }
 
+/// An instant thousands of years ahead, or as far ahead as the clock can hold (`d` halves until
+/// `now + d` fits).
+fn far_future(now: Instant) -> Instant {
+    let mut d = Duration::from_secs(u64::MAX >> 26);
+    loop {
+        if let Some(t) = now.checked_add(d) {
+            return t;
+        }
+        d /= 2;
+    }
+}
+
 /// The default longest wait for an event.
 pub const POLL: Duration = Duration::from_millis(50);
 
@@ -130,11 +142,13 @@ pub struct Supervisor<'a> {
 }
 
 impl<'a> Supervisor<'a> {
-    /// Watches what reports on `rx` for at most `limit`.
+    /// Watches what reports on `rx` for at most `limit` (a limit past what the clock can hold
+    /// never expires).
     pub fn new(rx: Receiver<ProcessEvent>, limit: Duration, interrupted: &'a AtomicBool, what: &'static str) -> Self {
+        let now = Instant::now();
         Self {
             rx,
-            deadline: Instant::now() + limit,
+            deadline: now.checked_add(limit).unwrap_or_else(|| far_future(now)),
             interrupted,
             what,
             server_exit: None,

@@ -115,6 +115,17 @@ fn interruption_is_an_error_naming_what_was_killed() {
 }
 
 #[test]
+fn a_limit_past_what_the_clock_holds_never_expires_and_does_not_panic() {
+    let never = AtomicBool::new(false);
+    let (_tx, rx) = channel::<ProcessEvent>();
+    // Instant + Duration::MAX overflows: the deadline is as far as the clock goes instead.
+    let mut watch = Supervisor::new(rx, Duration::MAX, &never, "the command");
+    assert!(watch.deadline > Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+    watch.poll = Duration::from_millis(1);
+    assert!(matches!(watch.next(&mut []), Ok(None)), "nothing happened within a poll: no event, no timeout");
+}
+
+#[test]
 fn a_tracker_without_probes_collects_nothing() {
     let mut tracker = ProbeTracker::new(None, None, None);
     tracker.spawned(Role::Process, 1).unwrap();

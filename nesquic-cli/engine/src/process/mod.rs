@@ -80,6 +80,8 @@ fn signal_name(sig: i32) -> &'static str {
         libc::SIGBUS => "SIGBUS",
         libc::SIGILL => "SIGILL",
         libc::SIGINT => "SIGINT",
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGQUIT => "SIGQUIT",
         _ => "signal",
     }
 }
@@ -430,11 +432,21 @@ pub fn lut_dir(explicit: Option<&std::path::Path>) -> Result<std::path::PathBuf>
     Ok(exe.parent().map(std::path::PathBuf::from).unwrap_or_default())
 }
 
-/// SIGINT/SIGTERM set a flag; the run loop sees it, kills the LUT processes and unwinds, so
-/// everything attached is dropped (and detached) on the way out.
+/// The signals that end a run with its cleanup: Ctrl-C, `kill`, a closed terminal (SIGHUP) and
+/// Ctrl-\ (SIGQUIT). Left at their default, the last two would end nesquic on the spot and
+/// leave its namespaces behind.
+pub const STOP_SIGNALS: [i32; 4] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGQUIT,
+];
+
+/// Each of [`STOP_SIGNALS`] sets a flag; the run loop sees it, kills the LUT processes and
+/// unwinds, so everything attached is dropped (and detached) on the way out.
 pub fn install_signal_flag() -> Result<Arc<std::sync::atomic::AtomicBool>> {
     let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in STOP_SIGNALS {
         signal_hook::flag::register(signal, flag.clone()).map_err(EngineError::os("install signal handler"))?;
     }
     Ok(flag)
