@@ -154,7 +154,7 @@ fn print_packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &Role
 }
 
 /// The lines of [`print_packet_io_split`].
-pub fn packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) -> Vec<String> {
+fn packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) -> Vec<String> {
     let mut lines = Vec::new();
     for direction in ["send", "recv"] {
         let syscall_ns: u64 = role.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.total_ns).sum();
