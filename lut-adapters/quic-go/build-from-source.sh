@@ -68,7 +68,8 @@ if [ "$revision" != "not a git repository" ] && version="$(checkout_git describe
     :
 else
     version="$(sed -n "s|^[[:space:]]*\(require[[:space:]]\{1,\}\)\{0,1\}$module[[:space:]]\{1,\}\(v[^[:space:]]*\).*|\2|p" "$here/go.mod" | head -n1)"
-    version="${version:-unknown} (replaced)"
+    # A directory has no version of its own: Go records the replaced module as (devel).
+    version="devel, replacing ${version:-unknown}"
 fi
 say "ready: $binary from $source ($version, $revision$([ "$dirty" = true ] && echo ", dirty"))"
 emit "$version" "go list -m $module: replaced by $source; go version -m $(basename "$binary"): dep $module => $source"

@@ -115,11 +115,11 @@ fn break_it(lut: &str, checkout: &Path) -> [&'static str; 2] {
 fn pinned_version(lut: &str) -> String {
     let read = |f: &str| std::fs::read_to_string(adapters().join(f)).expect("adapter file");
     match lut {
-        // No version in a non-git checkout of a Go module: the one go.mod requires, replaced.
+        // No version in a non-git checkout of a Go module: Go's (devel), and the one go.mod requires.
         "quic-go" => {
             let go_mod = read("quic-go/go.mod");
             let line = go_mod.lines().find(|l| l.trim_start().starts_with("github.com/quic-go/quic-go ")).expect("pin");
-            format!("{} (replaced)", line.split_whitespace().nth(1).expect("version"))
+            format!("devel, replacing {}", line.split_whitespace().nth(1).expect("version"))
         }
         "aioquic" => {
             let req = read("aioquic/requirements.txt");
@@ -263,4 +263,32 @@ fn a_directory_that_is_not_the_library_is_refused_by_name() {
     assert!(stderr(&out).contains("missing: no such directory"), "{}", stderr(&out));
     let usage = Command::new(script("ngtcp2", "build-from-source.sh")).output().expect("run");
     assert_eq!(usage.status.code(), Some(2), "no arguments: usage");
+}
+
+/// Through `nesquic run --lut LUT --lut-path CHECKOUT` (the engine runs the script): both sides
+/// of the transfer run the marked checkout's library, and the record names the checkout, the
+/// executable built from it and what proved it.
+#[test]
+fn nesquic_run_lut_path_runs_the_checkout_of_every_script_built_lut() {
+    let _g = serial();
+    for (lut, proof) in [("quic-go", "replaced by"), ("aioquic", "direct_url.json"), ("ngtcp2", "configured from")] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let src = pinned_source(lut, dir.path());
+        let log = dir.path().join("loaded-by");
+        mark(lut, &src, &log);
+        let path = src.to_str().expect("UTF-8 path");
+        let report = common::run_json(&["--lut", lut, "--lut-path", path, "--size", "2MB"]);
+        common::lut::verified(&report, 2_000_000);
+        // The aioquic build imports the library itself (to prove where it loads from), with
+        // other first arguments: only the LUT processes write a role.
+        let roles: Vec<String> = loaded_by(&log).into_iter().filter(|r| r == "server" || r == "client").collect();
+        assert_eq!(roles, ["client", "server"], "{lut}: the processes that ran the checkout's library");
+        let source = src.canonicalize().expect("canonical").display().to_string();
+        let record = &report["lut"];
+        assert_eq!(record["source"]["path"].as_str(), Some(source.as_str()), "{record}");
+        let said = record["source"]["proof"].as_str().expect("proof");
+        assert!(said.contains(proof) && said.contains(&source), "{lut}: {said}");
+        let binary = record["binary"].as_str().expect("binary");
+        assert!(binary.contains("/target/lut-builds/") && binary.ends_with(&format!("/nesquic-lut-{lut}")), "{binary}");
+    }
 }
