@@ -357,3 +357,45 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
         );
     }
 }
+
+#[cfg(test)]
+mod kernel_path_tests {
+    use nesquic_ebpf::kernel_io::{KernelFunctionMetrics, KernelIo, Mechanism, Stage, Unprobed};
+    use nesquic_ebpf::layout::{NqStats, SYSCALLS};
+
+    use super::*;
+
+    #[test]
+    fn an_unprobed_stage_prints_not_measured_and_the_part_holding_its_time_says_so() {
+        let mut io = [NqStats::default(); SYSCALLS.len()];
+        let sendmsg = SYSCALLS.iter().position(|s| *s == "sendmsg").expect("sendmsg is probed");
+        io[sendmsg] = NqStats { calls: 1, total_ns: 1000, ..NqStats::default() };
+        let role = RoleMetrics::build(Role::Server, &io, &[]);
+        let row = |function: &str, stage, total_ns| KernelFunctionMetrics {
+            role: Role::Server,
+            function: function.into(),
+            stage,
+            mechanism: "fentry/fexit".into(),
+            timing: Timing { calls: 1, total_ns, p50_le_ns: 0, p99_le_ns: 0, hist: Vec::new() },
+        };
+        let kernel = KernelIo {
+            mechanism: Some(Mechanism::Fentry),
+            notes: Vec::new(),
+            rows: vec![row("udp_sendmsg", Stage::Udp, 800), row("ip_output", Stage::Ip, 500)],
+            unprobed: vec![Unprobed {
+                function: "ip_generic_getfrag".into(),
+                why: "load: Invalid argument (os error 22)".into(),
+            }],
+        };
+        assert_eq!(
+            packet_io_split(&kernel, &role),
+            ["packet I/O split (send, 1.0us in syscalls): syscall entry/exit 20.0%, udp 30.0% (includes copy, not \
+              measured apart), ip 50.0%, device 0.0%, segmentation 0.0%, copy not measured (ip_generic_getfrag: load: \
+              Invalid argument (os error 22))"]
+        );
+        assert_eq!(
+            unprobed_line(&kernel).as_deref(),
+            Some("kernel UDP path: not probed by fentry/fexit, not measured: ip_generic_getfrag (load: Invalid argument (os error 22))")
+        );
+    }
+}
