@@ -292,3 +292,28 @@ fn nesquic_run_lut_path_runs_the_checkout_of_every_script_built_lut() {
         assert!(binary.contains("/target/lut-builds/") && binary.ends_with(&format!("/nesquic-lut-{lut}")), "{binary}");
     }
 }
+
+/// `--lut-rev` with a script-built LUT: each commit of a git checkout is built from a worktree
+/// and runs its own code (the marker is in the second commit only), the record naming the commit.
+#[test]
+fn lut_rev_runs_each_commit_of_a_script_built_lut() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = pinned_source("quic-go", dir.path());
+    git(&src, &["init", "-q"]);
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "pinned"]);
+    let log = dir.path().join("loaded-by");
+    mark("quic-go", &src, &log);
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "marked"]);
+    let path = src.to_str().expect("UTF-8 path");
+    for (rev, roles) in [("HEAD~1", Vec::<&str>::new()), ("HEAD", vec!["client", "server"])] {
+        let commit = git(&src, &["rev-parse", rev]);
+        let report = common::run_json(&["--lut", "quic-go", "--lut-path", path, "--lut-rev", rev, "--size", "2MB"]);
+        common::lut::verified(&report, 2_000_000);
+        assert_eq!(loaded_by(&log), roles, "{rev}: the processes that ran the marker");
+        assert_eq!(report["lut"]["source"]["revision"].as_str(), Some(commit.as_str()), "{}", report["lut"]);
+        assert_eq!(report["lut"]["source"]["dirty"].as_bool(), Some(false), "{}", report["lut"]);
+    }
+}
