@@ -120,11 +120,13 @@ pub struct IoFigures {
     pub server_syscalls_per_mb: Option<f64>,
     /// The same, client side.
     pub client_syscalls_per_mb: Option<f64>,
-    /// Payload bytes per send syscall on the server: GSO and mmsg batching at work.
+    /// Payload bytes per send syscall that moved data on the server: GSO and mmsg batching at
+    /// work.
     pub server_bytes_per_send: Option<f64>,
-    /// Datagrams per send syscall on the server.
+    /// Datagrams per send syscall that moved data on the server.
     pub server_datagrams_per_send: Option<f64>,
-    /// Datagrams per receive syscall on the client.
+    /// Datagrams per receive syscall that moved data on the client (empty, EAGAIN, receives
+    /// say how often it polled, not how much a call carried).
     pub client_datagrams_per_recv: Option<f64>,
     /// Mean ns per server `crypto.seal` call (timed probes; calibrated overhead subtracted).
     pub server_seal_ns: Option<f64>,
@@ -152,9 +154,9 @@ impl IoFigures {
         Self {
             server_syscalls_per_mb: median(&|(s, _, _)| Some(s.calls() as f64 / mb)),
             client_syscalls_per_mb: median(&|(_, c, _)| Some(c.calls() as f64 / mb)),
-            server_bytes_per_send: median(&|(s, _, _)| ratio(s.send.bytes, s.send.calls)),
-            server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send.datagrams, s.send.calls)),
-            client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv.datagrams, c.recv.calls)),
+            server_bytes_per_send: median(&|(s, _, _)| ratio(s.send.bytes, s.send.moved_calls())),
+            server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send.datagrams, s.send.moved_calls())),
+            client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv.datagrams, c.recv.moved_calls())),
             server_seal_ns: timed(Role::Server, "crypto.seal"),
             client_open_ns: timed(Role::Client, "crypto.open"),
             server_seals_per_datagram: per_packet(reps, Role::Server, "crypto.seal"),
@@ -248,4 +250,46 @@ pub fn crosscheck_differences(role: &RoleMetrics) -> Vec<String> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_receives_are_counted_apart() {
+        // 10 recvmmsg calls: 4 found nothing (EAGAIN), 1 failed, 5 carried 15 datagrams.
+        let role: RoleMetrics = serde_json::from_value(serde_json::json!({
+            "role": "client", "functions": [],
+            "io": [{ "syscall": "recvmmsg", "direction": "recv", "calls": 10, "total_ns": 0, "p50_le_ns": 0,
+                     "p99_le_ns": 0, "hist": [], "errors": 1, "eagain": 4, "bytes": 15_000, "datagrams": 15 }]
+        }))
+        .expect("role metrics");
+        let io = IoTotals::of(&role);
+        assert_eq!((io.recv.calls, io.recv.eagain, io.recv.errors, io.recv.moved_calls()), (10, 4, 1, 5));
+        let layer = nesquic_io::Counters {
+            send: nesquic_io::DirectionCounters {
+                syscalls: 3,
+                datagrams: 30,
+                bytes: 43_560,
+                would_block: 1,
+                errors: 0,
+            },
+            recv: nesquic_io::DirectionCounters::default(),
+        };
+        let io = IoTotals::of_counters(&layer);
+        assert_eq!((io.send.calls, io.send.eagain, io.send.moved_calls()), (3, 1, 2));
+        // The matrix's datagrams per send: over the two sends that moved data.
+        let rep = |c: nesquic_io::Counters| -> RepetitionFigures {
+            let process = serde_json::json!({ "cpu_user_s": 0.1, "cpu_system_s": 0.0, "cpu_total_s": 0.1, "wall_s": 1.0,
+                                              "cpu_utilisation_pct": 10.0, "max_rss_kib": 1 });
+            serde_json::from_value(serde_json::json!({
+                "bytes": 1, "payload_verified": true, "goodput_mbps": 1.0, "transfer_s": 1.0, "handshake_ms": 1.0,
+                "server": process, "client": process,
+                "io_layer_counters": [["server", c], ["client", nesquic_io::Counters::default()]]
+            }))
+            .expect("repetition")
+        };
+        assert_eq!(IoFigures::of(&[rep(layer)], 1_000_000).server_datagrams_per_send, Some(15.0));
+    }
 }
