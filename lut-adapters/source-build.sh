@@ -35,15 +35,15 @@ parse_args() {
     [ -n "$source" ] && [ -n "$out" ] || usage
     [ -d "$source" ] || die "--lut-path $source: no such directory"
     source="$(realpath "$source")"
+    out="$(realpath -m "$out")"
+    case "$out/" in "$source"/*) die "--out $out is inside the checkout $source: builds never write there" ;; esac
     mkdir -p "$out" || die "cannot create --out $out"
-    out="$(realpath "$out")"
     # Two builds into one DIR at once (two runs of one checkout) would overwrite each other: the
     # second waits for the first, then finds it up to date.
     if command -v flock >/dev/null 2>&1; then
         exec 9>"$out/.lock"
         flock 9 2>/dev/null || die "cannot lock $out/.lock"
     fi
-    case "$out/" in "$source"/*) die "--out $out is inside the checkout $source: builds never write there" ;; esac
 }
 
 # git in the checkout, whoever owns it (a root run on a user's clone must not refuse it).

@@ -261,6 +261,12 @@ fn a_directory_that_is_not_the_library_is_refused_by_name() {
     let out = build("quic-go", &dir.path().join("missing"), &dir.path().join("out"));
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("missing: no such directory"), "{}", stderr(&out));
+    // Builds never write into the checkout: an --out inside it is refused before anything is created.
+    let inside = other.join("out");
+    let out = build("ngtcp2", &other, &inside);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("is inside the checkout"), "{}", stderr(&out));
+    assert!(!inside.exists(), "created {}", inside.display());
     let usage = Command::new(script("ngtcp2", "build-from-source.sh")).output().expect("run");
     assert_eq!(usage.status.code(), Some(2), "no arguments: usage");
 }
