@@ -38,6 +38,8 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
 pkg-config --exists libngtcp2_crypto_gnutls 2>/dev/null || need_apt+=(libngtcp2-dev libngtcp2-crypto-gnutls-dev)
 pkg-config --exists gnutls 2>/dev/null || need_apt+=(libgnutls28-dev)
+# lut-adapters/ngtcp2/pinned-source.sh unpacks Debian's ngtcp2 source with dpkg-source.
+command -v dpkg-source >/dev/null 2>&1 || need_apt+=(dpkg-dev)
 # Remote roles (docs/remote.md): the tests start Debian's sshd in a namespace; each host's NIC
 # offloads are read with ethtool -k.
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
