@@ -97,6 +97,11 @@ func run(args []string) error {
 func quicGoVersion() string {
 	if info, ok := debug.ReadBuildInfo(); ok {
 		for _, d := range info.Deps {
+			if d.Path == "github.com/quic-go/quic-go" && d.Replace != nil {
+				// Built against a checkout (build-from-source.sh): name it, not the version
+				// go.mod asks for, which is not what was compiled in.
+				return d.Version + " => " + d.Replace.Path
+			}
 			if d.Path == "github.com/quic-go/quic-go" {
 				return d.Version
 			}

@@ -116,11 +116,7 @@ fn pinned_version(lut: &str) -> String {
     let read = |f: &str| std::fs::read_to_string(adapters().join(f)).expect("adapter file");
     match lut {
         // No version in a non-git checkout of a Go module: Go's (devel), and the one go.mod requires.
-        "quic-go" => {
-            let go_mod = read("quic-go/go.mod");
-            let line = go_mod.lines().find(|l| l.trim_start().starts_with("github.com/quic-go/quic-go ")).expect("pin");
-            format!("devel, replacing {}", line.split_whitespace().nth(1).expect("version"))
-        }
+        "quic-go" => format!("devel, replacing {}", quic_go_required()),
         "aioquic" => {
             let req = read("aioquic/requirements.txt");
             req.lines().find_map(|l| l.strip_prefix("aioquic==")).expect("pin").to_string()
@@ -132,6 +128,13 @@ fn pinned_version(lut: &str) -> String {
         }
         _ => unreachable!("{lut}"),
     }
+}
+
+/// The quic-go version the adapter's go.mod requires.
+fn quic_go_required() -> String {
+    let go_mod = std::fs::read_to_string(adapters().join("quic-go/go.mod")).expect("go.mod");
+    let line = go_mod.lines().find(|l| l.trim_start().starts_with("github.com/quic-go/quic-go ")).expect("pin");
+    line.split_whitespace().nth(1).expect("version").to_string()
 }
 
 /// The roles of the processes that loaded the marked library, sorted.
@@ -296,6 +299,19 @@ fn nesquic_run_lut_path_runs_the_checkout_of_every_script_built_lut() {
         assert!(said.contains(proof) && said.contains(&source), "{lut}: {said}");
         let binary = record["binary"].as_str().expect("binary");
         assert!(binary.contains("/target/lut-builds/") && binary.ends_with(&format!("/nesquic-lut-{lut}")), "{binary}");
+        // Each side's own account of its stack names what it linked (quic-go: the replace, not
+        // the version go.mod asks for).
+        let sides = report["repetitions"][0]["io_settings"].as_array().expect("io_settings");
+        assert_eq!(sides.len(), 2, "{sides:?}");
+        for side in sides {
+            let stack = side[1]["stack"].as_str().expect("stack");
+            let named = match lut {
+                "quic-go" => format!("quic-go {} => {source} ", quic_go_required()),
+                "aioquic" => format!("aioquic {} ", pinned_version(lut)),
+                _ => format!("ngtcp2 {} ", pinned_version(lut)),
+            };
+            assert!(stack.starts_with(&named), "{lut}: {stack}");
+        }
     }
 }
 
