@@ -7,6 +7,7 @@ mod ab;
 mod compare;
 mod doctor;
 mod duty;
+mod findings;
 mod html;
 mod matrix;
 mod perf_classify;
@@ -72,6 +73,10 @@ enum Command {
     /// it as one self-contained HTML page (--html).
     #[command(after_help = EXIT_STATUS)]
     Report(report::ReportArgs),
+    /// What a run's numbers point to: each finding with its evidence, the likely cause and the
+    /// command that tests the remedy (docs/findings.md lists the rules).
+    #[command(after_help = EXIT_STATUS)]
+    Findings(findings::FindingsArgs),
     /// Run every combination of LUTs, I/O paths and LUT options in alternating rounds; one table.
     #[command(after_help = EXIT_STATUS)]
     Matrix(Box<matrix::MatrixArgs>),
@@ -186,6 +191,7 @@ impl Command {
             Command::Probes(args) => list_probes(&args),
             Command::Trace(args) => trace::execute(&args),
             Command::Report(args) => report::execute(&args),
+            Command::Findings(args) => findings::execute(&args),
             Command::Matrix(args) => matrix::execute(&args),
             Command::PerfClassify(args) => perf_classify::execute(&args),
             Command::Doctor(args) => doctor::execute(&args),

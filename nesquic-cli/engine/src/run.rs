@@ -307,7 +307,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         },
         relay: t.relay_stats(),
     });
-    let report = RunRecord {
+    let mut report = RunRecord {
         schema_version: nesquic_record::SCHEMA_VERSION,
         nesquic_version: plan.tool.version.into(),
         lut: LutInfo {
@@ -329,7 +329,9 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         hosts: stage.remote.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
         pinned_cpus: plan.pin,
         faults,
+        findings: Vec::new(),
     };
+    report.findings = nesquic_record::findings::find(&report);
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);
     reporter.finished(&report, merged.as_ref());

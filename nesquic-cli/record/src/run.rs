@@ -63,6 +63,9 @@ pub struct RunRecord {
     /// `NESQUIC_ALLOW_FAULTS=1`): the run was perturbed on purpose.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<InjectedFault>,
+    /// What the numbers point to, rule by rule (`findings::find` over this record).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<crate::findings::Finding>,
 }
 
 /// One `NESQUIC_FAULT_*` variable the LUT processes ran with.

@@ -8,6 +8,7 @@
 //! (`nesquic_record`, `nesquic_ebpf`'s metrics) and writes text to stdout/stderr or returns it.
 
 pub mod compare;
+pub mod findings;
 pub mod markdown;
 pub mod matrix;
 pub mod probes;

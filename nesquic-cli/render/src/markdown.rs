@@ -69,5 +69,6 @@ pub fn summary(r: &RunRecord) -> String {
             let _ = writeln!(out, "| {} ({} samples) | {} |", p.role, p.samples, top.join(", "));
         }
     }
+    out.push_str(&crate::findings::markdown(&r.findings));
     out
 }

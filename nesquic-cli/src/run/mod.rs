@@ -461,6 +461,8 @@ impl RunReporter for Terminal {
     fn finished(&mut self, report: &RunReport, merged: Option<&nesquic_ebpf::Metrics>) {
         if !self.quiet {
             nesquic_render::run::print_run(report, merged);
+            println!();
+            print!("{}", nesquic_render::findings::text(&report.findings));
         }
     }
 

@@ -1,0 +1,388 @@
+//! Findings: from a run's numbers to what to change. Each rule reads the typed record (the
+//! probes' packet I/O per side, the I/O settings each LUT reported, the sampling profile) and,
+//! when its evidence holds, says what was seen with the numbers, why it costs and where the cause
+//! likely is, the command that tests the remedy, and a severity from the measured share of CPU at
+//! stake. A rule without the measurement it needs says nothing: no finding rests on a guess.
+//! docs/findings.md lists every rule, its evidence and its threshold; keep both in step.
+
+use nesquic_ebpf::metrics::SyscallMetrics;
+use nesquic_protocol::Role;
+use serde::{Deserialize, Serialize};
+
+use crate::figures::RepetitionFigures;
+use crate::run::RunRecord;
+
+/// Which rule fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The bulk sender's GSO batches are far below what the socket and the 64 KB limit allow.
+    GsoBatchCapped,
+    /// The bulk sender does not segment at all: one kernel send path per datagram.
+    GsoOff,
+    /// The bulk receiver gets about one datagram per receive although its peer sends batches.
+    GroIneffective,
+    /// Many receive calls found nothing (EAGAIN): the stack polls an empty socket.
+    BusyPolling,
+    /// The receiver sends more ACK-carrying datagrams than RFC 9000's default (one per two).
+    AckHeavy,
+}
+
+impl Rule {
+    /// Every rule, in the order they are checked and listed.
+    pub const ALL: [Rule; 5] =
+        [Rule::GsoBatchCapped, Rule::GsoOff, Rule::GroIneffective, Rule::BusyPolling, Rule::AckHeavy];
+}
+
+/// How much is at stake, from the measured share of the side's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; little CPU at stake, or no profile to say how much.
+    Low,
+    /// A noticeable share of the side's CPU is in the path the finding is about.
+    Medium,
+    /// A large share (>= 20%) of the side's CPU is in that path.
+    High,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The rule.
+    pub rule: Rule,
+    /// The side it is about.
+    pub role: Role,
+    /// How much is at stake.
+    pub severity: Severity,
+    /// What was seen, with the numbers.
+    pub seen: String,
+    /// Why it costs, and the likely cause in the stack.
+    pub why: String,
+    /// The command line that tests the remedy.
+    pub try_this: String,
+    /// The measured share of the side's CPU in the path concerned (sampling profile), if one
+    /// was taken: what the severity rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_share_at_stake: Option<f64>,
+}
+
+/// Least datagrams a side must have sent (received) over the run for its ratios to mean
+/// something: a handshake alone moves a dozen.
+pub const MIN_DATAGRAMS: u64 = 1000;
+/// GSO batch: fires when the allowed batch is at least this many times the batch used.
+pub const GSO_HEADROOM: f64 = 2.0;
+/// The kernel's cap on one UDP GSO send: a 64 KiB IP packet less the IPv4 and UDP headers.
+pub const GSO_MAX_BYTES: u64 = 65_535 - 20 - 8;
+/// GRO: fires below this many datagrams per receive message while the peer batches at least
+/// [`GRO_PEER_BATCH`] per send message.
+pub const GRO_MIN_PER_RECV: f64 = 1.5;
+/// See [`GRO_MIN_PER_RECV`].
+pub const GRO_PEER_BATCH: f64 = 4.0;
+/// Busy polling: fires when more than this share of a side's receive calls returned EAGAIN. A
+/// reader that waits for readiness and drains the socket until EAGAIN makes at most one empty
+/// call per wake-up, and each wake-up brings at least one datagram: at most half its calls are
+/// empty. More empty than full calls means it polls without waiting.
+pub const EAGAIN_SHARE: f64 = 0.5;
+/// ACK traffic: fires when the bulk receiver sends a datagram per fewer than this many received.
+pub const ACK_RATIO: f64 = 2.0;
+/// A profile share at or above this makes a finding high; at or above [`MEDIUM_SHARE`], medium.
+pub const HIGH_SHARE: f64 = 0.20;
+/// See [`HIGH_SHARE`].
+pub const MEDIUM_SHARE: f64 = 0.05;
+
+/// One direction of one side over every repetition, from the probes' syscall rows.
+#[derive(Debug, Default, Clone, Copy)]
+struct Direction {
+    calls: u64,
+    eagain: u64,
+    errors: u64,
+    messages: u64,
+    datagrams: u64,
+    bytes: u64,
+}
+
+impl Direction {
+    fn add(&mut self, s: &SyscallMetrics) {
+        self.calls += s.timing.calls;
+        self.eagain += s.eagain;
+        self.errors += s.errors;
+        // Records from before `messages` was counted: one message a call that moved data.
+        self.messages += if s.messages > 0 { s.messages } else { s.timing.calls.saturating_sub(s.eagain + s.errors) };
+        self.datagrams += s.datagrams;
+        self.bytes += s.bytes;
+    }
+
+    fn per_message(&self) -> f64 {
+        self.datagrams as f64 / self.messages.max(1) as f64
+    }
+}
+
+/// What the rules read of one side.
+#[derive(Debug, Default, Clone)]
+struct Side {
+    send: Direction,
+    recv: Direction,
+    /// Most datagrams per GSO send the LUT's socket allows (its own report), 1 = no GSO.
+    gso_max_segments: Option<u64>,
+    /// Most datagrams per GRO receive, 1 = no GRO.
+    gro_segments: Option<u64>,
+    /// The profile's samples per component of this side, summed over repetitions.
+    samples: u64,
+    packet_io_samples: u64,
+    packet_io_kernel_samples: u64,
+}
+
+impl Side {
+    fn of(record: &RunRecord, role: Role) -> Self {
+        let mut side = Side::default();
+        for rep in &record.repetitions {
+            side.add_repetition(rep, role);
+        }
+        side
+    }
+
+    fn add_repetition(&mut self, rep: &RepetitionFigures, role: Role) {
+        for m in rep.probes.iter().flat_map(|p| &p.roles).filter(|r| r.role == role) {
+            for s in &m.io {
+                match s.direction.as_str() {
+                    "send" => self.send.add(s),
+                    "recv" => self.recv.add(s),
+                    _ => {}
+                }
+            }
+        }
+        if let Some((_, io)) = rep.io_settings.iter().find(|(r, _)| *r == role) {
+            self.gso_max_segments = Some(io.gso_max_segments);
+            self.gro_segments = Some(io.gro_segments);
+        }
+        for p in rep.profile.iter().flat_map(|p| &p.roles).filter(|p| p.role == role) {
+            self.samples += p.samples;
+            let named = |name: &str| p.split.iter().filter(|s| s.name == name).map(|s| s.samples).sum::<u64>();
+            self.packet_io_samples +=
+                p.components.iter().filter(|s| s.name == "packet_io").map(|s| s.samples).sum::<u64>();
+            self.packet_io_kernel_samples += named("packet_io.kernel");
+        }
+    }
+
+    /// Share of the side's samples in packet I/O, when a profile was taken.
+    fn packet_io_share(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.packet_io_samples as f64 / self.samples as f64)
+    }
+
+    fn packet_io_kernel_share(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.packet_io_kernel_samples as f64 / self.samples as f64)
+    }
+}
+
+/// Severity from a measured share; without a profile, low (and the finding says so).
+fn severity(share: Option<f64>) -> Severity {
+    match share {
+        Some(s) if s >= HIGH_SHARE => Severity::High,
+        Some(s) if s >= MEDIUM_SHARE => Severity::Medium,
+        _ => Severity::Low,
+    }
+}
+
+/// "packet I/O is 31% of the server's CPU (profile)", or how to learn it.
+fn stake(share: Option<f64>, what: &str, role: Role) -> String {
+    match share {
+        Some(s) => format!("{what} is {:.0}% of the {role}'s CPU (sampling profile)", 100.0 * s),
+        None => "no profile in this run to say how much CPU is at stake: add --probe profile,io".to_string(),
+    }
+}
+
+/// Where a stack sets what a rule is about, for the stacks Nesquic knows; others get the
+/// general advice. Kept as data, by LUT name: the rules themselves know no stack.
+fn where_in(lut: &str, rule: Rule) -> Option<&'static str> {
+    match (lut, rule) {
+        ("quinn", Rule::GsoBatchCapped) => {
+            Some("quinn caps a batch at MAX_TRANSMIT_SEGMENTS (quinn/src/connection.rs)")
+        }
+        _ => None,
+    }
+}
+
+/// The command that tests a change of the stack's source, between two commits.
+fn ab_of_source(lut: &str) -> String {
+    format!("nesquic ab --lut {lut} --lut-path YOUR_CHECKOUT --base-rev HEAD --head-rev YOUR_CHANGE --probe profile,io")
+}
+
+/// Every finding the record supports, most at stake first.
+pub fn find(record: &RunRecord) -> Vec<Finding> {
+    let size = record.size_bytes.max(1) * record.repetitions.len().max(1) as u64;
+    let server = Side::of(record, Role::Server);
+    let client = Side::of(record, Role::Client);
+    let lut = record.lut.name.as_str();
+    let mut findings = Vec::new();
+    for (role, side, peer) in [(Role::Server, &server, &client), (Role::Client, &client, &server)] {
+        // The bulk sender and receiver: the side that moved at least half the payload.
+        let sends_bulk = side.send.datagrams >= MIN_DATAGRAMS && side.send.bytes * 2 >= size;
+        let receives_bulk = side.recv.datagrams >= MIN_DATAGRAMS && side.recv.bytes * 2 >= size;
+        if sends_bulk {
+            findings.extend(gso_batch(lut, role, side));
+            findings.extend(gso_off(record, role, side));
+        }
+        if receives_bulk {
+            findings.extend(gro(role, side, peer));
+            findings.extend(ack_heavy(role, side));
+        }
+        findings.extend(busy_polling(role, side));
+    }
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    findings
+}
+
+fn gso_batch(lut: &str, role: Role, side: &Side) -> Option<Finding> {
+    let segments = side.gso_max_segments.filter(|&s| s > 1)?;
+    let datagram = side.send.bytes / side.send.datagrams.max(1);
+    let by_size = GSO_MAX_BYTES / datagram.max(1);
+    let allowed = segments.min(by_size).max(1);
+    let used = side.send.per_message();
+    // One datagram a message is no batch at all: `GsoOff`'s case.
+    if used < 1.5 || (allowed as f64) < GSO_HEADROOM * used {
+        return None;
+    }
+    let share = side.packet_io_share();
+    let cause = where_in(lut, Rule::GsoBatchCapped).unwrap_or("the stack caps the datagrams it hands one send");
+    Some(Finding {
+        rule: Rule::GsoBatchCapped,
+        role,
+        severity: severity(share),
+        seen: format!(
+            "the {role} sends {used:.1} datagrams per send message ({} datagrams in {} messages); its socket allows {allowed} \
+             (GSO up to {segments} segments, {by_size} datagrams of {datagram} B fit in 64 KB): {:.1}x fewer sends are possible",
+            side.send.datagrams,
+            side.send.messages,
+            allowed as f64 / used
+        ),
+        why: format!(
+            "each send message costs a trip through the kernel's UDP path and its per-call overhead; {cause}. {}",
+            stake(share, "packet I/O", role)
+        ),
+        try_this: ab_of_source(lut),
+        cpu_share_at_stake: share,
+    })
+}
+
+fn gso_off(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> {
+    let used = side.send.per_message();
+    if side.gso_max_segments.is_none() || used >= 1.5 {
+        return None;
+    }
+    let share = side.packet_io_kernel_share();
+    let turned_off = record.lut_options.iter().any(|o| o == "gso=off");
+    let setting = match side.gso_max_segments {
+        _ if turned_off => "GSO is off (--lut-opt gso=off)".to_string(),
+        Some(1) => "GSO is off on its socket".to_string(),
+        Some(n) => format!("it does not batch although its socket allows GSO up to {n} segments"),
+        None => "it does not batch".to_string(),
+    };
+    Some(Finding {
+        rule: Rule::GsoOff,
+        role,
+        severity: severity(share),
+        seen: format!(
+            "the {role} sends {used:.2} datagrams per send message ({} datagrams): {setting}",
+            side.send.datagrams
+        ),
+        why: format!(
+            "without UDP GSO every datagram takes the kernel's send path on its own. {}",
+            stake(share, "the kernel's packet path", role)
+        ),
+        try_this: if turned_off {
+            // The run turned it off: the same run with it on is the experiment.
+            format!(
+                "nesquic ab --lut {} --io {} --base-opt gso=off --head-opt gso=on --probe profile,io",
+                record.lut.name, record.lut.io
+            )
+        } else {
+            format!("{} (after setting UDP_SEGMENT on the stack's socket)", ab_of_source(&record.lut.name))
+        },
+        cpu_share_at_stake: share,
+    })
+}
+
+fn gro(role: Role, side: &Side, peer: &Side) -> Option<Finding> {
+    let per_recv = side.recv.per_message();
+    let peer_batch = peer.send.per_message();
+    if per_recv >= GRO_MIN_PER_RECV || peer_batch < GRO_PEER_BATCH {
+        return None;
+    }
+    let share = side.packet_io_share();
+    let state = match side.gro_segments {
+        Some(1) => "GRO is off on its socket".to_string(),
+        Some(n) => format!("GRO is on (up to {n}) but does not coalesce"),
+        None => "its GRO setting was not reported".to_string(),
+    };
+    Some(Finding {
+        rule: Rule::GroIneffective,
+        role,
+        severity: severity(share),
+        seen: format!(
+            "the {role} receives {per_recv:.2} datagrams per receive message ({} datagrams in {} messages) while the peer \
+             sends {peer_batch:.1} per send message: {state}",
+            side.recv.datagrams, side.recv.messages
+        ),
+        why: format!(
+            "with UDP_GRO the kernel hands a batch of the peer's datagrams up in one receive; without it each datagram \
+             is a receive of its own (GRO on the client cut packet-I/O CPU by 58% in the kernel-bypass study). {}",
+            stake(share, "packet I/O", role)
+        ),
+        try_this: "nesquic ab --base-opt gro=off --head-opt gro=on --probe profile,io (if the LUT has the setting; else set UDP_GRO in the stack)".into(),
+        cpu_share_at_stake: share,
+    })
+}
+
+fn busy_polling(role: Role, side: &Side) -> Option<Finding> {
+    let r = &side.recv;
+    if r.calls < MIN_DATAGRAMS || (r.eagain as f64) <= EAGAIN_SHARE * r.calls as f64 {
+        return None;
+    }
+    let share = side.packet_io_share();
+    Some(Finding {
+        rule: Rule::BusyPolling,
+        role,
+        // The empty receives are a part of packet I/O only: never more than low-medium on
+        // their own evidence.
+        severity: severity(share).min(Severity::Medium),
+        seen: format!(
+            "{} of the {role}'s {} receive calls ({:.0}%) returned EAGAIN, more than carried data: it polls an empty socket",
+            r.eagain,
+            r.calls,
+            100.0 * r.eagain as f64 / r.calls as f64
+        ),
+        why: format!(
+            "each empty receive is a system call that moves nothing; a reader that waits for readiness (epoll) and \
+             drains until EAGAIN makes at most one per wake-up. {}",
+            stake(share, "packet I/O", role)
+        ),
+        try_this: format!("nesquic run --probe profile,io --size 1GB (and compare the {role}'s recv EAGAIN count after the change)"),
+        cpu_share_at_stake: share,
+    })
+}
+
+fn ack_heavy(role: Role, side: &Side) -> Option<Finding> {
+    let ratio = side.recv.datagrams as f64 / side.send.datagrams.max(1) as f64;
+    if ratio >= ACK_RATIO || side.send.datagrams == 0 {
+        return None;
+    }
+    Some(Finding {
+        rule: Rule::AckHeavy,
+        role,
+        severity: Severity::Low,
+        seen: format!(
+            "the {role} received {} datagrams and sent {} ({ratio:.2} received per datagram sent)",
+            side.recv.datagrams, side.send.datagrams
+        ),
+        why: "RFC 9000 acknowledges every second ack-eliciting packet by default; more ACKs cost both sides a send \
+              and a receive each (the ACK frequency extension, RFC 9000's max_ack_delay, lets a stack send fewer)"
+            .into(),
+        try_this: "nesquic run --probe io --lut-qlog (the library's qlog shows which frames those datagrams carried)"
+            .into(),
+        cpu_share_at_stake: None,
+    })
+}
+
+#[cfg(test)]
+mod tests;
