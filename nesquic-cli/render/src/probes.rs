@@ -131,17 +131,31 @@ pub(crate) fn mechanism_label(mechanism: &str) -> &str {
     }
 }
 
-/// Warns about agents that did not start or functions they could not patch (those functions
-/// were then not measured in that process).
-pub fn print_agent_problems(agents: &[nesquic_record::run::AgentReport]) {
+/// What went wrong with the user-space agents, one line each: an agent that did not start
+/// measured nothing in its process, an unpatched function was not measured there. Without these
+/// lines a missing figure would read as "not called".
+pub fn agent_problems(agents: &[nesquic_record::run::AgentReport]) -> Vec<String> {
+    let mut lines = Vec::new();
     for a in agents {
         if !a.ready {
-            eprintln!("nesquic: warning: the user-space agent did not start in the {} (nothing it would measure was measured there)", a.role);
+            lines.push(format!(
+                "the user-space agent did not start in the {} (nothing it would measure was measured there)",
+                a.role
+            ));
             continue;
         }
         for f in a.functions.iter().filter(|f| !f.patched) {
-            eprintln!("nesquic: warning: {}: {} not hooked by the agent: {}", a.role, f.name, f.reason);
+            lines.push(format!("{}: {} not hooked by the agent (not measured): {}", a.role, f.name, f.reason));
         }
+    }
+    lines
+}
+
+/// Warns about agents that did not start or functions they could not patch (those functions
+/// were then not measured in that process).
+pub fn print_agent_problems(agents: &[nesquic_record::run::AgentReport]) {
+    for line in agent_problems(agents) {
+        eprintln!("nesquic: warning: {line}");
     }
 }
 
