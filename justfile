@@ -133,3 +133,7 @@ screenshots: build
 # with rules on CPU and goodput), +3% syscalls injected, GSO off; results into docs/ci.md.
 bench-gate JOBS="20": build
     ./scripts/bench-gate.sh {{JOBS}}
+
+# The CI recipe of docs/ci.md, run on a local repository (needs nesquic built; root)
+ci-recipe-check:
+    ./scripts/ci-recipe-check.sh

@@ -5,7 +5,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{CIPHER, RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, Refusal, NATIVE};
+use crate::descriptor::{Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
 
 /// aioquic on asyncio (one `sendto`/`recvfrom` per datagram), crypto from `cryptography`.
 pub static AIOQUIC: Descriptor = Descriptor {
@@ -32,5 +32,7 @@ pub static AIOQUIC: Descriptor = Descriptor {
     ],
     build_hint: "it is a Python program: `just build` creates its venv from PyPI when python3 (>= 3.10, with venv) is \
          installed (scripts/setup.sh installs python3-venv), or run lut-adapters/aioquic/build.sh",
+    // Installed from the checkout into a venv of its own; the imported module's path proves it.
+    source_build: Some(&SourceBuild::Script("aioquic/build-from-source.sh")),
     ..Descriptor::BUILTIN
 };

@@ -4,7 +4,7 @@
 use nesquic_protocol::options::OptionKind;
 
 use crate::descriptor::common::{CC, CIPHER, RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, NATIVE};
+use crate::descriptor::{Descriptor, OptionSpec, SourceBuild, NATIVE};
 
 /// ngtcp2 + GnuTLS over the adapter's own `sendmsg` (UDP GSO) / `recvmsg` (UDP GRO) loop.
 pub static NGTCP2: Descriptor = Descriptor {
@@ -35,5 +35,7 @@ pub static NGTCP2: Descriptor = Descriptor {
     ],
     build_hint: "it is a C program: `just build` builds it when Debian's libngtcp2-dev, libngtcp2-crypto-gnutls-dev and \
          libgnutls28-dev are installed (scripts/setup.sh installs them), or run lut-adapters/ngtcp2/build.sh",
+    // Built from the checkout with cmake against GnuTLS; the executable's libraries prove it.
+    source_build: Some(&SourceBuild::Script("ngtcp2/build-from-source.sh")),
     ..Descriptor::BUILTIN
 };

@@ -4,7 +4,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, Refusal, NATIVE};
+use crate::descriptor::{Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
 
 /// quic-go on its own I/O (sendmsg with GSO, recvmmsg), crypto from Go's standard library.
 pub static QUIC_GO: Descriptor = Descriptor {
@@ -38,5 +38,7 @@ pub static QUIC_GO: Descriptor = Descriptor {
     }],
     build_hint: "it is a Go program: `just build` builds it when Go (the version lut-adapters/quic-go/go.mod names, \
          https://go.dev/dl/) is installed, or run lut-adapters/quic-go/build.sh",
+    // `go mod edit -replace` onto the checkout; `go list -m` and `go version -m` prove it.
+    source_build: Some(&SourceBuild::Script("quic-go/build-from-source.sh")),
     ..Descriptor::BUILTIN
 };

@@ -246,3 +246,122 @@ fn ab_compares_two_commits_of_one_repository() {
     let out = nesquic().args(["run", "--lut-rev", "HEAD", "--lut-path"]).arg(&plain).output().expect("run");
     assert!(!out.status.success() && stderr(&out).contains("not a git repository"), "{}", stderr(&out));
 }
+
+/// `pinned-source.sh` of a scripted LUT: its pinned library's source, writable, in `dir`/src.
+fn pinned_source(lut: &str, dir: &Path) -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lut-adapters").join(lut).join("pinned-source.sh");
+    let out = Command::new(script).arg(dir.join("src")).output().expect("pinned-source.sh");
+    assert!(out.status.success(), "{lut}: {}", stderr(&out));
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// The stacks built by their own script (`SourceBuild::Script`), through `nesquic run
+/// --lut-path`: the checkout is edited so that every process loading the library writes its role
+/// to a log; the pinned build writes nothing, so the log proves the checkout's code ran.
+#[test]
+fn scripted_luts_run_the_checkout_through_nesquic() {
+    let _serial = serial();
+    for lut in ["quic-go", "aioquic"] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let checkout = pinned_source(lut, tmp.path());
+        let log = tmp.path().join("loaded-by");
+        let quoted = format!("{:?}", log.to_str().expect("UTF-8 path"));
+        match lut {
+            "quic-go" => std::fs::write(
+                checkout.join("nesquic_test_marker.go"),
+                format!(
+                    "package quic\n\nimport \"os\"\n\nfunc init() {{\n\trole := \"-\"\n\tif len(os.Args) > 1 {{\n\t\trole = \
+                     os.Args[1]\n\t}}\n\tif f, err := os.OpenFile({quoted}, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644); \
+                     err == nil {{\n\t\tf.WriteString(role + \"\\n\")\n\t\tf.Close()\n\t}}\n}}\n"
+                ),
+            )
+            .expect("marker"),
+            _ => {
+                let init = checkout.join("src/aioquic/__init__.py");
+                let text = std::fs::read_to_string(&init).expect("__init__.py");
+                let marker = format!(
+                    "\nimport sys as _s\nwith open({quoted}, \"a\") as _f:\n    _f.write((_s.argv[1] if len(_s.argv) > 1 else \"-\") + \"\\n\")\n"
+                );
+                std::fs::write(&init, text + &marker).expect("marker");
+            }
+        }
+        let out_dir = tmp.path().join("run");
+        let out = nesquic()
+            .args(["run", "--lut", lut, "--size", "1MB", "--lut-path"])
+            .arg(&checkout)
+            .arg("--out")
+            .arg(&out_dir)
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{lut}: {}", stderr(&out));
+        let roles = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(roles.lines().any(|l| l == "server") && roles.lines().any(|l| l == "client"), "{lut}: {roles:?}");
+        let source = record(&out_dir).lut.source.expect("lut.source");
+        assert!(source.proof.contains(checkout.to_str().expect("UTF-8")), "{lut}: {}", source.proof);
+        assert_eq!(source.path, checkout.canonicalize().expect("canonical"));
+    }
+}
+
+/// A second cargo LUT: quiche (main workspace, over Nesquic's I/O layer), from the registry's
+/// source edited so that `accept` and `connect` write their role to a log; the pinned build
+/// writes nothing. The first build compiles BoringSSL (minutes), once for every checkout.
+#[test]
+fn quiche_runs_the_checkout_through_a_cargo_patch() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let checkout = tmp.path().join("quiche");
+    copy_dir(&registry_crate("quiche", env!("NESQUIC_TEST_QUICHE_VERSION")), &checkout);
+    let log = tmp.path().join("loaded-by");
+    let mark = |role: &str| {
+        format!(
+            "    {{\n        use std::io::Write as _;\n        if let Ok(mut f) = \
+             std::fs::OpenOptions::new().create(true).append(true).open({:?}) {{\n            \
+             let _ = writeln!(f, \"{role}\");\n        }}\n    }}\n",
+            log.to_str().expect("UTF-8 path")
+        )
+    };
+    let lib = checkout.join("src/lib.rs");
+    let mut text = std::fs::read_to_string(&lib).expect("lib.rs");
+    for (function, role) in [("\npub fn accept(\n", "server"), ("\npub fn connect(\n", "client")] {
+        // The first statement of the function's body.
+        let at = text.find(function).expect(function);
+        let body = at + text[at..].find("{\n").expect("body") + 2;
+        text.insert_str(body, &mark(role));
+    }
+    std::fs::write(&lib, text).expect("write lib.rs");
+    let out_dir = tmp.path().join("run");
+    let out = nesquic()
+        .args(["run", "--lut", "quiche", "--size", "1MB", "--lut-path"])
+        .arg(&checkout)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let roles = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut roles: Vec<&str> = roles.lines().collect();
+    roles.sort_unstable();
+    // One connection: one connect in the client, one accept in the server.
+    assert_eq!(roles, ["client", "server"]);
+    let source = record(&out_dir).lut.source.expect("lut.source");
+    assert_eq!(source.linked[0].name, "quiche");
+    assert_eq!(source.linked[0].path, checkout.canonicalize().expect("canonical"));
+}
+
+/// docs/ci.md's GitHub Actions step, as written there, on a local repository with a base and a
+/// head commit of quinn (scripts/ci-recipe-check.sh): a Markdown verdict, and each side's record
+/// names its commit.
+#[test]
+fn the_ci_recipe_of_the_docs_runs_on_a_local_repository() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ci-recipe-check.sh");
+    let out = Command::new(script).arg(tmp.path()).output().expect("ci-recipe-check.sh");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ci-recipe-check: PASS"), "{}", stderr(&out));
+    let base = record(&tmp.path().join("stack/nesquic-runs/base"));
+    let head = record(&tmp.path().join("stack/nesquic-runs/head"));
+    let (b, h) = (base.lut.source.expect("base source"), head.lut.source.expect("head source"));
+    assert_ne!(b.revision, h.revision);
+    assert_eq!(h.requested_rev.as_deref(), Some("HEAD"));
+}

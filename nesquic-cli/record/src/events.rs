@@ -481,9 +481,19 @@ pub struct LinkedComponent {
 }
 
 impl LutSource {
-    /// One line for reports: `PATH at REV (dirty) [--lut-rev R]; linked: quinn 0.11.11, ...`.
+    /// Whether [`LutSource::revision`] is a commit hash (not why there is none).
+    pub fn is_commit(&self) -> bool {
+        self.revision.len() == 40 && self.revision.bytes().all(|b| b.is_ascii_hexdigit())
+    }
+
+    /// One line for reports: `PATH at REV plus uncommitted changes (--lut-rev R); linked from
+    /// it: quinn 0.11.11, ...`.
     pub fn describe(&self) -> String {
-        let mut text = format!("{} at {}", self.path.display(), self.revision);
+        let mut text = if self.is_commit() {
+            format!("{} at {}", self.path.display(), self.revision)
+        } else {
+            format!("{} ({})", self.path.display(), self.revision)
+        };
         if self.dirty {
             text.push_str(" plus uncommitted changes");
         }

@@ -214,7 +214,8 @@ fn own_workspace_manifest(dir: &Path, executable: &str) -> Result<(toml::Table, 
     manifest.remove("dev-dependencies");
     let absolute = |v: &mut toml::Value| {
         if let Some(path) = v.get("path").and_then(|p| p.as_str()) {
-            let path = dir.join(path).to_string_lossy().into_owned();
+            let joined = dir.join(path);
+            let path = joined.canonicalize().unwrap_or(joined).to_string_lossy().into_owned();
             if let Some(t) = v.as_table_mut() {
                 t.insert("path".into(), path.into());
             }
@@ -493,5 +494,72 @@ impl Cargo {
         }
         let stdout = self.offline_first(&args, "cargo metadata")?;
         serde_json::from_slice(&stdout).step("cargo metadata printed no graph")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn unused_patches_and_locked_packages_come_from_the_lock() {
+        let lock: toml::Table = toml::from_str(
+            "version = 4\n[[package]]\nname = \"quinn\"\nversion = \"0.11.12\"\n\
+             source = \"registry+https://github.com/rust-lang/crates.io-index\"\n\
+             [[package]]\nname = \"quinn-udp\"\nversion = \"0.5.16\"\n\
+             [[patch.unused]]\nname = \"quinn\"\nversion = \"0.11.11\"\n",
+        )
+        .unwrap();
+        assert_eq!(unused_patches(&lock), [("quinn".to_string(), "0.11.11".to_string())]);
+        assert_eq!(
+            lock_packages(&lock),
+            [
+                ("quinn".to_string(), "0.11.12".to_string(), true),
+                ("quinn-udp".to_string(), "0.5.16".to_string(), false)
+            ]
+        );
+        assert!(unused_patches(&toml::from_str("version = 4\n").unwrap()).is_empty());
+    }
+
+    #[test]
+    fn crates_are_found_in_a_workspace_with_inherited_versions() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        write(
+            &root.join("Cargo.toml"),
+            "[workspace]\nmembers = [\"quinn\", \"deep/a/quinn-udp\"]\n[workspace.package]\nversion = \"0.12.0-dev\"\n",
+        );
+        write(&root.join("quinn/Cargo.toml"), "[package]\nname = \"quinn\"\nversion.workspace = true\n");
+        write(&root.join("deep/a/quinn-udp/Cargo.toml"), "[package]\nname = \"quinn-udp\"\nversion = \"0.6.0\"\n");
+        // Past three levels down, and in target/: not looked at.
+        write(&root.join("a/b/c/d/quinn-proto/Cargo.toml"), "[package]\nname = \"quinn-proto\"\nversion = \"1.0.0\"\n");
+        write(&root.join("target/quinn-proto/Cargo.toml"), "[package]\nname = \"quinn-proto\"\nversion = \"1.0.0\"\n");
+        let found = find_crates(root, &["quinn", "quinn-proto", "quinn-udp"]).unwrap();
+        let found: Vec<(&str, Option<&str>)> = found.iter().map(|c| (c.name.as_str(), c.version.as_deref())).collect();
+        assert_eq!(found, [("quinn", Some("0.12.0-dev")), ("quinn-udp", Some("0.6.0"))]);
+        let err = find_crates(&root.join("deep"), &["quinn"]).err().unwrap().to_string();
+        assert!(err.contains("holds no quinn crate"), "{err}");
+    }
+
+    #[test]
+    fn the_adapters_own_dependency_asks_for_the_checkouts_version() {
+        let mut manifest: toml::Table = toml::from_str(
+            "[dependencies]\nmsquic = { version = \"=2.5.1-beta\", features = [\"src\"] }\nquinn = \"0.11\"\nanyhow = \"1\"\n",
+        )
+        .unwrap();
+        let c =
+            |name: &str, version: &str| Crate { name: name.into(), dir: PathBuf::new(), version: Some(version.into()) };
+        pin_direct_dependencies(&mut manifest, &[c("msquic", "2.6.0"), c("quinn", "0.11.11")]);
+        let deps = &manifest["dependencies"];
+        assert_eq!(deps["msquic"]["version"].as_str(), Some("=2.6.0"));
+        assert_eq!(deps["msquic"]["features"][0].as_str(), Some("src"));
+        assert_eq!(deps["quinn"].as_str(), Some("=0.11.11"));
+        assert_eq!(deps["anyhow"].as_str(), Some("1"));
     }
 }

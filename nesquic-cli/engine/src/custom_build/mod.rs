@@ -119,22 +119,17 @@ fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// A short revision for labels: 12 hex digits of a commit hash, as it is otherwise.
-fn short(revision: &str) -> &str {
-    if revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit()) {
-        &revision[..12]
-    } else {
-        revision
-    }
-}
-
 impl Lut for CustomBuild {
     fn descriptor(&self) -> &'static nesquic_lut_adapters::Descriptor {
         self.inner.descriptor()
     }
     fn version(&self) -> String {
-        let dirty = if self.source.dirty { "+changes" } else { "" };
-        format!("{} (from {} at {}{dirty})", self.version, self.source.path.display(), short(&self.source.revision))
+        let s = &self.source;
+        if !s.is_commit() {
+            return format!("{} (from {})", self.version, s.path.display());
+        }
+        let dirty = if s.dirty { " plus changes" } else { "" };
+        format!("{} (from {} at {}{dirty})", self.version, s.path.display(), &s.revision[..12])
     }
     fn binary_path(&self, _dir: &Path) -> Result<PathBuf, LutError> {
         Ok(self.binary.clone())
