@@ -25,9 +25,12 @@ pub fn end_quietly_after_cleanup() {
     }));
 }
 
-/// Whether a panic message is `println!`'s on a closed stdout.
+/// Whether a panic message is `println!`'s (or `eprintln!`'s) on a closed output: a pipe whose
+/// reader is gone (EPIPE), or a terminal that was closed (EIO after SIGHUP), which also ends the
+/// run through its cleanup and must not then end it with a panic (exit 101).
 fn closed_stdout(message: &str) -> bool {
-    message.contains("failed printing to stdout") && message.contains("Broken pipe")
+    let printing = message.contains("failed printing to stdout") || message.contains("failed printing to stderr");
+    printing && (message.contains("Broken pipe") || message.contains("Input/output error"))
 }
 
 /// The command's stdout was closed while it ran.
@@ -60,4 +63,18 @@ pub fn die_of_sigpipe() -> ExitCode {
     }
     // Not reached: SIGPIPE's default action ends the process.
     ExitCode::from(141)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::closed_stdout;
+
+    #[test]
+    fn a_closed_pipe_or_terminal_is_a_closed_output() {
+        assert!(closed_stdout("failed printing to stdout: Broken pipe (os error 32)"));
+        assert!(closed_stdout("failed printing to stdout: Input/output error (os error 5)"));
+        assert!(closed_stdout("failed printing to stderr: Input/output error (os error 5)"));
+        assert!(!closed_stdout("failed printing to stdout: No space left on device (os error 28)"));
+        assert!(!closed_stdout("index out of bounds"));
+    }
 }
