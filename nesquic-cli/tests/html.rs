@@ -139,6 +139,14 @@ fn a_run_page_has_every_plot_and_flame_graphs_with_every_sample() {
     let (base, _) = runs();
     let seen = load(&base.join("report.html"));
     let s = summary(base);
+    // quinn's capped GSO batch is a finding, on the page as in summary.json and the Markdown.
+    let html = std::fs::read_to_string(base.join("report.html")).expect("page");
+    assert!(
+        s["findings"].as_array().is_some_and(|f| f.iter().any(|f| f["rule"] == "gso_batch_capped")),
+        "{}",
+        s["findings"]
+    );
+    assert!(html.contains("<h2 id=\"findings\">Findings</h2>") && html.contains("datagrams per send message"));
     for plot in [
         "repetitions-goodput",
         "repetitions-handshake",

@@ -8,6 +8,7 @@
 //! and write the page wherever they like.
 
 mod compare;
+mod findings;
 mod flame;
 mod input;
 mod matrix;

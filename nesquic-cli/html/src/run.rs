@@ -18,6 +18,7 @@ pub fn run_page(input: &RunInput) -> Result<String, HtmlError> {
     page.note(&format!("Run directory: {}", input.name));
     header(&mut page, input);
     summary(&mut page, &input.record);
+    crate::findings::section(&mut page, &input.record);
     repetitions(&mut page, &input.record, "")?;
     crate::timeline::section(&mut page, input)?;
     crate::profile::section(&mut page, input)?;
