@@ -274,6 +274,30 @@ fn a_directory_that_is_not_the_library_is_refused_by_name() {
     assert_eq!(usage.status.code(), Some(2), "no arguments: usage");
 }
 
+/// What a `nesquic run --lut-path` of a temporary checkout left under target/lut-builds/ (its
+/// build directory, and its worktree with `--lut-rev`), removed when the test is done with it:
+/// each temporary path is a new key there (an aioquic build holds a 50 MB venv).
+struct Cleanup(Vec<PathBuf>);
+
+impl Cleanup {
+    fn of(report: &Value) -> Cleanup {
+        let lut = &report["lut"];
+        let build = lut["binary"].as_str().and_then(|b| Path::new(b).parent()).map(Path::to_path_buf);
+        let worktree = lut["source"]["worktree"].as_str().map(PathBuf::from);
+        Cleanup(
+            build.into_iter().chain(worktree).filter(|p| p.to_string_lossy().contains("/target/lut-builds/")).collect(),
+        )
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for dir in &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
 /// Through `nesquic run --lut LUT --lut-path CHECKOUT` (the engine runs the script): both sides
 /// of the transfer run the marked checkout's library, and the record names the checkout, the
 /// executable built from it and what proved it.
@@ -287,6 +311,7 @@ fn nesquic_run_lut_path_runs_the_checkout_of_every_script_built_lut() {
         mark(lut, &src, &log);
         let path = src.to_str().expect("UTF-8 path");
         let report = common::run_json(&["--lut", lut, "--lut-path", path, "--size", "2MB"]);
+        let _cleanup = Cleanup::of(&report);
         common::lut::verified(&report, 2_000_000);
         // The aioquic build imports the library itself (to prove where it loads from), with
         // other first arguments: only the LUT processes write a role.
@@ -333,6 +358,7 @@ fn lut_rev_runs_each_commit_of_a_script_built_lut() {
     for (rev, roles) in [("HEAD~1", Vec::<&str>::new()), ("HEAD", vec!["client", "server"])] {
         let commit = git(&src, &["rev-parse", rev]);
         let report = common::run_json(&["--lut", "quic-go", "--lut-path", path, "--lut-rev", rev, "--size", "2MB"]);
+        let _cleanup = Cleanup::of(&report);
         common::lut::verified(&report, 2_000_000);
         assert_eq!(loaded_by(&log), roles, "{rev}: the processes that ran the marker");
         assert_eq!(report["lut"]["source"]["revision"].as_str(), Some(commit.as_str()), "{}", report["lut"]);
