@@ -181,6 +181,22 @@ fn a_checkout_of_another_version_runs_its_own_code() {
     assert!(err.contains("this checkout is broken") && err.contains("building the quinn adapter"), "{err}");
 }
 
+/// A checkout the adapter cannot use (quinn of the next major version, which the adapter's
+/// `quinn ^0.11` does not accept): refused by name before compiling, never the registry's quinn
+/// in its place (the old code built and ran the registry's).
+#[test]
+fn a_checkout_of_another_major_version_is_refused_before_building() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let checkout = tmp.path().join("quinn");
+    copy_dir(&registry_quinn(), &checkout);
+    set_version(&checkout, "0.12.0");
+    let out = nesquic().args(["run", "--size", "1MB", "--lut-path"]).arg(&checkout).output().expect("run");
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("not from the checkout") && err.contains("requirement quinn ^0.11"), "{err}");
+    assert!(!err.contains("Compiling"), "{err}");
+}
+
 /// `ab --lut-path REPO --base-rev A --head-rev B`: two commits of one repository (quinn and
 /// quinn-udp side by side, quinn of another version than the lock), B raising the GSO batch cap;
 /// then the working tree with an uncommitted change is recorded as dirty.

@@ -71,7 +71,8 @@ pub(super) fn build(
     }
 
     let cargo = Cargo::new(project, repo)?;
-    resolve(&cargo, &patched)?;
+    // Checked before compiling too: a wrong graph fails in seconds, not after the build.
+    linked_from_checkout(&resolve(&cargo, &patched)?, &patched)?;
     eprintln!("nesquic: compiling (cargo's output follows; the first build of a library takes minutes) ...");
     let status = cargo
         .command(&["build", "--release", "--locked"])
@@ -98,12 +99,12 @@ pub(super) fn build(
 /// Makes the lock use the checkout's crates: resolves, and when cargo left a patch unused (the
 /// lock pins another version), unlocks those crates so the patch (the only candidate cargo
 /// offers for a patched version) takes their place; still unused is an error naming the
-/// requirement the checkout does not meet.
-fn resolve(cargo: &Cargo, patched: &[Crate]) -> Result<()> {
-    cargo.metadata(false)?;
+/// requirement the checkout does not meet. Returns the resolved graph.
+fn resolve(cargo: &Cargo, patched: &[Crate]) -> Result<Metadata> {
+    let metadata = cargo.metadata(false)?;
     let unused = unused_patches(&cargo.lock()?);
     if unused.is_empty() {
-        return Ok(());
+        return Ok(metadata);
     }
     let lock = cargo.lock()?;
     let specs: Vec<String> = lock_packages(&lock)
@@ -127,7 +128,7 @@ fn resolve(cargo: &Cargo, patched: &[Crate]) -> Result<()> {
     let metadata = cargo.metadata(false)?;
     let unused = unused_patches(&cargo.lock()?);
     if unused.is_empty() {
-        return Ok(());
+        return Ok(metadata);
     }
     let why: Vec<String> = unused
         .iter()
@@ -152,7 +153,13 @@ fn verify(cargo: &Cargo, patched: &[Crate]) -> Result<Vec<LinkedComponent>> {
         let names: Vec<String> = unused.iter().map(|(n, v)| format!("{n} {v}")).collect();
         return Err(EngineError::msg(format!("cargo left these patches unused: {}", names.join(", "))));
     }
-    let metadata = cargo.metadata(true)?;
+    linked_from_checkout(&cargo.metadata(true)?, patched)
+}
+
+/// Every package of a patched crate's name in `metadata`'s graph, checked to come from the
+/// checkout (a second copy from the registry, e.g. for a dependency that requires another
+/// version, is an error naming that requirement).
+fn linked_from_checkout(metadata: &Metadata, patched: &[Crate]) -> Result<Vec<LinkedComponent>> {
     let in_graph: Vec<&Package> = match &metadata.resolve {
         Some(resolve) => metadata.packages.iter().filter(|p| resolve.nodes.iter().any(|n| n.id == p.id)).collect(),
         None => Vec::new(),
@@ -169,10 +176,12 @@ fn verify(cargo: &Cargo, patched: &[Crate]) -> Result<Vec<LinkedComponent>> {
             if !from_checkout {
                 let from = p.source.clone().unwrap_or_else(|| dir.display().to_string());
                 return Err(EngineError::msg(format!(
-                    "cargo resolved {} {} from {from}, not from the checkout's {}",
+                    "cargo's graph holds {} {} from {from}, not from the checkout's {} ({}; a checkout of \
+                     another major version needs an adapter written for it)",
                     p.name,
                     p.version,
-                    c.dir.display()
+                    c.dir.display(),
+                    requirements(metadata, &c.name).join(", ")
                 )));
             }
             linked.push(LinkedComponent { name: p.name.clone(), version: p.version.clone(), path: c.dir.clone() });
