@@ -17,6 +17,7 @@ pub mod compare;
 mod error;
 pub mod events;
 pub mod figures;
+pub mod finding;
 pub mod findings;
 pub mod io;
 pub mod packet_cost;

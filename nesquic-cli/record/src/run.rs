@@ -65,7 +65,7 @@ pub struct RunRecord {
     pub faults: Vec<InjectedFault>,
     /// What the numbers point to, rule by rule (`findings::find` over this record).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub findings: Vec<crate::findings::Finding>,
+    pub findings: Vec<crate::finding::Finding>,
 }
 
 /// One `NESQUIC_FAULT_*` variable the LUT processes ran with.

@@ -1,0 +1,60 @@
+//! What a finding is (`findings` holds the rules that make them): a type of its own below the
+//! run record, which carries the findings, and the rules, which read the record.
+
+use nesquic_protocol::Role;
+use serde::{Deserialize, Serialize};
+
+/// Which rule fired.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rule {
+    /// The bulk sender's GSO batches are far below what the socket and the 64 KB limit allow.
+    GsoBatchCapped,
+    /// The bulk sender does not segment at all: one kernel send path per datagram.
+    GsoOff,
+    /// The bulk receiver gets about one datagram per receive although its peer sends batches.
+    GroIneffective,
+    /// Many receive calls found nothing (EAGAIN): the stack polls an empty socket.
+    BusyPolling,
+    /// The receiver sends more ACK-carrying datagrams than RFC 9000's default (one per two).
+    AckHeavy,
+}
+
+impl Rule {
+    /// Every rule, in the order they are checked and listed.
+    pub const ALL: [Rule; 5] =
+        [Rule::GsoBatchCapped, Rule::GsoOff, Rule::GroIneffective, Rule::BusyPolling, Rule::AckHeavy];
+}
+
+/// How much is at stake, from the measured share of the side's CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; little CPU at stake, or no profile to say how much.
+    Low,
+    /// A noticeable share of the side's CPU is in the path the finding is about.
+    Medium,
+    /// A large share (>= 20%) of the side's CPU is in that path.
+    High,
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The rule.
+    pub rule: Rule,
+    /// The side it is about.
+    pub role: Role,
+    /// How much is at stake.
+    pub severity: Severity,
+    /// What was seen, with the numbers.
+    pub seen: String,
+    /// Why it costs, and the likely cause in the stack.
+    pub why: String,
+    /// The command line that tests the remedy.
+    pub try_this: String,
+    /// The measured share of the side's CPU in the path concerned (sampling profile), if one
+    /// was taken: what the severity rests on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_share_at_stake: Option<f64>,
+}
