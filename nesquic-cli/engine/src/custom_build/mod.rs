@@ -2,10 +2,10 @@
 //! library (or one commit of it), and prove that the build linked the checkout's code, not the
 //! registry's or the pinned copy: a run must never measure other code than the one it names.
 //!
-//! Rust LUTs get a generated cargo project with `[patch.crates-io]` ([`cargo`]); other stacks run
-//! their LUT's build script ([`script`]). Everything lives under `target/lut-builds/`: one project
+//! Rust LUTs get a generated cargo project with `[patch.crates-io]` (`cargo`); other stacks run
+//! their LUT's build script (`script`). Everything lives under `target/lut-builds/`: one project
 //! per (LUT, checkout, revision), one cargo target directory shared by all of them (each crate
-//! compiled once per source), and the git worktrees of `--lut-rev` ([`git`]).
+//! compiled once per source), and the git worktrees of `--lut-rev` (`git`).
 
 mod cargo;
 mod git;
