@@ -325,3 +325,16 @@ fn a_side_whose_agent_was_not_in_place_is_not_judged() {
     head.repetitions.iter_mut().for_each(|rep| rep.agents = vec![agent(true, true)]);
     assert!(compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).is_ok());
 }
+
+#[test]
+fn a_run_with_faults_injected_is_not_judged() {
+    let (base, mut head) = ab(5, false, |s| s);
+    head.faults = vec![crate::run::InjectedFault { name: "NESQUIC_FAULT_DROP_SEND".into(), value: "7".into() }];
+    let refused = compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).expect_err("refused");
+    assert_eq!(
+        refused.reasons,
+        vec![Unjudged::FaultsInjected { side: Side::Head, faults: vec!["NESQUIC_FAULT_DROP_SEND=7".into()] }]
+    );
+    head.faults.clear();
+    assert!(compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).is_ok());
+}

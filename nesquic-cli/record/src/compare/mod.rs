@@ -159,6 +159,14 @@ pub enum Unjudged {
         /// What, in which repetitions.
         problem: String,
     },
+    /// A side ran with faults injected on purpose (`NESQUIC_FAULT_*` under
+    /// `NESQUIC_ALLOW_FAULTS=1`): its figures describe the perturbation, not the stack.
+    FaultsInjected {
+        /// The run.
+        side: Side,
+        /// `NAME=VALUE` of each fault.
+        faults: Vec<String>,
+    },
 }
 
 impl std::fmt::Display for Unjudged {
@@ -174,6 +182,9 @@ impl std::fmt::Display for Unjudged {
                 write!(f, "rule {rule}: no such metric in these runs (neither measured it)")
             }
             Self::ProbesNotInPlace { side, problem } => write!(f, "{side}: {problem}"),
+            Self::FaultsInjected { side, faults } => {
+                write!(f, "{side} ran with faults injected on purpose ({})", faults.join(", "))
+            }
         }
     }
 }
@@ -299,6 +310,9 @@ pub fn compare(
     let mut reasons = Vec::new();
     for (side, run) in [(Side::Base, base), (Side::Head, head)] {
         reasons.extend(run.probe_failures.iter().map(|p| Unjudged::ProbesNotInPlace { side, problem: p.clone() }));
+        if !run.faults.is_empty() {
+            reasons.push(Unjudged::FaultsInjected { side, faults: run.faults.clone() });
+        }
     }
     let mut rows = Vec::new();
     for def in samples::METRICS {

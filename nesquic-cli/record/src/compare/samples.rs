@@ -145,6 +145,8 @@ pub struct RunSamples {
     /// Why this run's probes cannot be trusted: an agent that did not start in a LUT process,
     /// a function it did not patch (what it would have counted reads as "not called").
     pub probe_failures: Vec<String>,
+    /// Faults the run injected on purpose (`NAME=VALUE`): such a run is not judged.
+    pub faults: Vec<String>,
 }
 
 impl RunSamples {
@@ -250,6 +252,7 @@ pub fn from_record(r: &RunRecord) -> Result<RunSamples> {
             gap.repetitions.sort_unstable();
         }
     }
+    samples.faults = r.faults.iter().map(|f| format!("{}={}", f.name, f.value)).collect();
     samples.probe_failures = agent_problems
         .into_iter()
         .map(|(problem, reps)| format!("{problem} ({})", repetitions_text(&reps, r.repetitions.len())))
