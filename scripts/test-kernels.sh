@@ -29,9 +29,10 @@ cargo build --release --workspace --bins --quiet
 kernels_test=$(exe kernels)
 [ -x "$kernels_test" ] || { echo "test-kernels: test executables not found" >&2; exit 1; }
 mkdir -p "$target/tmp"
-# The guest's scratch space: a tmpfs mounted over this directory (the host filesystem reaches the
-# guest over 9p, where MAP_SHARED of the agent's counters fails with EINVAL), handed to the tests
-# as TMPDIR. Not over /tmp: the checkout or the target directory may live there (CI clones do).
+# The guest's scratch space, handed to the tests as TMPDIR: on the host filesystem, which reaches
+# the guest over 9p, where mmap(MAP_SHARED) of a file fails with EINVAL. On purpose: the agent's
+# plan and counters are memfds, so probed runs must work with TMPDIR there (issue 32, item 10;
+# a tmpfs used to be mounted here to hide the failure).
 guest_tmp=$target/tmp/guest-tmp
 mkdir -p "$guest_tmp"
 
@@ -57,7 +58,7 @@ for image in ${NESQUIC_KERNELS:-/boot/vmlinuz-*}; do
     # A guest that hangs is a failure, not a stuck CI: timeout kills QEMU.
     timeout "${NESQUIC_VM_TIMEOUT:-1500}" vng -r "$image" --user root --disable-kvm --cpus 2 --memory 4G \
         --rwdir "$target/tmp" -- \
-        "mount -t tmpfs tmpfs '$guest_tmp' && cd '$root' && TMPDIR='$guest_tmp' NESQUIC_EXPECT_CAPS=kprobes,fentry,netem NESQUIC_DOCTOR_OUT='$results/doctor-$release.json' bash -c '$subset'" \
+        "cd '$root' && TMPDIR='$guest_tmp' NESQUIC_EXPECT_CAPS=kprobes,fentry,netem NESQUIC_DOCTOR_OUT='$results/doctor-$release.json' bash -c '$subset'" \
         2>&1 | tee "$results/$release.log"
     status=${PIPESTATUS[0]}
     # vng passes the guest command's status through; the log's last verdict double-checks it.
