@@ -6,6 +6,7 @@
 # and keeps: a Markdown verdict, exit status 0 or 1 (2 is a failed build or run), and base/head
 # run records naming the two commits. Root (probes); nesquic built (target/release/nesquic).
 # usage: ci-recipe-check.sh [WORKDIR]   (default: a new temporary directory)
+#   NESQUIC_BIN: the nesquic executable (default: the target dir's release/nesquic).
 #   NESQUIC_CI_ROUNDS: rounds instead of the workflow's 10 (default 2: this checks the recipe,
 #   not the stack).
 set -euo pipefail
@@ -18,8 +19,11 @@ rounds="${NESQUIC_CI_ROUNDS:-2}"
 say() { echo "ci-recipe-check: $*" >&2; }
 fail() { say "FAIL: $*"; exit 1; }
 
-[ -x "$root/target/release/nesquic" ] ||
-    fail "build nesquic first: cargo build --release -p nesquic-cli --bins"
+# The nesquic to run: NESQUIC_BIN (the tests pass theirs), else the target directory's.
+target="${CARGO_TARGET_DIR:-$root/target}"
+case "$target" in /*) ;; *) target="$root/$target" ;; esac
+nesquic="${NESQUIC_BIN:-$target/release/nesquic}"
+[ -x "$nesquic" ] || fail "build nesquic first: cargo build --release -p nesquic-cli --bins (looked for $nesquic)"
 version="$(sed -n '/^name = "quinn"$/{n;s/^version = "\(.*\)"$/\1/p;}' "$root/Cargo.lock" | head -n1)"
 src="$(ls -d "${CARGO_HOME:-$HOME/.cargo}"/registry/src/*/"quinn-$version" 2>/dev/null | head -n1)"
 [ -n "$src" ] || fail "quinn-$version is not unpacked in the cargo registry (cargo fetch in $root)"
@@ -38,8 +42,10 @@ sed -i 's/const MAX_TRANSMIT_SEGMENTS: usize = 10;/const MAX_TRANSMIT_SEGMENTS: 
 git commit -qam "head: GSO batches of up to 44 datagrams"
 base="$(git rev-parse HEAD~1)"
 head="$(git rev-parse HEAD)"
-# Nesquic where the workflow checks it out (.nesquic), ignored as a runner's checkout would be.
-ln -s "$root" "$repo/.nesquic"
+# Nesquic where the workflow checks it out and builds it (.nesquic/target/release/nesquic),
+# ignored as a runner's checkout would be; the binary is this one, wherever its target dir is.
+mkdir -p "$repo/.nesquic/target/release"
+ln -s "$nesquic" "$repo/.nesquic/target/release/nesquic"
 echo .nesquic >>"$repo/.git/info/exclude"
 
 # The workflow's step, as docs/ci.md writes it, with what GitHub substitutes and provides.

@@ -372,7 +372,11 @@ fn the_ci_recipe_of_the_docs_runs_on_a_local_repository() {
     let _serial = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/ci-recipe-check.sh");
-    let out = Command::new(script).arg(tmp.path()).output().expect("ci-recipe-check.sh");
+    let out = Command::new(script)
+        .arg(tmp.path())
+        .env("NESQUIC_BIN", env!("CARGO_BIN_EXE_nesquic"))
+        .output()
+        .expect("ci-recipe-check.sh");
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("ci-recipe-check: PASS"), "{}", stderr(&out));
     let base = record(&tmp.path().join("stack/nesquic-runs/base"));
