@@ -26,6 +26,8 @@ pub mod recorder;
 pub mod run;
 pub mod stacks;
 pub mod stats;
+#[cfg(test)]
+mod test_rows;
 pub mod workload;
 
 pub use error::RecordError;

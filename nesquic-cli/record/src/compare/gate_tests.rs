@@ -32,11 +32,14 @@ struct SideIo {
 
 /// A probe row of syscall `name`.
 fn syscall(name: &str, direction: &str, d: Dir) -> serde_json::Value {
-    json!({
-        "syscall": name, "direction": direction, "calls": d.moved + d.eagain, "total_ns": 0, "p50_le_ns": 0,
-        "p99_le_ns": 0, "hist": [], "errors": 0, "eagain": d.eagain, "bytes": d.bytes, "datagrams": d.datagrams,
-        "messages": d.moved, "mechanism": "tracepoint"
-    })
+    let counts = crate::test_rows::SyscallCounts {
+        moved: d.moved,
+        eagain: d.eagain,
+        messages: d.moved,
+        datagrams: d.datagrams,
+        bytes: d.bytes,
+    };
+    crate::test_rows::syscall(name, direction, counts)
 }
 
 /// A counted crypto function row: one call per datagram.

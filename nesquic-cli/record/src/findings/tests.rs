@@ -4,26 +4,10 @@
 use serde_json::json;
 
 use super::*;
+// One direction: calls that moved data, empty (EAGAIN) calls, messages, datagrams, bytes.
+use crate::test_rows::{syscall, SyscallCounts as Dir};
 
 const SIZE: u64 = 25_000_000;
-
-/// One direction: calls that moved data, empty (EAGAIN) calls, messages, datagrams, bytes.
-#[derive(Clone, Copy, Default)]
-struct Dir {
-    moved: u64,
-    eagain: u64,
-    messages: u64,
-    datagrams: u64,
-    bytes: u64,
-}
-
-fn syscall(name: &str, direction: &str, d: Dir) -> serde_json::Value {
-    json!({
-        "syscall": name, "direction": direction, "calls": d.moved + d.eagain, "total_ns": 0, "p50_le_ns": 0,
-        "p99_le_ns": 0, "hist": [], "errors": 0, "eagain": d.eagain, "bytes": d.bytes, "datagrams": d.datagrams,
-        "messages": d.messages, "mechanism": "tracepoint"
-    })
-}
 
 /// One side: what it sent and received, its socket's GSO/GRO, and its profile (samples, of
 /// them in packet I/O, of them in the kernel's packet path).
