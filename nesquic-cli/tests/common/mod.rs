@@ -72,6 +72,30 @@ pub fn run_json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
 }
 
+/// Waits up to `grace` for `child` to exit on its own, kills it otherwise, and says how it ended
+/// and what it wrote to stderr (piped).
+fn stop_and_explain(child: &mut std::process::Child, grace: Duration) -> String {
+    let deadline = std::time::Instant::now() + grace;
+    let mut status = child.try_wait().ok().flatten();
+    while status.is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        status = child.try_wait().ok().flatten();
+    }
+    let ended = match status {
+        Some(status) => format!("exited on its own ({status})"),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            "still running, killed".to_string()
+        }
+    };
+    let mut err = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut err);
+    }
+    format!("{ended}; stderr: {}", err.trim())
+}
+
 /// A workload for [`direct`]: connections, connections at once, streams each, bytes per stream.
 #[derive(Debug, Clone, Copy)]
 pub struct Shape {
@@ -139,12 +163,15 @@ pub fn direct_with(
         .output()
         .expect("run client");
     if !client.status.success() {
-        let _ = server.kill();
-        let _ = server.wait();
-        return Err(stderr(&client));
+        // The server's side of the story: a server that failed first (its exit ends every
+        // connection) makes the client's error a consequence, not the cause.
+        let server_side = stop_and_explain(&mut server, Duration::from_secs(3));
+        return Err(format!("{}\nserver: {server_side}", stderr(&client)));
     }
     let status = server.wait().expect("server");
-    assert!(status.success(), "{}: server failed", binary.display());
+    if !status.success() {
+        panic!("{}: server failed: {}", binary.display(), stop_and_explain(&mut server, Duration::ZERO));
+    }
     let stdout = String::from_utf8_lossy(&client.stdout);
     let done = stdout
         .lines()

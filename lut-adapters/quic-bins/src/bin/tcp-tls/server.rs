@@ -101,7 +101,12 @@ fn serve(stream: &TcpStream, config: Arc<rustls::ServerConfig>, faults: Faults) 
         conn.send_close_notify();
         tls_io::flush(&mut conn, out)?;
     }
-    stream.shutdown(std::net::Shutdown::Write).context("shutdown(SHUT_WR)")?;
+    // Everything, close_notify included, is with the kernel: from here on the client's verdict
+    // ends the connection. A client that already closed (ENOTCONN) is not this server's failure,
+    // and failing here would end the process and cut every other connection short.
+    if let Err(e) = stream.shutdown(std::net::Shutdown::Write) {
+        eprintln!("nesquic-lut-tcp-tls: shutdown(SHUT_WR) after the payload: {e}");
+    }
     // Wait for the client's close (it sends close_notify once it verified everything), so
     // closing here never resets a connection the client still reads.
     stream.set_read_timeout(Some(CLOSE_GRACE)).context("SO_RCVTIMEO")?;
