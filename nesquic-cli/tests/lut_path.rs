@@ -91,6 +91,22 @@ fn record(dir: &Path) -> RunRecord {
 }
 
 /// Server datagrams per sendmsg (the probes' median over repetitions).
+/// `nesquic run ARGS --lut-path CHECKOUT --out OUT_DIR`; fails the test unless it succeeds;
+/// returns its record.
+fn run_checkout(args: &[&str], checkout: &Path, out_dir: &Path) -> RunRecord {
+    let out = nesquic()
+        .arg("run")
+        .args(args)
+        .arg("--lut-path")
+        .arg(checkout)
+        .arg("--out")
+        .arg(out_dir)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "run {args:?} --lut-path {}: {}", checkout.display(), stderr(&out));
+    record(out_dir)
+}
+
 fn datagrams_per_send(r: &RunRecord) -> f64 {
     IoFigures::of(&r.repetitions, r.size_bytes).server_datagrams_per_send.expect("--probe io figures")
 }
@@ -112,15 +128,7 @@ fn builds_and_runs_against_a_local_quinn_and_records_its_revision() {
     let head = commit_all(&checkout, "x");
 
     let out_dir = tmp.path().join("run");
-    let out = nesquic()
-        .args(["run", "--size", "2MB", "--lut-path"])
-        .arg(&checkout)
-        .arg("--out")
-        .arg(&out_dir)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = record(&out_dir);
+    let r = run_checkout(&["--size", "2MB"], &checkout, &out_dir);
     let source = r.lut.source.as_ref().expect("lut.source");
     assert_eq!(source.revision, head);
     assert!(!source.dirty);
@@ -155,16 +163,8 @@ fn a_checkout_of_another_version_runs_its_own_code() {
     raise_gso_batch(&checkout);
 
     let out_dir = tmp.path().join("run");
-    let out = nesquic()
-        // Syscall tracepoints: exact counts whatever the user-space agent can hook.
-        .args(["run", "--probe", "io", "--probe-backend", "kernel", "--size", "25MB", "--lut-path"])
-        .arg(&checkout)
-        .arg("--out")
-        .arg(&out_dir)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = record(&out_dir);
+    // Syscall tracepoints: exact counts whatever the user-space agent can hook.
+    let r = run_checkout(&["--probe", "io", "--probe-backend", "kernel", "--size", "25MB"], &checkout, &out_dir);
     let per_send = datagrams_per_send(&r);
     assert!(per_send > 20.0, "server datagrams per sendmsg {per_send}: not the checkout's quinn");
     let source = r.lut.source.as_ref().expect("lut.source");
@@ -243,15 +243,7 @@ fn ab_compares_two_commits_of_one_repository() {
     // The working tree itself, with a change not committed: recorded as dirty.
     edit(&repo.join("quinn/src/lib.rs"), "", "// an uncommitted change\n");
     let run_dir = tmp.path().join("dirty");
-    let out = nesquic()
-        .args(["run", "--size", "1MB", "--lut-path"])
-        .arg(&repo)
-        .arg("--out")
-        .arg(&run_dir)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let source = record(&run_dir).lut.source.expect("lut.source");
+    let source = run_checkout(&["--size", "1MB"], &repo, &run_dir).lut.source.expect("lut.source");
     assert!(source.dirty && source.revision == head && source.requested_rev.is_none(), "{source:?}");
 
     // Revisions that are not there, and a directory that is no repository.
@@ -302,17 +294,10 @@ fn scripted_luts_run_the_checkout_through_nesquic() {
             }
         }
         let out_dir = tmp.path().join("run");
-        let out = nesquic()
-            .args(["run", "--lut", lut, "--size", "1MB", "--lut-path"])
-            .arg(&checkout)
-            .arg("--out")
-            .arg(&out_dir)
-            .output()
-            .expect("run");
-        assert!(out.status.success(), "{lut}: {}", stderr(&out));
+        let run = run_checkout(&["--lut", lut, "--size", "1MB"], &checkout, &out_dir);
         let roles = std::fs::read_to_string(&log).unwrap_or_default();
         assert!(roles.lines().any(|l| l == "server") && roles.lines().any(|l| l == "client"), "{lut}: {roles:?}");
-        let source = record(&out_dir).lut.source.expect("lut.source");
+        let source = run.lut.source.expect("lut.source");
         assert!(source.proof.contains(checkout.to_str().expect("UTF-8")), "{lut}: {}", source.proof);
         assert_eq!(source.path, checkout.canonicalize().expect("canonical"));
     }
@@ -346,20 +331,13 @@ fn quiche_runs_the_checkout_through_a_cargo_patch() {
     }
     std::fs::write(&lib, text).expect("write lib.rs");
     let out_dir = tmp.path().join("run");
-    let out = nesquic()
-        .args(["run", "--lut", "quiche", "--size", "1MB", "--lut-path"])
-        .arg(&checkout)
-        .arg("--out")
-        .arg(&out_dir)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
+    let run = run_checkout(&["--lut", "quiche", "--size", "1MB"], &checkout, &out_dir);
     let roles = std::fs::read_to_string(&log).unwrap_or_default();
     let mut roles: Vec<&str> = roles.lines().collect();
     roles.sort_unstable();
     // One connection: one connect in the client, one accept in the server.
     assert_eq!(roles, ["client", "server"]);
-    let source = record(&out_dir).lut.source.expect("lut.source");
+    let source = run.lut.source.expect("lut.source");
     assert_eq!(source.linked[0].name, "quiche");
     assert_eq!(source.linked[0].path, checkout.canonicalize().expect("canonical"));
 }

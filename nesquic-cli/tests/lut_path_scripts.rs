@@ -217,15 +217,21 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
+/// The pinned source of `lut` under `dir`, as a git repository with one commit ("pinned").
+fn pinned_git_checkout(lut: &str, dir: &Path) -> PathBuf {
+    let src = pinned_source(lut, dir);
+    git(&src, &["init", "-q"]);
+    git(&src, &["add", "-A"]);
+    git(&src, &["commit", "-q", "-m", "pinned"]);
+    src
+}
+
 /// A git checkout: its HEAD and whether the tree is dirty are reported, and an edit rebuilds.
 #[test]
 fn a_git_checkouts_revision_and_dirty_tree_are_reported_and_an_edit_rebuilds() {
     let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = pinned_source("quic-go", dir.path());
-    git(&src, &["init", "-q"]);
-    git(&src, &["add", "-A"]);
-    git(&src, &["commit", "-q", "-m", "pinned"]);
+    let src = pinned_git_checkout("quic-go", dir.path());
     let head = git(&src, &["rev-parse", "HEAD"]);
     let out_dir = dir.path().join("out");
     let (clean, _) = built("quic-go", &src, &out_dir);
@@ -346,10 +352,7 @@ fn nesquic_run_lut_path_runs_the_checkout_of_every_script_built_lut() {
 fn lut_rev_runs_each_commit_of_a_script_built_lut() {
     let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = pinned_source("quic-go", dir.path());
-    git(&src, &["init", "-q"]);
-    git(&src, &["add", "-A"]);
-    git(&src, &["commit", "-q", "-m", "pinned"]);
+    let src = pinned_git_checkout("quic-go", dir.path());
     let log = dir.path().join("loaded-by");
     mark("quic-go", &src, &log);
     git(&src, &["add", "-A"]);

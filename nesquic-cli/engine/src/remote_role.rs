@@ -32,9 +32,8 @@ pub fn serve(tool: &ToolInfo) -> Result<(), EngineError> {
     // PR_SET_PDEATHSIG).
     // SAFETY: plain prctl on this process.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) };
+    // SIGHUP (the SSH channel closing) is among the stop signals.
     let stop = crate::process::install_signal_flag()?;
-    signal_hook::flag::register(signal_hook::consts::SIGHUP, stop.clone())
-        .map_err(|e| EngineError::msg(format!("install SIGHUP handler: {e}")))?;
     let requests = read_requests(stop.clone());
     let mut out = std::io::stdout().lock();
     let send = |out: &mut std::io::StdoutLock<'_>, reply: &Reply| {
@@ -91,6 +90,8 @@ fn read_requests(stop: Arc<AtomicBool>) -> std::sync::mpsc::Receiver<Request> {
 /// Runs the role's LUT once, under this host's probes.
 fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<(), EngineError> {
     let lut = nesquic_lut_adapters::lut::find_lut(&plan.lut)?;
+    // The plan names a LUT, not a source: this host runs its own installed build of it (a
+    // `--lut-path` build exists on the local host only).
     let binary = lut.binary_path(&crate::process::lut_dir(None)?)?;
     let workdir = tempfile::Builder::new()
         .prefix("nesquic-remote-")
