@@ -252,6 +252,117 @@ mod tests {
         assert_eq!(c.classify_frames(&[], &[None, Some("seal")]), "crypto.aead");
     }
 
+    /// The built-in catalog's rules.
+    fn builtin() -> Classifier {
+        Classifier::new(&crate::Catalog::builtin().expect("catalog").components).expect("catalog rules compile")
+    }
+
+    /// A stack as the folded files print it (outermost first, `;`-separated), innermost first.
+    fn folded(stack: &str) -> Vec<Option<&str>> {
+        stack.split(';').rev().map(Some).collect()
+    }
+
+    // The stacks below are copied from `profile-*.folded` of `nesquic run --lut L --probe
+    // profile:999,io --size 500MB` (2026-11-25), the loop's outer frames cut where they decide
+    // nothing.
+
+    #[test]
+    fn go_runtime_frames_land_in_their_components() {
+        let c = builtin();
+        let user = |stack| c.classify_frames(&[], &folded(stack)).to_string();
+        // The scheduler, in user space: a thread looking for a goroutine to run.
+        assert_eq!(user("runtime.mcall;runtime.park_m;runtime.schedule;runtime.findRunnable"), "runtime.goroutines");
+        // The GC's mark worker, and the runtime's lock taken by the background sweeper.
+        assert_eq!(
+            user(
+                "runtime.goexit.abi0;runtime.gcBgMarkStartWorkers.gowrap1;runtime.gcBgMarkWorker;runtime.systemstack.abi0;\
+                 runtime.gcBgMarkWorker.func2;runtime.gcDrain;runtime.markroot;runtime.markrootSpans;runtime.scanblock;\
+                 runtime.tryDeferToSpanScan"
+            ),
+            "memory.gc"
+        );
+        assert_eq!(user("runtime.goexit.abi0;runtime.gcenable.gowrap1;runtime.bgsweep;runtime.unlock2"), "memory.gc");
+        assert_eq!(
+            user(
+                "runtime.goexit.abi0;main.runClient.func1;runtime.convT;runtime.mallocgc;runtime.mallocgcSmallScanNoHeader;\
+                 runtime.(*mcache).nextFree;runtime.(*mcache).refill;runtime.(*mcentral).cacheSpan"
+            ),
+            "memory.alloc"
+        );
+        // epoll_wait from the scheduler's netpoll: the kernel frames name nothing, the runtime does.
+        let kernel = folded("entry_SYSCALL_64_after_hwframe;do_syscall_64");
+        let netpoll = folded(
+            "runtime.mcall;runtime.park_m;runtime.schedule;runtime.findRunnable;runtime.netpoll;\
+             internal/runtime/syscall/linux.Syscall6",
+        );
+        assert_eq!(c.classify_frames(&kernel, &netpoll), "runtime.poll");
+        // The client's verifier, inlined into its read loop.
+        assert_eq!(user("runtime.goexit.abi0;main.oneConnection.func1;main.oneStream;memeqbody"), "app.harness");
+    }
+
+    #[test]
+    fn go_crypto_is_split_by_what_calls_it() {
+        let c = builtin();
+        let user = |stack| c.classify_frames(&[], &folded(stack)).to_string();
+        let packer = "github.com/quic-go/quic-go.(*packetPacker).encryptPacket;\
+                      github.com/quic-go/quic-go/internal/handshake.(*updatableAEAD).Seal;\
+                      github.com/quic-go/quic-go/internal/handshake.(*xorNonceAEAD).Seal;\
+                      crypto/internal/fips140/aes/gcm.(*GCM).Seal;crypto/internal/fips140/aes/gcm.(*GCM).sealAfterIndicator;\
+                      crypto/internal/fips140/aes/gcm.gcmAesEnc.abi0";
+        assert_eq!(user(packer), "crypto.aead");
+        assert_eq!(
+            user(
+                "github.com/quic-go/quic-go.(*packetUnpacker).unpackShortHeader;\
+                 github.com/quic-go/quic-go/internal/handshake.(*updatableAEAD).DecryptHeader;\
+                 github.com/quic-go/quic-go/internal/handshake.(*aesHeaderProtector).DecryptHeader;\
+                 github.com/quic-go/quic-go/internal/handshake.(*aesHeaderProtector).apply;\
+                 crypto/internal/fips140/aes.(*Block).Encrypt;crypto/internal/fips140/aes.encryptBlockAsm.abi0"
+            ),
+            "crypto.header_protection"
+        );
+    }
+
+    #[test]
+    fn tquic_frames_are_tquic_not_the_loop_that_runs_it() {
+        let c = builtin();
+        let loop_ = "nesquic_translation::driver::run;\
+                     <nesquic_lut_tquic::shim::TquicEndpoint<A> as nesquic_translation::driver::Endpoint>::fill_transmits;\
+                     tquic::endpoint::Endpoint::process_connections";
+        let under = |rest: &str| {
+            let stack = format!("{loop_};{rest}");
+            c.classify_frames(&[], &folded(&stack)).to_string()
+        };
+        assert_eq!(
+            under("tquic::connection::Connection::send;tquic::connection::space::PacketNumSpaceMap::get"),
+            "connection.recovery"
+        );
+        assert_eq!(
+            under(
+                "tquic::connection::Connection::send;tquic::connection::Connection::send_frames;\
+                 tquic::connection::Connection::try_write_stream_frames;tquic::connection::stream::SendBuf::read;\
+                 __memcpy_avx512_unaligned_erms"
+            ),
+            "connection.streams"
+        );
+        // The shim's copy of each packet tquic hands over into the GSO batch.
+        assert_eq!(
+            under(
+                "<nesquic_lut_tquic::shim::Sender as tquic::PacketSendHandler>::on_packets_send;\
+                 nesquic_translation::batch::TxBatch::push_with;__memcpy_avx512_unaligned_erms"
+            ),
+            "packet_io.user"
+        );
+        // A clock read whose leaf is the vDSO itself (the catalog's `[vdso]` was a character class).
+        assert_eq!(
+            under(
+                "tquic::connection::Connection::send;tquic::connection::Connection::send_frames;\
+                 tquic::connection::recovery::Recovery::can_send;[vdso]"
+            ),
+            "runtime.clock"
+        );
+        assert_eq!(c.classify_frames(&[], &[Some("[vdso]")]), "runtime.clock");
+    }
+
     #[test]
     fn an_invalid_pattern_is_an_error() {
         assert!(Classifier::new(&[rule("x", false, &["a[b"], &[])]).is_err());
