@@ -25,6 +25,7 @@ pub mod measure;
 pub mod on_demand;
 pub mod overhead;
 pub mod pin;
+pub mod pair;
 pub mod plan;
 pub mod process;
 pub mod remote;

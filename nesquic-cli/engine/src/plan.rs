@@ -57,6 +57,23 @@ impl ProbePlan {
         Ok(Self { request, resolution, objects })
     }
 
+    /// One plan over two executables (a pair's sides): their functions (each once) and objects.
+    pub fn merge(mut self, other: ProbePlan) -> Self {
+        for f in other.resolution.functions {
+            let known = self.resolution.functions.iter().any(|g| g.object == f.object && g.address == f.address);
+            if !known {
+                self.resolution.functions.push(f);
+            }
+        }
+        self.resolution.unmatched.extend(other.resolution.unmatched);
+        for o in other.objects {
+            if !self.objects.iter().any(|p| p.path == o.path) {
+                self.objects.push(o);
+            }
+        }
+        self
+    }
+
     /// Fails when a requested category or glob found no function, naming the nearest symbols.
     pub fn require_matches(&self) -> Result<(), EngineError> {
         let mut wanted: Vec<String> = self.request.categories.iter().cloned().collect();

@@ -53,6 +53,22 @@ pub struct RepetitionSpec<'a> {
     pub remote: Option<&'a crate::remote::RemoteStage>,
     /// `--pin`: the CPU of each local side.
     pub pin: Option<crate::pin::PinnedCpus>,
+    /// A pair (docs/pairs.md): the client's LUT, executable, I/O path and settings; `lut`,
+    /// `binary`, `io` and `options` are then the server's.
+    pub client: Option<ClientSideSpec<'a>>,
+}
+
+/// The client side of a pair's repetition.
+#[derive(Clone, Copy)]
+pub struct ClientSideSpec<'a> {
+    /// The client's library.
+    pub lut: &'a dyn Lut,
+    /// What starts it.
+    pub binary: &'a Path,
+    /// Its I/O path.
+    pub io: IoMode,
+    /// Its settings.
+    pub options: &'a [nesquic_lut_adapters::LutOpt],
 }
 
 /// What one repetition measured.
@@ -95,7 +111,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             Some((Role::Server, LutEvent::Listening { addr })) => break addr,
             _ if watch.exit(Role::Server).is_some() => {
                 return Err(EngineError::msg(crashed(
-                    "server",
+                    &spec.name_of(Role::Server),
                     &server,
                     watch.exit(Role::Server),
                     "before it listened",
@@ -136,11 +152,16 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             let output_late = exit.success() && watch.done.is_none();
             let waited_enough = client_exited_at.get_or_insert_with(Instant::now).elapsed() > OUTPUT_GRACE;
             if !exit.success() {
-                return Err(failed_with_peer(&mut watch, Role::Client, &mut client, &mut server, ""));
+                return Err(failed_with_peer(spec, &mut watch, Role::Client, &mut client, &mut server, ""));
             }
             if output_late && waited_enough {
                 server.kill();
-                return Err(EngineError::msg(crashed("client", &client, Some(exit), "without reporting a result")));
+                return Err(EngineError::msg(crashed(
+                    &spec.name_of(Role::Client),
+                    &client,
+                    Some(exit),
+                    "without reporting a result",
+                )));
             }
             // The server should follow promptly once the client has closed the connection.
             watch.deadline = watch.deadline.min(Instant::now() + SERVER_GRACE);
@@ -148,6 +169,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         if let Some(exit) = watch.exit(Role::Server) {
             if !exit.success() {
                 return Err(failed_with_peer(
+                    spec,
                     &mut watch,
                     Role::Server,
                     &mut server,
@@ -191,7 +213,25 @@ impl RepetitionSpec<'_> {
             _ => t.client.netns_path(),
         });
         let cpu = self.pin.as_ref().and_then(|p| crate::pin::cpu_of(p, role));
-        Launch { role, binary: self.binary, args, netns, inherit_output: false, cpu }
+        let (_, binary, _, _) = self.side(role);
+        Launch { role, binary, args, netns, inherit_output: false, cpu }
+    }
+
+    /// `role`'s library, what starts it, its I/O path and settings (a pair's client has its own).
+    fn side(&self, role: Role) -> (&dyn Lut, &Path, IoMode, &[nesquic_lut_adapters::LutOpt]) {
+        match (&self.client, role) {
+            (Some(c), Role::Client) => (c.lut, c.binary, c.io, c.options),
+            _ => (self.lut, self.binary, self.io, self.options),
+        }
+    }
+
+    /// "server" or "client", with the LUT's name in a pair ("client (msquic)"): which side
+    /// failed must say which library it was.
+    fn name_of(&self, role: Role) -> String {
+        match &self.client {
+            Some(_) => format!("{} ({})", role.name(), self.side(role).0.name()),
+            None => role.name().to_string(),
+        }
     }
 }
 
@@ -207,19 +247,21 @@ fn spawn_role(
     let qlog = lut_qlog_path(spec, role);
     if let Some((stage, target)) = spec.remote.and_then(|r| r.roles.target(role).map(|t| (r, t))) {
         let destination = stage.qlog_destination(role, qlog);
+        let (_, _, io, options) = spec.side(role);
         let repetition = RemoteRepetition {
-            io: spec.io,
+            io,
             workload: spec.workload,
-            options: spec.options,
+            options,
             timeout: spec.timeout,
             lut_qlog: spec.lut_qlog.is_some(),
         };
         return crate::process::link::spawn(target, &stage.plan(role, addr, repetition), destination, tx);
     }
-    let (certs, workload, io, options, qlog) = (spec.certs, spec.workload, spec.io, spec.options, qlog.as_deref());
+    let (lut, _, io, options) = spec.side(role);
+    let (certs, workload, qlog) = (spec.certs, spec.workload, qlog.as_deref());
     let args = match role {
-        Role::Server => spec.lut.server_args(&ServerSpec { listen: addr, workload, certs, io, qlog, options }),
-        _ => spec.lut.client_args(&ClientSpec { connect: addr, certs, workload, io, qlog, options }),
+        Role::Server => lut.server_args(&ServerSpec { listen: addr, workload, certs, io, qlog, options }),
+        _ => lut.client_args(&ClientSpec { connect: addr, certs, workload, io, qlog, options }),
     };
     start(&spec.launch(role, &args), tx, observer)
 }
@@ -237,6 +279,7 @@ const PEER_GRACE: Duration = Duration::from_secs(1);
 /// other side gets [`PEER_GRACE`] to end on its own, and a failure of its own is reported too:
 /// the root cause is in one of the two outputs, whichever exited first.
 fn failed_with_peer(
+    spec: &RepetitionSpec<'_>,
     watch: &mut Supervisor<'_>,
     role: Role,
     failed: &mut LutProcess,
@@ -253,9 +296,9 @@ fn failed_with_peer(
         }
     }
     peer.kill();
-    let mut msg = crashed(role.name(), failed, watch.exit(role), when);
+    let mut msg = crashed(&spec.name_of(role), failed, watch.exit(role), when);
     if let Some(exit) = watch.exit(peer_role).filter(|e| !e.success()) {
-        msg.push_str(&format!("\nand the {}", crashed(peer_role.name(), peer, Some(exit), "too")));
+        msg.push_str(&format!("\nand the {}", crashed(&spec.name_of(peer_role), peer, Some(exit), "too")));
     }
     EngineError::msg(msg)
 }

@@ -27,7 +27,6 @@ use crate::backend::{BackendChoice, KernelNeeds, Probes};
 use crate::duty::DutySpec;
 use crate::error::StepExt;
 use crate::measure::measure;
-use crate::plan::ProbePlan;
 use crate::repetition::RepetitionSpec;
 pub use crate::tool::ToolInfo;
 use crate::EngineError;
@@ -36,8 +35,11 @@ type Result<T> = std::result::Result<T, EngineError>;
 
 /// Everything one run needs, resolved and checked: no flags, no text to parse.
 pub struct RunPlan {
-    /// The library under test.
+    /// The library under test (the server's, and the client's unless `client` is set).
     pub lut: Box<dyn Lut>,
+    /// A pair (docs/pairs.md): the client is this other LUT, with its own executable, I/O path
+    /// and settings; `lut`, `binary`, `io` and `lut_options` are then the server's.
+    pub client: Option<crate::pair::ClientSide>,
     /// With a build from a local checkout: where from.
     pub lut_source: Option<LutSource>,
     /// The executable probes attach to.
@@ -110,8 +112,10 @@ pub trait RunReporter {
 pub(crate) struct Stage {
     /// Scratch space (certificates, the agent's plan), removed on drop.
     pub workdir: tempfile::TempDir,
-    /// What starts each LUT process (the executable, or `exec`'s launcher).
+    /// What starts each LUT process (the executable, or `exec`'s launcher); the server's in a pair.
     pub launcher: PathBuf,
+    /// What starts the client in a pair.
+    pub client_launcher: PathBuf,
     /// What the kernel must measure in spite of the backend choice.
     pub needs: KernelNeeds,
     /// `--link veth`: the namespaces and their link, removed on drop.
@@ -133,13 +137,14 @@ impl Stage {
             .tempdir()
             .map_err(EngineError::os("create a temporary directory"))?;
         let launcher = plan.lut.launcher(&plan.binary);
+        let client_launcher = plan.client_lut().launcher(plan.client_binary());
         if let Some(pins) = &plan.pin {
             crate::pin::check(pins)?;
         }
         let needs = KernelNeeds {
             duty: plan.duty.is_some(),
             datagram_events: plan.qlog_datagrams,
-            launched_by_shell: launcher != plan.binary,
+            launched_by_shell: launcher != plan.binary || client_launcher != plan.client_binary(),
         };
         let topology = match plan.link {
             LinkKind::Veth => Some(Topology::create(&plan.conditions)?),
@@ -157,7 +162,7 @@ impl Stage {
         let remote = if plan.remote.any() {
             check_remote(plan, &launcher)?;
             let inputs = crate::remote::StageInputs {
-                lut: plan.lut.name(),
+                lut: crate::pair::remote_lut(plan)?,
                 certs: &certs,
                 probe: plan.probe.clone(),
                 probe_backend: plan.probe_backend,
@@ -169,7 +174,7 @@ impl Stage {
         } else {
             None
         };
-        Ok(Self { workdir, launcher, needs, topology, certs, remote })
+        Ok(Self { workdir, launcher, client_launcher, needs, topology, certs, remote })
     }
 
     /// The repetition every one of the run's starts from.
@@ -190,6 +195,12 @@ impl Stage {
             topology: self.topology.as_ref(),
             remote: self.remote.as_ref(),
             pin: plan.pin,
+            client: plan.client.as_ref().map(|c| crate::repetition::ClientSideSpec {
+                lut: c.lut.as_ref(),
+                binary: &self.client_launcher,
+                io: c.io,
+                options: &c.lut_options,
+            }),
         }
     }
 }
@@ -201,7 +212,8 @@ fn check_remote(plan: &RunPlan, launcher: &Path) -> Result<()> {
     if plan.link != LinkKind::Loopback {
         return refuse("--link (the hosts' own network is the link)");
     }
-    if launcher != plan.binary || plan.lut_source.is_some() {
+    let client_source = plan.client.as_ref().is_some_and(|c| c.lut_source.is_some());
+    if launcher != plan.binary || plan.lut_source.is_some() || client_source {
         return refuse("--lut exec and --lut-path (the remote host runs the LUTs built beside its nesquic)");
     }
     if plan.qlog_datagrams {
@@ -223,12 +235,12 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     let lut = plan.lut.as_ref();
     let workload = plan.testcase.workload;
     let probe_plan = match &plan.probe {
-        Some(list) => Some(ProbePlan::new(list, &plan.binary)?),
+        Some(list) => Some(crate::pair::probe_plan(plan, list)?),
         None => None,
     };
     let stage = Stage::new(plan, reporter)?;
     let probes = match &probe_plan {
-        Some(p) => Some(Probes::open(p, plan.probe_backend, &plan.binary, stage.workdir.path(), stage.needs)?),
+        Some(p) => Some(Probes::open(p, plan.probe_backend, crate::pair::agent_binary(plan), stage.workdir.path(), stage.needs)?),
         None => None,
     };
     if let Some(p) = &probes {
@@ -260,10 +272,10 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     reporter.starting(plan);
     let out_dir = match &plan.out {
         Some(dir) => dir.clone(),
-        None => record::default_out_dir(lut.name())?,
+        None => record::default_out_dir(&plan.dir_name())?,
     };
     record::prepare_out_dir(&out_dir)?;
-    let title = format!("nesquic {} {} {} {}", lut.name(), lut.version(), plan.testcase.name, workload.describe());
+    let title = format!("nesquic {} {} {} {}", plan.label(), lut.version(), plan.testcase.name, workload.describe());
     let mut recorder = Recorder::create(&out_dir, &title, plan.interval)?;
     let started = run_started(plan, session.as_ref(), user.as_ref());
     if let Some(t) = topology {
@@ -278,7 +290,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     let host_of = |role: Role| stage.remote.as_ref().and_then(|r| r.host(role)).cloned();
     recorder.both(|role| {
         let host = host_of(role).unwrap_or_else(|| started.host.clone());
-        Event::RunStarted(Box::new(RunStarted { role, host, ..started.clone() }))
+        Event::RunStarted(Box::new(crate::pair::run_started_for(plan, RunStarted { role, host, ..started.clone() })))
     })?;
 
     let mut reps = Vec::new();
@@ -287,7 +299,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         let spec =
             RepetitionSpec { label: label.clone(), lut_qlog: plan.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
         let mut figures = measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i)
-            .with_step(|| format!("{} {label} failed (partial traces in {})", lut.name(), out_dir.display()))?;
+            .with_step(|| format!("{} {label} failed (partial traces in {})", plan.label(), out_dir.display()))?;
         if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
             c.compensate_roles(m, |role| plan.remote.target(role).is_none());
         }
@@ -318,6 +330,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
             binary: plan.binary.clone(),
             source: plan.lut_source.clone(),
         },
+        client_side: crate::pair::client_record(plan),
         testcase: TestcaseInfo::from(&plan.testcase),
         lut_options: plan.lut_options.iter().map(ToString::to_string).collect(),
         size_bytes: workload.total_bytes(),
@@ -432,7 +445,7 @@ fn run_started(
     }
 }
 
-fn io_stack(io: IoMode) -> &'static str {
+pub(crate) fn io_stack(io: IoMode) -> &'static str {
     match io {
         IoMode::Native => "the LUT's own UDP I/O (quinn: quinn-udp with GSO/GRO)",
         IoMode::Nesquic => "nesquic-io (GSO/GRO + sendmmsg/recvmmsg) via the translation layer",

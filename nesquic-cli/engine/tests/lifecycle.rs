@@ -161,6 +161,7 @@ fn repetition(server: &str, client: &str, timeout: Duration) -> (Result<Repetiti
         remote: None,
         lut_qlog: None,
         pin: None,
+        client: None,
     };
     let mut observer = Recording::default();
     let outcome = run_repetition(&spec, &mut observer);

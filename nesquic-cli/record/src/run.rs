@@ -28,8 +28,12 @@ pub struct RunRecord {
     pub schema_version: u32,
     /// Nesquic's version.
     pub nesquic_version: String,
-    /// The LUT.
+    /// The LUT (the server's in a pair).
     pub lut: LutInfo,
+    /// A pair (docs/pairs.md): the client's LUT and settings when it is another LUT than the
+    /// server's; `lut` and `lut_options` are then the server's. Absent: one LUT on both sides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_side: Option<ClientSide>,
     /// The scenario (records from before testcases existed have none: they ran bulk, filled in
     /// by [`RunRecord::load`]).
     #[serde(default = "TestcaseInfo::unrecorded")]
@@ -115,6 +119,31 @@ impl RunRecord {
             )));
         }
         Ok(record)
+    }
+}
+
+/// The client of a pair: its LUT and settings.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientSide {
+    /// The client's LUT.
+    pub lut: LutInfo,
+    /// Its settings (`--lut-opt`, `--client-lut-opt`).
+    #[serde(default)]
+    pub lut_options: Vec<String>,
+}
+
+impl RunRecord {
+    /// The client's LUT: the server's unless the run was a pair.
+    pub fn client_lut(&self) -> &LutInfo {
+        self.client_side.as_ref().map_or(&self.lut, |c| &c.lut)
+    }
+
+    /// "quinn 0.11.12", or "server quinn 0.11.12 x client msquic 2.5.1" for a pair.
+    pub fn lut_label(&self) -> String {
+        match &self.client_side {
+            Some(c) => format!("server {} {} x client {} {}", self.lut.name, self.lut.version, c.lut.name, c.lut.version),
+            None => format!("{} {}", self.lut.name, self.lut.version),
+        }
     }
 }
 

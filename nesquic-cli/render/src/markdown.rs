@@ -11,10 +11,12 @@ pub fn summary(r: &RunRecord) -> String {
     let s = &r.summary;
     let _ = writeln!(
         out,
-        "### Nesquic: {} {} (--io {}), {} {}\n",
-        r.lut.name,
-        r.lut.version,
-        r.lut.io,
+        "### Nesquic: {} (--io {}), {} {}\n",
+        r.lut_label(),
+        match &r.client_side {
+            Some(c) if c.lut.io != r.lut.io => format!("{} / {}", r.lut.io, c.lut.io),
+            _ => r.lut.io.to_string(),
+        },
         r.testcase.name,
         r.testcase.workload.describe()
     );

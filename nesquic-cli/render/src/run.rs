@@ -91,9 +91,8 @@ pub fn print_summary(report: &RunReport) {
     let s = &report.summary;
     println!();
     println!(
-        "{} {} — testcase {}: {} repetition(s) of {}, payload verified",
-        report.lut.name,
-        report.lut.version,
+        "{} — testcase {}: {} repetition(s) of {}, payload verified",
+        report.lut_label(),
         report.testcase.name,
         s.repetitions,
         report.testcase.workload.describe()

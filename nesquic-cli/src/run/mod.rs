@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use nesquic_engine::custom_build;
+use nesquic_engine::pair::ClientSide;
 pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
 use nesquic_engine::run::{RunPlan, RunReporter, ToolInfo};
 use nesquic_lut_adapters::descriptor::Descriptor;
@@ -26,6 +27,31 @@ pub struct RunArgs {
     /// Library under test (see `nesquic luts`); `exec` runs --server-cmd/--client-cmd.
     #[arg(long, default_value = "quinn")]
     pub lut: String,
+    /// The server's library, when the client is another one (a pair: docs/pairs.md); default
+    /// --lut. Each side keeps its own executable, I/O path, settings and probes.
+    #[arg(long, value_name = "LUT")]
+    pub server_lut: Option<String>,
+    /// The client's library (a pair: docs/pairs.md); default --lut.
+    #[arg(long, value_name = "LUT")]
+    pub client_lut: Option<String>,
+    /// A pair's server I/O path (default --io, else its LUT's first).
+    #[arg(long, value_enum, value_name = "IO")]
+    pub server_io: Option<IoMode>,
+    /// A pair's client I/O path (default --io, else its LUT's first).
+    #[arg(long, value_enum, value_name = "IO")]
+    pub client_io: Option<IoMode>,
+    /// A setting for the server alone, KEY=VALUE, repeatable (as --lut-opt, which both sides get).
+    #[arg(long = "server-lut-opt", value_name = "KEY=VALUE")]
+    pub server_lut_opts: Vec<String>,
+    /// A setting for the client alone, KEY=VALUE, repeatable.
+    #[arg(long = "client-lut-opt", value_name = "KEY=VALUE")]
+    pub client_lut_opts: Vec<String>,
+    /// Build the server's adapter against this checkout (as --lut-path, for the server alone).
+    #[arg(long, value_name = "PATH", conflicts_with = "lut_path")]
+    pub server_lut_path: Option<PathBuf>,
+    /// Build the client's adapter against this checkout (as --lut-path, for the client alone).
+    #[arg(long, value_name = "PATH", conflicts_with = "lut_path")]
+    pub client_lut_path: Option<PathBuf>,
     /// Build the LUT's adapter against this local checkout of its library (Rust stacks: a cargo
     /// patch of its crates; others: the LUT's build script), and prove the build linked it. Its
     /// path, git revision and uncommitted changes are recorded. Builds are cached in
@@ -34,7 +60,7 @@ pub struct RunArgs {
     pub lut_path: Option<PathBuf>,
     /// With --lut-path: build this commit (branch, tag or hash) of its git repository instead of
     /// the directory as it is, from a worktree Nesquic checks it out into (once per commit).
-    #[arg(long, value_name = "REV", requires = "lut_path")]
+    #[arg(long, value_name = "REV")]
     pub lut_rev: Option<String>,
     /// With --lut exec: the server command (sh syntax). It gets NESQUIC_LISTEN, NESQUIC_CERT,
     /// NESQUIC_KEY and prints the report lines of docs/protocol.md on stdout.
@@ -247,7 +273,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
     let pages = args.html.is_some() || args.markdown.is_some();
     if pages && plan.out.is_none() {
         // The pages are written into the run directory: choose it here rather than in the engine.
-        plan.out = Some(nesquic_record::recorder::default_out_dir(plan.lut.name())?);
+        plan.out = Some(nesquic_record::recorder::default_out_dir(&plan.dir_name())?);
     }
     let record = nesquic_engine::run::execute(&plan, &interrupted, &mut reporter)?;
     if let Some(dir) = plan.out.as_deref().filter(|_| pages) {
@@ -279,23 +305,50 @@ impl RunArgs {
             self.qlog_compat.is_none() || self.lut_qlog,
             "--qlog-compat qvis draws the library's packet and recovery events: add --lut-qlog"
         );
-        let mut lut =
-            nesquic_lut_adapters::lut::find_lut_or_exec(&self.lut, self.server_cmd.clone(), self.client_cmd.clone())?;
-        let mut lut_source = None;
-        if let Some(path) = &self.lut_path {
-            let built = custom_build::build(lut, path, self.lut_rev.as_deref())?;
-            lut_source = Some(built.source.clone());
-            lut = Box::new(built);
-        }
-        let descriptor = lut.descriptor();
-        let io = self.io.unwrap_or(descriptor.io_modes[0]);
-        descriptor.check_io(io)?;
+        anyhow::ensure!(
+            self.lut_rev.is_none()
+                || self.lut_path.is_some()
+                || self.server_lut_path.is_some()
+                || self.client_lut_path.is_some(),
+            "--lut-rev picks a commit of a checkout: add --lut-path (or --server-lut-path/--client-lut-path)"
+        );
         let testcase = self.scenario.resolve()?;
-        descriptor.check_workload(io, &testcase.workload).with_context(|| format!("testcase {}", testcase.name))?;
-        let lut_options = self.lut_options(descriptor, io)?;
-        let binary = nesquic_engine::on_demand::binary_path(lut.as_ref(), &lut_dir(self.lut_dir.as_deref())?)?;
+        let (server_name, client_name) =
+            (self.server_lut.as_deref().unwrap_or(&self.lut), self.client_lut.as_deref().unwrap_or(&self.lut));
+        let pair = server_name != client_name
+            || self.server_io.is_some()
+            || self.client_io.is_some()
+            || !self.server_lut_opts.is_empty()
+            || !self.client_lut_opts.is_empty()
+            || self.server_lut_path.is_some()
+            || self.client_lut_path.is_some();
+        if pair {
+            anyhow::ensure!(
+                self.lut_path.is_none() || server_name == client_name,
+                "--lut-path builds one library from a checkout; server {server_name} x client {client_name} are two: \
+                 say which side with --server-lut-path or --client-lut-path"
+            );
+            anyhow::ensure!(
+                self.msquic_profile.is_none(),
+                "--msquic-profile: give it to the msquic side as --server-lut-opt/--client-lut-opt profile=..."
+            );
+        }
+        let server =
+            self.side(server_name, self.server_lut_path.as_ref(), self.server_io, &self.server_lut_opts, &testcase);
+        let server = if pair { server.with_context(|| format!("the server {server_name}"))? } else { server? };
+        let client = if pair {
+            let side = self
+                .side(client_name, self.client_lut_path.as_ref(), self.client_io, &self.client_lut_opts, &testcase)
+                .with_context(|| format!("the client {client_name}"))?;
+            nesquic_engine::pair::check(server.lut.as_ref(), side.lut.as_ref())?;
+            Some(side)
+        } else {
+            None
+        };
+        let ClientSide { lut, lut_source, binary, io, lut_options } = server;
         Ok(RunPlan {
             lut,
+            client,
             lut_source,
             binary,
             io,
@@ -326,9 +379,37 @@ impl RunArgs {
         })
     }
 
+    /// One side: the LUT `name` (built from `path` or `--lut-path`), its I/O path (`io`, else
+    /// `--io`, else its first), checked against the testcase, and its settings (`--lut-opt`, the
+    /// setting flags and this side's own `extra`).
+    fn side(
+        &self,
+        name: &str,
+        path: Option<&PathBuf>,
+        io: Option<IoMode>,
+        extra: &[String],
+        testcase: &nesquic_testcases::Testcase,
+    ) -> Result<ClientSide> {
+        let mut lut =
+            nesquic_lut_adapters::lut::find_lut_or_exec(name, self.server_cmd.clone(), self.client_cmd.clone())?;
+        let mut lut_source = None;
+        if let Some(path) = path.or(self.lut_path.as_ref()) {
+            let built = custom_build::build(lut, path, self.lut_rev.as_deref())?;
+            lut_source = Some(built.source.clone());
+            lut = Box::new(built);
+        }
+        let descriptor = lut.descriptor();
+        let io = io.or(self.io).unwrap_or(descriptor.io_modes[0]);
+        descriptor.check_io(io)?;
+        descriptor.check_workload(io, &testcase.workload).with_context(|| format!("testcase {}", testcase.name))?;
+        let lut_options = self.lut_options(descriptor, io, extra)?;
+        let binary = nesquic_engine::on_demand::binary_path(lut.as_ref(), &lut_dir(self.lut_dir.as_deref())?)?;
+        Ok(ClientSide { lut, lut_source, binary, io, lut_options })
+    }
+
     /// `--lut-opt` and the flags that are settings (`--gso`, `--cc`, `--rcvbuf`...), typed and
-    /// checked against what the LUT accepts on `io`.
-    fn lut_options(&self, descriptor: &Descriptor, io: IoMode) -> Result<Vec<LutOpt>> {
+    /// checked against what the LUT accepts on `io`, then this side's `extra` settings.
+    fn lut_options(&self, descriptor: &Descriptor, io: IoMode, extra: &[String]) -> Result<Vec<LutOpt>> {
         if self.cipher.is_some() && !descriptor.offers(OptionKind::Cipher) {
             let why = descriptor.refuses.iter().find(|r| r.kind == OptionKind::Cipher).map_or_else(
                 || format!("{} exposes no such setting", descriptor.crypto_backend),
@@ -349,6 +430,7 @@ impl RunArgs {
             );
         }
         let mut options = descriptor.parse_options(io, &self.lut_opts)?;
+        options.extend(descriptor.parse_options(io, extra)?);
         let flags = [
             (OptionKind::Gso, &self.gso),
             (OptionKind::Gro, &self.gro),
@@ -433,13 +515,18 @@ impl RunReporter for Terminal {
 
     fn starting(&mut self, plan: &RunPlan) {
         if !self.quiet {
-            let (lut, t) = (plan.lut.as_ref(), &plan.testcase);
+            let t = &plan.testcase;
+            let side = |lut: &dyn nesquic_lut_adapters::Lut, io: IoMode| {
+                format!("{} {} ({}), io {io}", lut.name(), lut.version(), lut.descriptor().crypto_backend)
+            };
+            let luts = match &plan.client {
+                Some(c) => {
+                    format!("server {} x client {}", side(plan.lut.as_ref(), plan.io), side(c.lut.as_ref(), c.io))
+                }
+                None => side(plan.lut.as_ref(), plan.io),
+            };
             eprintln!(
-                "nesquic: {} {} ({}), io {}, testcase {}: {} x {} repetition(s)",
-                lut.name(),
-                lut.version(),
-                lut.descriptor().crypto_backend,
-                plan.io,
+                "nesquic: {luts}, testcase {}: {} x {} repetition(s)",
                 t.name,
                 t.workload.describe(),
                 plan.repeat
