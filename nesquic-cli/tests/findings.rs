@@ -40,6 +40,9 @@ fn quinn_reports_its_capped_gso_batch_and_gso_off_reports_gso_off() {
     assert!(capped.seen.contains("its socket allows 4"), "{}", capped.seen);
     assert!(capped.try_this.starts_with("nesquic ab --lut quinn --lut-path"), "{}", capped.try_this);
     assert!(!rules(&default).contains(&(Rule::GsoOff, Role::Server)));
+    // Both sides' sockets were found and their drop counts read (loopback at the default buffer
+    // may drop: no count is asserted here).
+    assert_eq!(drops(&default).iter().map(|(r, _)| *r).collect::<Vec<_>>(), [Role::Server, Role::Client]);
 
     let off = quinn_run(&tmp.path().join("off"), &["--lut-opt", "gso=off"]);
     assert!(rules(&off).contains(&(Rule::GsoOff, Role::Server)), "{:#?}", off.findings);
@@ -55,4 +58,47 @@ fn quinn_reports_its_capped_gso_batch_and_gso_off_reports_gso_off() {
     let out = nesquic().arg("findings").arg(tmp.path().join("nowhere")).output().expect("findings");
     assert!(!out.status.success() && !stderr(&out).contains("panicked"), "{}", stderr(&out));
     assert!(stderr(&out).contains("not a nesquic run"), "{}", stderr(&out));
+}
+
+/// The kernel's receive-buffer drops at the LUT's sockets, per side, of the run's repetition.
+fn drops(r: &RunRecord) -> Vec<(Role, u64)> {
+    let mut d = r.repetitions[0].rcvbuf_drops.clone();
+    d.sort_by_key(|(role, _)| *role == Role::Client);
+    d
+}
+
+#[test]
+fn a_tiny_receive_buffer_over_a_rated_veth_drops_and_16x_does_not() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // 4 KiB holds one or two datagrams: the server's GSO bursts at 200 Mbit/s overflow it.
+    let link = ["--link", "veth", "--rate", "200mbit"];
+    let tiny = quinn_run(&tmp.path().join("tiny"), &[&link[..], &["--rcvbuf", "4096"]].concat());
+    let client_drops = drops(&tiny).iter().find(|(r, _)| *r == Role::Client).map(|(_, n)| *n);
+    assert!(client_drops.is_some_and(|n| n > 0), "{:?}", drops(&tiny));
+    let f = tiny
+        .findings
+        .iter()
+        .find(|f| f.rule == Rule::RcvbufDrops && f.role == Role::Client)
+        .expect("the client's drops finding");
+    assert!(
+        f.seen.contains("at a full receive buffer of 4 KiB (SO_RCVBUF 4096 B granted); try --rcvbuf 65536"),
+        "{}",
+        f.seen
+    );
+    assert!(f.try_this.contains("--link veth --rate 200mbit --rcvbuf 65536"), "{}", f.try_this);
+
+    // 16x the default (3.3 MB) holds more than quinn's flow-control window lets the server
+    // have in flight: nothing can be dropped.
+    let big = quinn_run(&tmp.path().join("big"), &[&link[..], &["--rcvbuf", "16x"]].concat());
+    assert_eq!(drops(&big), [(Role::Server, 0), (Role::Client, 0)]);
+    assert!(!rules(&big).iter().any(|(r, _)| *r == Rule::RcvbufDrops), "{:#?}", big.findings);
+
+    // The gate's rows carry the figure.
+    let out =
+        nesquic().arg("compare").arg(tmp.path().join("big")).arg(tmp.path().join("tiny")).output().expect("compare");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("client.rcvbuf_drops") && text.contains(&format!("{}.0000", client_drops.unwrap_or(0))),
+        "{text}"
+    );
 }

@@ -40,6 +40,7 @@ pub fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
             lut_qlogs: o.lut_qlogs.clone(),
             pids: Vec::new(),
             io_settings: Vec::new(),
+            rcvbuf_drops: Vec::new(),
             io_layer_counters: Vec::new(),
             probes: None,
             agents: Vec::new(),

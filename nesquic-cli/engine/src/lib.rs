@@ -16,6 +16,7 @@ pub mod ab;
 pub mod backend;
 pub mod calibrate;
 pub mod custom_build;
+pub mod drops;
 pub mod duty;
 mod error;
 pub mod figures;

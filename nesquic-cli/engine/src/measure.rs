@@ -34,11 +34,13 @@ pub fn measure(
         repetition,
         io_settings: Vec::new(),
         io_layer_counters: Vec::new(),
+        drops: crate::drops::RcvbufDrops::default(),
     };
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
     let io_layer_counters = std::mem::take(&mut observer.io_layer_counters);
     let pids = observer.probes.pids.clone();
+    let rcvbuf_drops = observer.drops.figures();
     if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.probes.session.as_deref_mut())
     {
         recorder.datagram_events(&session.drain_datagram_events())?;
@@ -70,6 +72,7 @@ pub fn measure(
     figures.io_settings = io_settings;
     figures.io_layer_counters = io_layer_counters;
     figures.pids = pids;
+    figures.rcvbuf_drops = rcvbuf_drops;
     if let Some(p) = figures.profile.as_mut() {
         // Cost per datagram: the probes' datagram count, else the LUT's own I/O counters.
         let (server_cpu, client_cpu) = (figures.server.cpu_total_s, figures.client.cpu_total_s);
@@ -98,6 +101,8 @@ struct RunObserver<'a> {
     repetition: u32,
     io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
     io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
+    /// The LUT sockets' receive-buffer drops, sampled while the processes run.
+    drops: crate::drops::RcvbufDrops,
 }
 
 impl ProcessObserver for RunObserver<'_> {
@@ -106,6 +111,7 @@ impl ProcessObserver for RunObserver<'_> {
     }
 
     fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause> {
+        self.drops.watch(role, pid);
         self.probes.spawned(role, pid)
     }
 
@@ -133,11 +139,14 @@ impl ProcessObserver for RunObserver<'_> {
     }
 
     fn next_tick(&self) -> Option<Duration> {
-        self.probes.next_tick()
+        // The drop counts are read until the processes exit: wake at least that often.
+        let drops = crate::drops::SAMPLE_EVERY;
+        Some(self.probes.next_tick().map_or(drops, |t| t.min(drops)))
     }
 
     fn tick(&mut self, progress_bytes: u64) -> Result<(), Cause> {
         self.probes.tick(progress_bytes)?;
+        self.drops.tick();
         let Some(recorder) = self.recorder.as_deref_mut() else { return Ok(()) };
         if self.last.elapsed() < recorder.interval {
             return Ok(());

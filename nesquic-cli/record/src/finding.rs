@@ -18,12 +18,20 @@ pub enum Rule {
     BusyPolling,
     /// The receiver sends more ACK-carrying datagrams than RFC 9000's default (one per two).
     AckHeavy,
+    /// The kernel dropped datagrams at the side's full receive buffer.
+    RcvbufDrops,
 }
 
 impl Rule {
     /// Every rule, in the order they are checked and listed.
-    pub const ALL: [Rule; 5] =
-        [Rule::GsoBatchCapped, Rule::GsoOff, Rule::GroIneffective, Rule::BusyPolling, Rule::AckHeavy];
+    pub const ALL: [Rule; 6] = [
+        Rule::GsoBatchCapped,
+        Rule::GsoOff,
+        Rule::GroIneffective,
+        Rule::BusyPolling,
+        Rule::AckHeavy,
+        Rule::RcvbufDrops,
+    ];
 }
 
 /// How much is at stake, from the measured share of the side's CPU.

@@ -78,6 +78,7 @@ pub const METRICS: &[MetricDef] = &[
     metric("datagrams_per_send", Counter, true, Report, "datagrams per send syscall that moved data"),
     metric("bytes_per_recv", Counter, true, Report, "bytes per receive syscall that moved data"),
     metric("datagrams_per_recv", Counter, true, Report, "datagrams per receive syscall that moved data"),
+    metric("rcvbuf_drops", Counter, false, Report, "datagrams the kernel dropped at the side's full receive buffer"),
     metric("seal_calls_per_packet", Counter, false, Tolerance, "crypto.seal calls per datagram sent"),
     metric("open_calls_per_packet", Counter, false, Tolerance, "crypto.open calls per datagram received"),
     metric("seal_ns_per_packet", Noisy, false, Report, "crypto.seal ns per datagram sent"),
@@ -225,6 +226,9 @@ pub fn from_record(r: &RunRecord) -> Result<RunSamples> {
             }
         }
         workload_metrics(rep.workload.as_ref(), &mut put);
+        for (role, drops) in &rep.rcvbuf_drops {
+            put(format!("{role}.rcvbuf_drops"), Ok(*drops as f64));
+        }
         if let Some(m) = &rep.probes {
             for role in &m.roles {
                 probe_metrics(m, role, r.size_bytes, 1.0, &mut put);

@@ -179,3 +179,67 @@ fn gso_turned_off_by_the_run_is_tested_by_turning_it_on() {
         "nesquic ab --lut quinn --io native --base-opt gso=off --head-opt gso=on --probe profile,io"
     );
 }
+
+/// quinn's record with the kernel's receive-buffer drops per side.
+fn with_drops(server: u64, client: u64) -> RunRecord {
+    let (s, c) = quinn();
+    let mut r = record(s, c);
+    r.repetitions[0].rcvbuf_drops = vec![(Role::Server, server), (Role::Client, client)];
+    r
+}
+
+#[test]
+fn drops_at_the_receive_buffer_name_the_count_the_share_and_16x() {
+    let mut r = with_drops(0, 400);
+    r.link = serde_json::from_value(json!({ "kind": "veth", "mechanisms": [],
+        "conditions": { "rate": "100mbit" }, "qdisc_drops": [] }))
+    .expect("link");
+    let found = find(&r);
+    let f = found.iter().find(|f| f.rule == Rule::RcvbufDrops).expect("drops finding");
+    assert_eq!((f.role, f.severity), (Role::Client, Severity::High));
+    // 400 dropped of 17,600 received + 400: 2.22%, at quinn's 212,992 B (208 KiB).
+    assert_eq!(
+        f.seen,
+        "the client dropped 400 datagrams (2.22% of the 18000 that reached its sockets) at a full receive buffer \
+         of 208 KiB (SO_RCVBUF 212992 B granted); try --rcvbuf 16x"
+    );
+    assert_eq!(
+        f.try_this,
+        "nesquic run --lut quinn --io native --size 25000000 --link veth --rate 100mbit --rcvbuf 16x --probe profile,io"
+    );
+    // Only the side that dropped.
+    assert!(!rules(&r).contains(&(Rule::RcvbufDrops, Role::Server)));
+}
+
+#[test]
+fn no_drops_or_no_measurement_is_no_drops_finding() {
+    assert!(!rules(&with_drops(0, 0)).iter().any(|(rule, _)| *rule == Rule::RcvbufDrops));
+    let (s, c) = quinn();
+    assert!(!rules(&record(s, c)).iter().any(|(rule, _)| *rule == Rule::RcvbufDrops));
+}
+
+#[test]
+fn a_buffer_the_run_asked_for_is_tried_16_times_larger() {
+    let mut r = with_drops(0, 9);
+    r.lut_options = vec!["rcvbuf=4096".into(), "gso=on".into()];
+    let f = find(&r).into_iter().find(|f| f.rule == Rule::RcvbufDrops).expect("drops finding");
+    // 9 of 17,609: 0.05%, low.
+    assert_eq!(f.severity, Severity::Low);
+    assert!(f.seen.ends_with("try --rcvbuf 65536"), "{}", f.seen);
+    assert_eq!(
+        f.try_this,
+        "nesquic run --lut quinn --io native --size 25000000 --lut-opt gso=on --rcvbuf 65536 --probe profile,io"
+    );
+}
+
+#[test]
+fn the_summary_line_sums_the_drops_per_side() {
+    let mut r = with_drops(1, 400);
+    r.repetitions.push(r.repetitions[0].clone());
+    assert_eq!(
+        describe_rcvbuf_drops(&r.repetitions).as_deref(),
+        Some("receive-buffer drops (kernel's count at the LUT's UDP sockets, over 2 repetitions): server 2, client 800 datagrams")
+    );
+    r.repetitions.iter_mut().for_each(|rep| rep.rcvbuf_drops.clear());
+    assert_eq!(describe_rcvbuf_drops(&r.repetitions), None);
+}
