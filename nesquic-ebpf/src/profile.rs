@@ -14,15 +14,82 @@ use crate::symbols::ObjectSymbols;
 mod frameless;
 pub mod packet_cost;
 
-/// What the sampling program cost, from the kernel's BPF statistics (`run_time_ns`, `run_cnt`
-/// of the program): time spent in the program itself, not the timer interrupt around it.
+/// What the sampling program cost, timed by the program itself: time spent in it on the LUT's
+/// samples, not the timer interrupt around it. A sample that inserts a new stack pair into the
+/// maps (cold memory, new stack-map buckets) costs many times a steady one, so the two are
+/// counted apart. (Records written before this split hold only `runs` and `run_ns`, from the
+/// kernel's BPF statistics; `samples + inserts` is 0 there.)
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SamplerCost {
     /// Times the program ran (every CPU-clock tick on every CPU, the LUT's or not).
     pub runs: u64,
-    /// Total time inside the program, ns.
+    /// Total time inside the program, ns (`sample_ns + insert_ns`).
     pub run_ns: u64,
+    /// The LUT's samples whose stack pair was already counted (the steady state).
+    #[serde(default)]
+    pub samples: u64,
+    /// Time inside the program on those, ns.
+    #[serde(default)]
+    pub sample_ns: u64,
+    /// The LUT's samples that inserted their stack pair (its first sample).
+    #[serde(default)]
+    pub inserts: u64,
+    /// Time inside the program on those, ns.
+    #[serde(default)]
+    pub insert_ns: u64,
 }
+
+impl SamplerCost {
+    /// Sums the per-CPU counters of the `sampler_cost` map.
+    pub fn from_counters<'a>(cpus: impl IntoIterator<Item = &'a SamplerCounters>) -> Self {
+        let mut c = SamplerCounters::default();
+        for cpu in cpus {
+            c.ticks += cpu.ticks;
+            c.samples += cpu.samples;
+            c.sample_ns += cpu.sample_ns;
+            c.inserts += cpu.inserts;
+            c.insert_ns += cpu.insert_ns;
+        }
+        Self {
+            runs: c.ticks,
+            run_ns: c.sample_ns + c.insert_ns,
+            samples: c.samples,
+            sample_ns: c.sample_ns,
+            inserts: c.inserts,
+            insert_ns: c.insert_ns,
+        }
+    }
+
+    /// Mean ns per steady sample, if any.
+    pub fn steady_ns(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.sample_ns as f64 / self.samples as f64)
+    }
+
+    /// Mean ns per first insert, if any.
+    pub fn insert_ns_each(&self) -> Option<f64> {
+        (self.inserts > 0).then(|| self.insert_ns as f64 / self.inserts as f64)
+    }
+}
+
+/// `struct nq_sampler_cost` (bpf/nesquic.bpf.c): one CPU's sampler counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SamplerCounters {
+    /// Every run of the program on this CPU.
+    pub ticks: u64,
+    /// The LUT's samples whose key existed.
+    pub samples: u64,
+    /// Their time in the program, ns.
+    pub sample_ns: u64,
+    /// The LUT's samples that inserted their key.
+    pub inserts: u64,
+    /// Their time in the program, ns.
+    pub insert_ns: u64,
+}
+
+// SAFETY: a plain `repr(C)` struct of five u64s, no padding (size asserted below).
+unsafe impl aya::Pod for SamplerCounters {}
+const _: () = assert!(std::mem::size_of::<SamplerCounters>() == 40);
 
 /// One sampled stack pair as read from the kernel, innermost frame first.
 #[derive(Debug, Clone)]
@@ -375,6 +442,7 @@ pub fn build(
     frequency_hz: u64,
 ) -> Profile {
     let mut symbolizer = Symbolizer::new();
+    let mut perf_maps = crate::symbols::PerfMaps::default();
     let empty = ProcessMaps::default();
     let mut out = Vec::new();
     for &role in roles {
@@ -398,8 +466,18 @@ pub fn build(
                 user_ips.insert(1, ret);
                 frameless_callers += s.count;
             }
-            let user: Vec<Result<String, Unresolved>> =
-                user_ips.iter().enumerate().map(|(i, ip)| symbolizer.user_frame(pmaps, caller(i, *ip))).collect();
+            // Outside every mapped file: code the process generated, named by its perf map if it
+            // wrote one (CPython's perf trampolines: symbols::PerfMap).
+            let user: Vec<Result<String, Unresolved>> = user_ips
+                .iter()
+                .enumerate()
+                .map(|(i, ip)| {
+                    symbolizer.user_frame(pmaps, caller(i, *ip)).or_else(|why| match why {
+                        Unresolved::NoMapping => perf_maps.lookup(s.tgid, caller(i, *ip)).ok_or(why),
+                        _ => Err(why),
+                    })
+                })
+                .collect();
             let kernel: Vec<Result<String, Unresolved>> = s
                 .kernel
                 .iter()

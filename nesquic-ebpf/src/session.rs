@@ -22,6 +22,7 @@ use crate::Role;
 use crate::{preflight, EbpfError};
 
 pub use crate::profile::SamplerCost;
+use crate::profile::SamplerCounters;
 
 const FUNC_ENTER: &str = "nq_func_enter";
 const FUNC_EXIT: &str = "nq_func_exit";
@@ -58,11 +59,6 @@ pub struct ProbeSession {
     profiling: bool,
     /// The sampling frequency per CPU, once profiling.
     profile_hz: u64,
-    /// Keeps the kernel's BPF run-time statistics on while profiling (BPF_ENABLE_STATS: off
-    /// again when the fd closes), so the sampler's own cost is measured, not guessed.
-    stats: Option<std::os::fd::OwnedFd>,
-    /// The sampler's counters at the last [`ProbeSession::reset_profile`].
-    sampler_base: SamplerCost,
 }
 
 impl ProbeSession {
@@ -109,8 +105,6 @@ impl ProbeSession {
             nr_cpus,
             profiling: false,
             profile_hz: 0,
-            stats: None,
-            sampler_base: SamplerCost::default(),
         };
         session.closer = spawn_closer(session.closing.clone());
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
@@ -198,9 +192,6 @@ impl ProbeSession {
         }
         self.profiling = true;
         self.profile_hz = frequency_hz;
-        // Best effort: without statistics (kernel < 5.8) the cost is reported as unknown.
-        self.stats = aya::sys::enable_stats(aya::sys::Stats::RunTime).ok();
-        self.sampler_base = self.sampler_totals().unwrap_or_default();
         Ok(())
     }
 
@@ -209,29 +200,15 @@ impl ProbeSession {
         self.profile_hz
     }
 
-    /// The sampling program's cost since the last [`ProbeSession::reset_profile`]; `None` when not
-    /// profiling or the kernel keeps no statistics.
+    /// The sampling program's cost since the last [`ProbeSession::reset_profile`], as the
+    /// program timed itself (`sampler_cost` map); `None` when not profiling or unreadable.
     pub fn sampler_cost(&self) -> Option<SamplerCost> {
-        let now = self.sampler_totals()?;
-        Some(SamplerCost {
-            runs: now.runs.saturating_sub(self.sampler_base.runs),
-            run_ns: now.run_ns.saturating_sub(self.sampler_base.run_ns),
-        })
-    }
-
-    /// `run_cnt` and `run_time_ns` of the sampling program, from its fd's fdinfo.
-    fn sampler_totals(&self) -> Option<SamplerCost> {
-        use std::os::fd::{AsFd, AsRawFd};
-        if !self.profiling || self.stats.is_none() {
+        if !self.profiling {
             return None;
         }
-        let program: &PerfEvent = self.ebpf.program("nq_sample")?.try_into().ok()?;
-        let fd = program.fd().ok()?.as_fd().as_raw_fd();
-        let info = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")).ok()?;
-        let field = |name: &str| -> Option<u64> {
-            info.lines().find_map(|l| l.strip_prefix(name)?.trim_start_matches(':').trim().parse().ok())
-        };
-        Some(SamplerCost { runs: field("run_cnt")?, run_ns: field("run_time_ns")? })
+        let map: PerCpuArray<&MapData, SamplerCounters> = PerCpuArray::try_from(self.ebpf.map("sampler_cost")?).ok()?;
+        let cpus = map.get(&0, 0).ok()?;
+        Some(SamplerCost::from_counters(cpus.iter()))
     }
 
     /// How packet I/O is measured, if it is.
@@ -298,7 +275,13 @@ impl ProbeSession {
         if !self.profiling {
             return Ok(());
         }
-        self.sampler_base = self.sampler_totals().unwrap_or_default();
+        let map =
+            self.ebpf.map_mut("sampler_cost").ok_or_else(|| EbpfError::Load("map sampler_cost missing".into()))?;
+        let mut cost: PerCpuArray<&mut MapData, SamplerCounters> =
+            PerCpuArray::try_from(map).map_err(|e| EbpfError::Map(format!("sampler_cost: {e}")))?;
+        let zero = PerCpuValues::try_from(vec![SamplerCounters::default(); self.nr_cpus])
+            .map_err(|e| EbpfError::Map(format!("sampler_cost: {e}")))?;
+        cost.set(0, zero, 0).map_err(|e| EbpfError::Map(format!("sampler_cost: {e}")))?;
         let map = self.ebpf.map_mut("samples").ok_or_else(|| EbpfError::Load("map samples missing".into()))?;
         let mut samples: BpfHashMap<&mut MapData, NqSampleKey, u64> =
             BpfHashMap::try_from(map).map_err(|e| EbpfError::Map(format!("samples: {e}")))?;

@@ -11,7 +11,20 @@ const FEW_SAMPLES: u64 = 100;
 pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu_s: f64) {
     println!();
     println!("sampling profile ({} Hz per CPU, CPU-clock), {window}:", profile.frequency_hz);
-    if let Some(c) = profile.sampler.filter(|c| c.runs > 0) {
+    if let Some(c) = profile.sampler.filter(|c| c.samples + c.inserts > 0) {
+        // Steady samples apart from first inserts: a cold map's inserts dominate a short profile.
+        let share = if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 };
+        let each = |ns: Option<f64>| ns.map_or("-".to_string(), |ns| format!("{:.1}", ns / 1e3));
+        println!(
+            "  sampler cost (the program's own clock): {} steady samples x {} us + {} first inserts x {} us = {:.1} ms, {share:.2}% of the profiled processes' CPU time ({} ticks on all CPUs; the timer interrupt around the program not included)",
+            c.samples,
+            each(c.steady_ns()),
+            c.inserts,
+            each(c.insert_ns_each()),
+            c.run_ns as f64 / 1e6,
+            c.runs
+        );
+    } else if let Some(c) = profile.sampler.filter(|c| c.runs > 0) {
         println!(
             "  sampler cost (kernel BPF stats): {} runs x {:.1} us = {:.1} ms, {:.2}% of the profiled processes' CPU time (the timer interrupt around it not included)",
             c.runs,
