@@ -10,7 +10,9 @@
 //! cached and forgotten on `close`/`dup2`/`dup3`): on other fds they are files, pipes and Unix
 //! sockets. `writev`/`readv`/`sendfile` are not interposed (the kernel backend counts them).
 //! The hot path allocates nothing, takes no lock and keeps
-//! `errno` as the real call left it.
+//! `errno` as the real call left it. The exported symbols are naked front doors: while the
+//! wrappers are off (a run with function probes only still has them interposed), each is a tail
+//! jump into libc through the resolved pointer, with no frame of the agent's on the way back.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
@@ -222,12 +224,11 @@ fn on() -> bool {
 
 // ---- the wrappers ----
 
-/// Interposed `sendmsg`.
+/// `sendmsg` behind its front door: counts when on; forwards (resolving libc's first) when off.
 ///
 /// # Safety
 /// Same contract as libc's.
-#[no_mangle]
-pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
+unsafe extern "C" fn counted_sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     let real = real!(SENDMSG, unsafe extern "C" fn(c_int, *const msghdr, c_int) -> ssize_t);
     if !on() {
         // SAFETY: forwarding unchanged.
@@ -241,12 +242,11 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     ret
 }
 
-/// Interposed `recvmsg`.
+/// `recvmsg` behind its front door: counts when on; forwards (resolving libc's first) when off.
 ///
 /// # Safety
 /// Same contract as libc's.
-#[no_mangle]
-pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
+unsafe extern "C" fn counted_recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let real = real!(RECVMSG, unsafe extern "C" fn(c_int, *mut msghdr, c_int) -> ssize_t);
     if !on() {
         // SAFETY: forwarding unchanged.
@@ -273,12 +273,11 @@ unsafe fn add_batch(s: *mut Stats, v: *const mmsghdr, ret: c_int, send: bool) {
     }
 }
 
-/// Interposed `sendmmsg`.
+/// `sendmmsg` behind its front door: counts when on; forwards (resolving libc's first) when off.
 ///
 /// # Safety
 /// Same contract as libc's.
-#[no_mangle]
-pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
+unsafe extern "C" fn counted_sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int {
     let real = real!(SENDMMSG, unsafe extern "C" fn(c_int, *mut mmsghdr, c_uint, c_int) -> c_int);
     if !on() {
         // SAFETY: forwarding unchanged.
@@ -292,12 +291,11 @@ pub unsafe extern "C" fn sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, flags: 
     ret
 }
 
-/// Interposed `recvmmsg`.
+/// `recvmmsg` behind its front door: counts when on; forwards (resolving libc's first) when off.
 ///
 /// # Safety
 /// Same contract as libc's.
-#[no_mangle]
-pub unsafe extern "C" fn recvmmsg(
+unsafe extern "C" fn counted_recvmmsg(
     fd: c_int,
     v: *mut mmsghdr,
     n: c_uint,
@@ -317,12 +315,11 @@ pub unsafe extern "C" fn recvmmsg(
     ret
 }
 
-/// Interposed `sendto`.
+/// `sendto` behind its front door: counts when on; forwards (resolving libc's first) when off.
 ///
 /// # Safety
 /// Same contract as libc's.
-#[no_mangle]
-pub unsafe extern "C" fn sendto(
+unsafe extern "C" fn counted_sendto(
     fd: c_int,
     buf: *const c_void,
     len: size_t,
@@ -343,12 +340,11 @@ pub unsafe extern "C" fn sendto(
     ret
 }
 
-/// Interposed `recvfrom`.
+/// `recvfrom` behind its front door: counts when on; forwards (resolving libc's first) when off.
 ///
 /// # Safety
 /// Same contract as libc's.
-#[no_mangle]
-pub unsafe extern "C" fn recvfrom(
+unsafe extern "C" fn counted_recvfrom(
     fd: c_int,
     buf: *mut c_void,
     len: size_t,
@@ -374,12 +370,11 @@ pub unsafe extern "C" fn recvfrom(
 /// `send`/`recv`/`write`/`read`: one message per call, counted where `$counted(fd)` says.
 macro_rules! plain_io {
     ($name:ident, $slot:expr, $counted:expr, ($($arg:ident: $ty:ty),*)) => {
-        #[doc = concat!("Interposed `", stringify!($name), "` (counted where `", stringify!($counted), "`).")]
+        #[doc = concat!("`", stringify!($name), "` behind its front door (counted where `", stringify!($counted), "`).")]
         ///
         /// # Safety
         /// Same contract as libc's.
-        #[no_mangle]
-        pub unsafe extern "C" fn $name(fd: c_int, $($arg: $ty),*) -> ssize_t {
+        unsafe extern "C" fn $name(fd: c_int, $($arg: $ty),*) -> ssize_t {
             let real = real!($slot, unsafe extern "C" fn(c_int, $($ty),*) -> ssize_t);
             if !on() || !$counted(fd) {
                 // SAFETY: forwarding unchanged.
@@ -399,10 +394,68 @@ fn any_fd(_fd: c_int) -> bool {
     true
 }
 
-plain_io!(send, SEND, any_fd, (buf: *const c_void, len: size_t, flags: c_int));
-plain_io!(recv, RECV, any_fd, (buf: *mut c_void, len: size_t, flags: c_int));
-plain_io!(write, WRITE, is_inet_socket, (buf: *const c_void, len: size_t));
-plain_io!(read, READ, is_inet_socket, (buf: *mut c_void, len: size_t));
+plain_io!(counted_send, SEND, any_fd, (buf: *const c_void, len: size_t, flags: c_int));
+plain_io!(counted_recv, RECV, any_fd, (buf: *mut c_void, len: size_t, flags: c_int));
+plain_io!(counted_write, WRITE, is_inet_socket, (buf: *const c_void, len: size_t));
+plain_io!(counted_read, READ, is_inet_socket, (buf: *mut c_void, len: size_t));
+
+// ---- the front doors ----
+
+/// The exported symbol: while the wrappers are off (a run that asked for no packet I/O, only
+/// function probes), a tail jump to libc's function through the resolved pointer, with no frame
+/// and no return through the agent; otherwise (counting, or libc's pointer not resolved yet) a
+/// tail jump to the Rust body. Only r11 is used: a scratch register that carries no argument at
+/// a SysV entry (lazy-binding PLT stubs clobber it too).
+macro_rules! front_door {
+    ($name:ident, $slot:expr, $body:ident, ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        #[doc = concat!("Interposed `", stringify!($name), "`: see [`", stringify!($body), "`].")]
+        ///
+        /// # Safety
+        /// Same contract as libc's.
+        #[unsafe(naked)]
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($($arg: $ty),*) -> $ret {
+            core::arch::naked_asm!(
+                "cmp byte ptr [rip + {on}], 0",
+                "jne {body}",
+                "mov r11, qword ptr [rip + {real} + {offset}]",
+                "test r11, r11",
+                "jz {body}",
+                "jmp r11",
+                on = sym ON,
+                real = sym REAL,
+                offset = const $slot * std::mem::size_of::<AtomicUsize>(),
+                body = sym $body,
+            )
+        }
+    };
+}
+
+front_door!(sendmsg, SENDMSG, counted_sendmsg, (fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t);
+front_door!(recvmsg, RECVMSG, counted_recvmsg, (fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t);
+front_door!(sendmmsg, SENDMMSG, counted_sendmmsg, (fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int) -> c_int);
+front_door!(
+    recvmmsg,
+    RECVMMSG,
+    counted_recvmmsg,
+    (fd: c_int, v: *mut mmsghdr, n: c_uint, flags: c_int, timeout: *mut timespec) -> c_int
+);
+front_door!(
+    sendto,
+    SENDTO,
+    counted_sendto,
+    (fd: c_int, buf: *const c_void, len: size_t, flags: c_int, addr: *const sockaddr, addrlen: socklen_t) -> ssize_t
+);
+front_door!(
+    recvfrom,
+    RECVFROM,
+    counted_recvfrom,
+    (fd: c_int, buf: *mut c_void, len: size_t, flags: c_int, addr: *mut sockaddr, addrlen: *mut socklen_t) -> ssize_t
+);
+front_door!(send, SEND, counted_send, (fd: c_int, buf: *const c_void, len: size_t, flags: c_int) -> ssize_t);
+front_door!(recv, RECV, counted_recv, (fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t);
+front_door!(write, WRITE, counted_write, (fd: c_int, buf: *const c_void, len: size_t) -> ssize_t);
+front_door!(read, READ, counted_read, (fd: c_int, buf: *mut c_void, len: size_t) -> ssize_t);
 
 /// Interposed `close`: forgets the fd's cached socket kind.
 ///
@@ -438,4 +491,92 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     forget_fd(new);
     // SAFETY: forwarding unchanged.
     unsafe { real(old, new, flags) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iced_x86::{Decoder, DecoderOptions, Mnemonic, OpKind, Register};
+
+    /// The instructions a front door runs while the wrappers are off, up to its jump into libc.
+    fn off_path(entry: *const u8) -> Vec<iced_x86::Instruction> {
+        // SAFETY: a function's first 64 bytes are mapped code (the front doors are ~30 bytes and
+        // the text goes on behind them).
+        let code = unsafe { std::slice::from_raw_parts(entry, 64) };
+        let mut d = Decoder::with_ip(64, code, entry as u64, DecoderOptions::NONE);
+        let mut path = Vec::new();
+        while d.can_decode() && path.len() < 12 {
+            let i = d.decode();
+            path.push(i);
+            if i.mnemonic() == Mnemonic::Jmp && i.op0_kind() == OpKind::Register {
+                break;
+            }
+        }
+        path
+    }
+
+    #[test]
+    fn with_io_off_each_wrapper_jumps_to_libc_without_a_frame() {
+        let doors: [(&str, *const u8); 10] = [
+            ("sendmsg", sendmsg as *const u8),
+            ("recvmsg", recvmsg as *const u8),
+            ("sendmmsg", sendmmsg as *const u8),
+            ("recvmmsg", recvmmsg as *const u8),
+            ("sendto", sendto as *const u8),
+            ("recvfrom", recvfrom as *const u8),
+            ("send", send as *const u8),
+            ("recv", recv as *const u8),
+            ("write", write as *const u8),
+            ("read", read as *const u8),
+        ];
+        for (name, entry) in doors {
+            let path = off_path(entry);
+            let mnemonics: Vec<Mnemonic> = path.iter().map(|i| i.mnemonic()).collect();
+            // No push, call or store: nothing of the agent is left on the stack or between libc's
+            // return and the caller.
+            assert_eq!(
+                mnemonics,
+                [Mnemonic::Cmp, Mnemonic::Jne, Mnemonic::Mov, Mnemonic::Test, Mnemonic::Je, Mnemonic::Jmp],
+                "{name}"
+            );
+            let last = path.last().expect("six instructions");
+            assert_eq!(last.op0_register(), Register::R11, "{name} jumps through r11");
+            assert_eq!(path[2].op0_register(), Register::R11, "{name} loads libc's address into r11");
+        }
+    }
+
+    #[test]
+    fn with_io_off_the_wrappers_forward_every_byte() {
+        assert!(!on(), "nothing enables the wrappers in a unit test");
+        let mut fds = [0 as c_int; 2];
+        // SAFETY: socketpair writes two fds into the array.
+        assert_eq!(unsafe { libc::socketpair(libc::AF_UNIX, libc::SOCK_DGRAM, 0, fds.as_mut_ptr()) }, 0);
+        let msg = b"nesquic front door";
+        let mut buf = [0u8; 64];
+        // SAFETY: valid buffers and fds, through the exported front doors; twice, so the second
+        // call takes the resolved pointer.
+        unsafe {
+            for _ in 0..2 {
+                assert_eq!(write(fds[0], msg.as_ptr().cast(), msg.len()), msg.len() as ssize_t);
+                assert_eq!(read(fds[1], buf.as_mut_ptr().cast(), buf.len()), msg.len() as ssize_t);
+                assert_eq!(&buf[..msg.len()], msg);
+                assert_eq!(send(fds[1], msg.as_ptr().cast(), 5, 0), 5);
+                assert_eq!(recv(fds[0], buf.as_mut_ptr().cast(), buf.len(), 0), 5);
+                let mut iov = libc::iovec { iov_base: msg.as_ptr() as *mut c_void, iov_len: 7 };
+                let mut m: msghdr = std::mem::zeroed();
+                m.msg_iov = &mut iov;
+                m.msg_iovlen = 1;
+                assert_eq!(sendmsg(fds[0], &m, 0), 7);
+                let mut riov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+                let mut r: msghdr = std::mem::zeroed();
+                r.msg_iov = &mut riov;
+                r.msg_iovlen = 1;
+                assert_eq!(recvmsg(fds[1], &mut r, 0), 7);
+                assert_eq!(&buf[..7], &msg[..7]);
+            }
+            assert_ne!(REAL[WRITE].load(Ordering::Relaxed), 0, "resolved on first use");
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+    }
 }
