@@ -83,6 +83,14 @@ pub struct MatrixArgs {
     /// Roles on other hosts, for every run (as in `nesquic run`).
     #[command(flatten)]
     pub hosts: crate::remote::HostArgs,
+    /// A client x server matrix (docs/pairs.md): these servers (comma-separated, or `all`), each
+    /// against every client of --clients (default: the same list); --lut is then unused. Pairs
+    /// that cannot talk are listed with the reason.
+    #[arg(long, value_delimiter = ',', value_name = "LUTS")]
+    pub servers: Vec<String>,
+    /// The clients of a client x server matrix (rows of its table; default: --servers).
+    #[arg(long, value_delimiter = ',', value_name = "LUTS")]
+    pub clients: Vec<String>,
 }
 
 /// One cell of the matrix.
@@ -138,6 +146,9 @@ fn plan(args: &MatrixArgs, c: &Combination, defaults: &RunArgs) -> Result<RunPla
 
 /// Runs the matrix.
 pub fn execute(args: &MatrixArgs) -> Result<()> {
+    if !args.servers.is_empty() || !args.clients.is_empty() {
+        return execute_pairs(args);
+    }
     let (combinations, skipped) = combinations(args)?;
     if combinations.is_empty() {
         bail!("no combination can run: {}", skipped.join("; "));
@@ -301,4 +312,167 @@ fn html_entry(r: &Row, all: &[Combination]) -> nesquic_html::MatrixEntry {
         cpu_s_per_gb: (r.summary.server_cpu_s.median + r.summary.client_cpu_s.median) / gb,
         rounds: r.rounds,
     }
+}
+
+/// `all`, or the names as given (each checked).
+fn lut_names(list: &[String]) -> Result<Vec<String>> {
+    if list.iter().any(|n| n == "all") {
+        return Ok(nesquic_lut_adapters::lut::DESCRIPTORS.iter().map(|d| d.name.to_string()).collect());
+    }
+    list.iter().map(|n| Ok(nesquic_lut_adapters::find_lut(n)?.name().to_string())).collect()
+}
+
+/// One client x server cell while the rounds run.
+struct PairRun {
+    server: String,
+    client: String,
+    plan: Option<RunPlan>,
+    why_not: Vec<String>,
+    reports: Vec<run::RunReport>,
+    dirs: Vec<PathBuf>,
+}
+
+/// `--servers`/`--clients`: every client against every server, in alternating rounds; a pair
+/// that cannot be planned or fails a round says why in its cell, and the others go on.
+fn execute_pairs(args: &MatrixArgs) -> Result<()> {
+    let servers = lut_names(if args.servers.is_empty() { &args.clients } else { &args.servers })?;
+    let clients = lut_names(if args.clients.is_empty() { &args.servers } else { &args.clients })?;
+    anyhow::ensure!(
+        args.io.is_empty() && args.lut_opts.is_empty() && args.rcvbuf.is_empty() && args.baseline.is_none(),
+        "--servers/--clients: --io, --lut-opts, --rcvbuf and --baseline are not dimensions of the client x server matrix \
+         (each side runs its LUT's default I/O path and settings)"
+    );
+    anyhow::ensure!(args.testcase.len() == 1, "--servers/--clients: one testcase at a time");
+    let defaults = RunCommand::try_parse_from(["run"]).context("nesquic run's defaults")?.run;
+    let mut cells: Vec<PairRun> = Vec::new();
+    for c in &clients {
+        for s in &servers {
+            let run = RunArgs {
+                server_lut: Some(s.clone()),
+                client_lut: Some(c.clone()),
+                scenario: TestcaseArgs {
+                    testcase: args.testcase.first().cloned(),
+                    size: args.size,
+                    ..TestcaseArgs::default()
+                },
+                timeout: args.timeout,
+                link: args.link,
+                rate: args.rate.clone(),
+                loss: args.loss,
+                probe: args.probe.clone(),
+                probe_backend: args.probe_backend,
+                hosts: args.hosts.clone(),
+                quiet: true,
+                ..defaults.clone()
+            };
+            let (plan, why_not) = match run.plan() {
+                Ok(p) => (Some(p), Vec::new()),
+                Err(e) => (None, vec![format!("{e:#}")]),
+            };
+            cells.push(PairRun {
+                server: s.clone(),
+                client: c.clone(),
+                plan,
+                why_not,
+                reports: Vec::new(),
+                dirs: Vec::new(),
+            });
+        }
+    }
+    let runnable: Vec<usize> = (0..cells.len()).filter(|&i| cells[i].plan.is_some()).collect();
+    if runnable.is_empty() {
+        let why: Vec<String> = cells
+            .iter()
+            .flat_map(|c| c.why_not.iter().map(move |w| format!("server {} x client {}: {w}", c.server, c.client)))
+            .collect();
+        bail!("no pair can run:\n{}", why.join("\n"));
+    }
+    let interrupted = run::install_signal_flag()?;
+    let base = args.out.clone().unwrap_or_else(|| PathBuf::from("nesquic-runs"));
+    let stamp = nesquic_record::qlog::time_stamp(std::time::SystemTime::now());
+    let matrix_dir = base.join(format!("{stamp}-pairs"));
+    let mut terminals: Vec<run::Terminal> = cells.iter().map(|_| run::Terminal::new(true)).collect();
+    for round in 0..args.repeat as usize {
+        for k in 0..runnable.len() {
+            // Rotate the start so no pair always runs first (warm caches, thermal state).
+            let i = runnable[(k + round) % runnable.len()];
+            let cell = &mut cells[i];
+            let label = format!("server {} x client {}", cell.server, cell.client);
+            eprintln!("nesquic matrix: round {}/{}: {label}", round + 1, args.repeat);
+            let dir = matrix_dir.join(format!("{}-{}-x-{}-r{}", i + 1, cell.server, cell.client, round + 1));
+            let Some(plan) = cell.plan.as_mut() else { continue };
+            plan.out = Some(dir.clone());
+            match nesquic_engine::run::execute(plan, &interrupted, &mut terminals[i]) {
+                Ok(report) => {
+                    cell.reports.push(report);
+                    cell.dirs.push(dir);
+                }
+                Err(e) if interrupted.load(std::sync::atomic::Ordering::Relaxed) => {
+                    return Err(e).context(format!("{label} (round {})", round + 1))
+                }
+                Err(e) => {
+                    let why = format!("round {} failed: {e:#}", round + 1);
+                    eprintln!("nesquic matrix: {label}: {why}");
+                    cell.why_not.push(why);
+                }
+            }
+        }
+    }
+    let gb = |r: &run::RunReport| r.size_bytes as f64 / 1e9;
+    let out: Vec<nesquic_render::pairs::PairCell> = cells
+        .into_iter()
+        .map(|c| {
+            let size_gb = c.reports.first().map(gb).unwrap_or(1.0);
+            let versions = c.reports.first().map(|r| (r.lut.version.clone(), r.client_lut().version.clone()));
+            let reps: Vec<RepetitionFigures> = c.reports.into_iter().flat_map(|r| r.repetitions).collect();
+            let summary = Summary::of(&reps);
+            nesquic_render::pairs::PairCell {
+                server: c.server,
+                client: c.client,
+                versions,
+                rounds: reps.len(),
+                server_cpu_s_per_gb: summary.as_ref().map(|s| s.server_cpu_s.median / size_gb),
+                client_cpu_s_per_gb: summary.as_ref().map(|s| s.client_cpu_s.median / size_gb),
+                packet_cost: PacketCostFigures::of(&reps),
+                summary,
+                // One line: the first reason (a failure repeats itself round after round).
+                why_not: c.why_not.first().map(|w| first_line(w)),
+                run_dirs: c.dirs,
+            }
+        })
+        .collect();
+    print!("{}", nesquic_render::pairs::text(&out, &servers, &clients, args.repeat, args.markdown));
+    if let Some(file) = &args.html {
+        let entries: Vec<nesquic_html::PairEntry> = out
+            .iter()
+            .map(|c| nesquic_html::PairEntry {
+                server: c.server.clone(),
+                client: c.client.clone(),
+                goodput_mbps: c.summary.as_ref().map(|s| s.goodput_mbps.median),
+                server_cpu_s_per_gb: c.server_cpu_s_per_gb,
+                client_cpu_s_per_gb: c.client_cpu_s_per_gb,
+                rounds: c.rounds,
+                why_not: c.why_not.clone(),
+            })
+            .collect();
+        let default = || matrix_dir.join("pairs.html");
+        crate::html::write(
+            &crate::html::target(file, default),
+            &nesquic_html::pairs_page(&servers, &clients, &entries),
+            "HTML matrix",
+        )?;
+    }
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&out)?)
+            .with_context(|| format!("write {}", path.display()))?;
+        eprintln!("nesquic: JSON written to {}", path.display());
+    }
+    Ok(())
+}
+
+/// A failure's text up to its LUT's output (the cell says what happened; the run directory and
+/// the terminal hold the rest).
+fn first_line(why: &str) -> String {
+    let line = why.lines().next().unwrap_or_default();
+    line.split("; its last output:").next().unwrap_or(line).to_string()
 }

@@ -13,6 +13,7 @@ mod flame;
 mod input;
 mod matrix;
 mod page;
+mod pairs;
 mod plot;
 mod probes;
 mod profile;
@@ -21,6 +22,7 @@ mod timeline;
 
 pub use compare::{compare_page, CompareInput};
 pub use matrix::{matrix_page, MatrixEntry};
+pub use pairs::{pairs_page, PairEntry};
 pub use run::{run_page, RunInput};
 
 /// What can go wrong drawing a page.

@@ -11,6 +11,7 @@ pub mod compare;
 pub mod findings;
 pub mod markdown;
 pub mod matrix;
+pub mod pairs;
 pub mod probes;
 pub mod profile;
 pub mod run;
