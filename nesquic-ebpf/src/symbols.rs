@@ -1,7 +1,9 @@
 //! Function symbols of ELF objects, made matchable: Rust and C++ names demangled (without the
 //! per-build hash), library version prefixes removed (`aws_lc_0_47_0_`, `ring_core_0_17_8_`),
-//! and the file offset computed for attaching.
+//! and the file offset computed for attaching; and the names of code generated at run time, from
+//! the perf map a process writes (`PerfMap`: CPython's Python functions).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
@@ -183,6 +185,111 @@ fn edit_distance(a: &str, b: &str) -> usize {
     prev[b.len()]
 }
 
+/// Names of code a process generated at run time, from the `/tmp/perf-PID.map` file it wrote
+/// (the format perf reads: `START SIZE name` per line, hex). CPython 3.12+ writes one line per
+/// Python function when its perf trampolines are on (`-X perf`,
+/// `sys.activate_stack_trampoline("perf")`): each function gets a small trampoline in anonymous
+/// executable memory that calls the interpreter, so a frame-pointer walk through an interpreter
+/// built with frame pointers has the trampoline's return address between each pair of
+/// `_PyEval_EvalFrameDefault` frames. Those names (`py::Class.method:/path/module.py`) become
+/// `py::package.module::Class.method`, what the component rules match.
+#[derive(Debug, Clone, Default)]
+pub struct PerfMap {
+    /// (start, end, name), sorted by start.
+    entries: Vec<(u64, u64, String)>,
+}
+
+impl PerfMap {
+    /// Reads `/tmp/perf-PID.map`; `None` if the process wrote none.
+    pub fn load(pid: u32) -> Option<Self> {
+        let text = std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).ok()?;
+        Some(Self::parse(&text))
+    }
+
+    /// Parses a perf map's text; malformed lines are skipped (the file is appended to while the
+    /// process runs, its last line may be cut).
+    pub fn parse(text: &str) -> Self {
+        let mut modules = HashMap::new();
+        let mut entries: Vec<(u64, u64, String)> = text
+            .lines()
+            .filter_map(|line| {
+                let mut parts = line.splitn(3, ' ');
+                let start = u64::from_str_radix(parts.next()?, 16).ok()?;
+                let size = u64::from_str_radix(parts.next()?, 16).ok()?;
+                let name = parts.next()?.trim();
+                (size > 0 && !name.is_empty()).then(|| (start, start + size, python_frame_name(name, &mut modules)))
+            })
+            .collect();
+        entries.sort_by_key(|e| e.0);
+        Self { entries }
+    }
+
+    /// The name of the code containing `ip`.
+    pub fn lookup(&self, ip: u64) -> Option<&str> {
+        let i = self.entries.partition_point(|e| e.0 <= ip).checked_sub(1)?;
+        let (_, end, name) = &self.entries[i];
+        (ip < *end).then_some(name.as_str())
+    }
+
+    /// Entries read.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no entry was read.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// Perf maps per process, each read once (after the processes are gone: the files stay).
+#[derive(Debug, Default)]
+pub struct PerfMaps {
+    maps: HashMap<u32, Option<PerfMap>>,
+}
+
+impl PerfMaps {
+    /// The run-time code name at `ip` in process `pid`, if it wrote a perf map naming it.
+    pub fn lookup(&mut self, pid: u32, ip: u64) -> Option<String> {
+        self.maps.entry(pid).or_insert_with(|| PerfMap::load(pid)).as_ref()?.lookup(ip).map(str::to_string)
+    }
+}
+
+/// `py::QuicConnection.receive_datagram:/venv/.../site-packages/aioquic/quic/connection.py` ->
+/// `py::aioquic.quic.connection::QuicConnection.receive_datagram`: the module as Python imports it
+/// (the file's directories upwards while they are packages, i.e. hold `__init__.py`), so rules
+/// match on modules whatever the venv's path. `<frozen importlib._bootstrap>` becomes
+/// `importlib._bootstrap`; a name in another format is kept as it is. `modules` caches per file.
+pub fn python_frame_name(raw: &str, modules: &mut HashMap<String, String>) -> String {
+    let Some((function, file)) = raw.strip_prefix("py::").and_then(|rest| rest.split_once(':')) else {
+        return raw.to_string();
+    };
+    let module = modules.entry(file.to_string()).or_insert_with(|| python_module(file));
+    format!("py::{module}::{function}")
+}
+
+/// The dotted module name of a Python source file (see [`python_frame_name`]).
+fn python_module(file: &str) -> String {
+    if let Some(frozen) = file.strip_prefix("<frozen ").and_then(|f| f.strip_suffix('>')) {
+        return frozen.to_string();
+    }
+    let path = Path::new(file);
+    let Some(stem) = path.file_stem().and_then(|s| s.to_str()).filter(|_| file.ends_with(".py")) else {
+        return file.to_string();
+    };
+    let mut parts = if stem == "__init__" { Vec::new() } else { vec![stem.to_string()] };
+    let mut dir = path.parent();
+    while let Some(d) = dir.filter(|d| d.join("__init__.py").is_file()) {
+        match d.file_name().and_then(|n| n.to_str()) {
+            Some(name) => parts.push(name.to_string()),
+            None => break,
+        }
+        dir = d.parent();
+    }
+    parts.reverse();
+    parts.join(".")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +341,35 @@ mod tests {
         let syms = [ObjectSymbols::load(&me).expect("symbols")];
         let near = nearest("*nearest_ranks_shared*", &syms, 3);
         assert!(near.iter().any(|f| f.demangled.ends_with("nearest_ranks_shared_words")), "{near:?}");
+    }
+
+    #[test]
+    fn perf_map_names_python_functions_by_module() {
+        // A package tree as a venv holds it: aioquic/quic/connection.py under site-packages.
+        let root = std::env::temp_dir().join(format!("nesquic-perfmap-{}", std::process::id()));
+        let pkg = root.join("site-packages/aioquic/quic");
+        std::fs::create_dir_all(&pkg).expect("temp dir");
+        for init in [root.join("site-packages/aioquic/__init__.py"), pkg.join("__init__.py")] {
+            std::fs::write(init, "").expect("__init__.py");
+        }
+        let file = pkg.join("connection.py");
+        // Lines as CPython 3.13 writes them (`-X perf`), one cut short at the end.
+        let text = format!(
+            "7fd82e4bd000 b py::_find_and_load:<frozen importlib._bootstrap>\n\
+             7fd82e4bd00b b py::QuicConnection.receive_datagram:{}\n\
+             7fd82e4bd016 b py::main:/nowhere/script.py\n\
+             7fd82e4bd021 b [jit] other code\n\
+             7fd82e4bd0",
+            file.display()
+        );
+        let map = PerfMap::parse(&text);
+        std::fs::remove_dir_all(&root).expect("clean up");
+        assert_eq!(map.len(), 4);
+        assert_eq!(map.lookup(0x7fd8_2e4b_d000), Some("py::importlib._bootstrap::_find_and_load"));
+        assert_eq!(map.lookup(0x7fd8_2e4b_d015), Some("py::aioquic.quic.connection::QuicConnection.receive_datagram"));
+        assert_eq!(map.lookup(0x7fd8_2e4b_d016), Some("py::script::main"));
+        assert_eq!(map.lookup(0x7fd8_2e4b_d021), Some("[jit] other code"));
+        assert_eq!(map.lookup(0x7fd8_2e4b_d02c), None, "past the last entry's end");
+        assert_eq!(map.lookup(0x7fd8_2e4b_cfff), None, "below the first entry");
     }
 }
