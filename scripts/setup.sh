@@ -40,6 +40,11 @@ pkg-config --exists libngtcp2_crypto_gnutls 2>/dev/null || need_apt+=(libngtcp2-
 pkg-config --exists gnutls 2>/dev/null || need_apt+=(libgnutls28-dev)
 # lut-adapters/ngtcp2/pinned-source.sh unpacks Debian's ngtcp2 source with dpkg-source.
 command -v dpkg-source >/dev/null 2>&1 || need_apt+=(dpkg-dev)
+# lut-adapters/ngtcp2/symbols.sh rebuilds Debian's ngtcp2 and GnuTLS with symbols (Debian strips
+# them): GnuTLS's Debian patches touch configure.ac, so it runs autoreconf as debian/rules does.
+for tool in autoreconf:autoconf automake:automake libtoolize:libtool autopoint:autopoint; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool#*:}")
+done
 # Remote roles (docs/remote.md): the tests start Debian's sshd in a namespace; each host's NIC
 # offloads are read with ethtool -k.
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)

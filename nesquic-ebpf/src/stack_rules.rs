@@ -364,6 +364,28 @@ mod tests {
     }
 
     #[test]
+    fn ngtcp2_and_gnutls_functions_land_in_their_components() {
+        let c = builtin();
+        let user = |stack: &str| c.classify_frames(&[], &folded(stack)).to_string();
+        // GnuTLS's GCM assembly has no frame pointer: the walk ends at its entry.
+        assert_eq!(user("aesni_gcm_encrypt;_aesni_ctr32_ghash_6x"), "crypto.aead");
+        assert_eq!(user("aesni_gcm_decrypt;_aesni_ctr32_ghash_6x"), "crypto.aead");
+        let server = "main;nq_run_server;nq_conn_write;ngtcp2_conn_writev_stream_versioned;ngtcp2_conn_write_vmsg;conn_write_pkt";
+        assert_eq!(
+            user(&format!(
+                "{server};ngtcp2_ppe_final;ngtcp2_crypto_encrypt_cb;ngtcp2_crypto_encrypt;gnutls_aead_cipher_encrypt;\
+                 aesni_gcm_aead_encrypt;aes_gcm_auth;gcm_gmult_clmul"
+            )),
+            "crypto.aead"
+        );
+        assert_eq!(
+            user("main;nq_run_client;nq_conn_read;ngtcp2_conn_read_pkt_versioned;conn_recv_pkt;decrypt_hp;ngtcp2_crypto_hp_mask_cb;\
+                  ngtcp2_crypto_hp_mask;gnutls_cipher_encrypt2;aes_encrypt;aesni_cbc_encrypt"),
+            "crypto.header_protection"
+        );
+    }
+
+    #[test]
     fn an_invalid_pattern_is_an_error() {
         assert!(Classifier::new(&[rule("x", false, &["a[b"], &[])]).is_err());
     }
