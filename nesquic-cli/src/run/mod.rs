@@ -341,6 +341,14 @@ impl RunArgs {
                 .side(client_name, self.client_lut_path.as_ref(), self.client_io, &self.client_lut_opts, &testcase)
                 .with_context(|| format!("the client {client_name}"))?;
             nesquic_engine::pair::check(server.lut.as_ref(), side.lut.as_ref())?;
+            let cipher = |o: &[LutOpt]| o.iter().copied().find(|o| o.kind() == OptionKind::Cipher);
+            if let (Some(a), Some(b)) = (cipher(&server.lut_options), cipher(&side.lut_options)) {
+                anyhow::ensure!(
+                    a == b,
+                    "server {server_name} x client {client_name}: the server offers only {a}, the client only {b}: \
+                     no TLS 1.3 cipher suite in common, the handshake would fail"
+                );
+            }
             Some(side)
         } else {
             None
