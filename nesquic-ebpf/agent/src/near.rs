@@ -4,6 +4,10 @@
 //! is never made writable again: other threads may be running its trampolines.
 
 const POOL_SIZE: usize = 64 * 1024;
+/// Each trampoline starts on a cache line: a count-mode fast path (~30-60 bytes with the
+/// displaced instructions) then fetches one line per call, not two (at 16-byte alignment most
+/// straddled a line boundary), and two trampolines never share a line.
+pub const TRAMPOLINE_ALIGN: usize = 64;
 const STEP: u64 = 1 << 20;
 /// How far a trampoline may be: rel32 reach with a margin for the pool's own size.
 const REACH: u64 = (1 << 31) - 2 * POOL_SIZE as u64;
@@ -33,7 +37,7 @@ impl Pools {
     /// Reserves `len` bytes within reach of `site`; returns their address (writable until
     /// [`Pools::seal`]). `None` when no memory could be mapped near it.
     pub fn reserve_near(&mut self, site: u64, len: usize) -> Option<u64> {
-        let len = (len + 15) & !15;
+        let len = len.next_multiple_of(TRAMPOLINE_ALIGN);
         if let Some(p) = self.pools.iter_mut().find(|p| {
             !p.sealed
                 && p.used + len <= POOL_SIZE
@@ -97,4 +101,27 @@ fn map_near(site: u64) -> Option<u64> {
         d += STEP;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_trampoline_starts_on_a_cache_line_of_its_own() {
+        let site = every_trampoline_starts_on_a_cache_line_of_its_own as *const () as u64;
+        let mut pools = Pools::new();
+        // Sizes of real trampolines: counted with and without a bytes argument, relocated + slack.
+        let sizes = [41usize, 56, 63, 64, 65, 130, 48];
+        let at: Vec<u64> = sizes.iter().map(|&len| pools.reserve_near(site, len).expect("memory nearby")).collect();
+        for (i, (&a, &len)) in at.iter().zip(&sizes).enumerate() {
+            assert_eq!(a % TRAMPOLINE_ALIGN as u64, 0, "trampoline {i} at {a:#x}");
+            if let Some(&next) = at.get(i + 1) {
+                assert!(next >= a + len as u64, "trampoline {i} overlaps the next");
+                assert_eq!(next - a, len.next_multiple_of(64) as u64, "no line wasted beyond the last partial one");
+            }
+            assert!(distance(a, site) < REACH, "within rel32 reach");
+        }
+        pools.seal();
+    }
 }
