@@ -188,3 +188,24 @@ fn the_pair_matrix_puts_clients_in_rows_and_says_why_a_pair_did_not_run() {
     let page = std::fs::read_to_string(dir.path().join("pairs.html")).expect("page");
     assert!(page.contains("<td title=\"server tcp-tls x client msquic: the server tcp-tls"), "heat map cell says why");
 }
+
+#[test]
+fn each_sides_agent_hooks_its_own_crypto_and_reports_no_foreign_function() {
+    let _g = serial();
+    let report =
+        run_json(&["--server-lut", "quinn", "--client-lut", "msquic", "--size", "5MB", "--probe", "io,crypto"]);
+    verified(&report, SIZE);
+    let agents = report["repetitions"][0]["agents"].as_array().expect("agents");
+    assert_eq!(agents.len(), 2, "{agents:?}");
+    for a in agents {
+        let functions = a["functions"].as_array().expect("functions");
+        // Only the side's own functions, every one hooked (msquic's CxPlat* in the client only).
+        assert!(!functions.is_empty() && functions.iter().all(|f| f["patched"] == true), "{a}");
+        let msquic = functions.iter().any(|f| f["name"].as_str().is_some_and(|n| n.starts_with("CxPlat")));
+        assert_eq!(msquic, a["role"] == "client", "{a}");
+    }
+    // Every payload packet is sealed by the server and opened by the client.
+    let (s, c) = (role(&report, "server"), role(&report, "client"));
+    assert!(common::lut::calls(s, "crypto.seal") >= MIN_DATAGRAMS, "{s}");
+    assert!(common::lut::calls(c, "crypto.open") >= MIN_DATAGRAMS, "{c}");
+}

@@ -10,7 +10,7 @@ use nesquic_lut_adapters::{IoMode, Lut, LutOpt};
 use nesquic_protocol::Role;
 
 use nesquic_record::events::{IoPath, LutStarted, RunStarted};
-use nesquic_record::run::LutInfo;
+use nesquic_record::run::{AgentReport, LutInfo};
 
 use crate::plan::ProbePlan;
 use crate::run::RunPlan;
@@ -165,6 +165,36 @@ pub(crate) fn client_record(plan: &RunPlan) -> Option<nesquic_record::run::Clien
         },
         lut_options: c.lut_options.iter().map(ToString::to_string).collect(),
     })
+}
+
+/// Each side's objects (executable and libraries) in a pair: one agent plan hooks both sides'
+/// functions, and each process maps only its own side's objects, so the other side's functions
+/// are not a problem of that process's agent.
+pub(crate) struct SideObjects {
+    server: Vec<PathBuf>,
+    client: Vec<PathBuf>,
+}
+
+impl SideObjects {
+    /// For a pair whose probes include the user-space agent (`agent`); `None` otherwise.
+    pub(crate) fn of(plan: &RunPlan, agent: bool) -> Result<Option<Self>, EngineError> {
+        let Some(c) = plan.client.as_ref().filter(|_| agent) else { return Ok(None) };
+        let server = nesquic_ebpf::objects::objects_of(&plan.binary)?;
+        let client = nesquic_ebpf::objects::objects_of(&c.binary)?;
+        Ok(Some(Self { server, client }))
+    }
+
+    /// Drops from each agent's report the functions of objects its side does not map.
+    pub(crate) fn keep_own(&self, agents: &mut [AgentReport]) {
+        for a in agents {
+            let own = match a.role {
+                Role::Server => &self.server,
+                Role::Client => &self.client,
+                Role::Process => continue,
+            };
+            a.functions.retain(|f| own.iter().any(|o| o.as_os_str() == f.object.as_str()));
+        }
+    }
 }
 
 #[cfg(test)]

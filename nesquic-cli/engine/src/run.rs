@@ -293,6 +293,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         Event::RunStarted(Box::new(crate::pair::run_started_for(plan, RunStarted { role, host, ..started.clone() })))
     })?;
 
+    let side_objects = crate::pair::SideObjects::of(plan, user.is_some())?;
     let mut reps = Vec::new();
     for i in 1..=plan.repeat {
         let label = format!("rep {i}/{}", plan.repeat);
@@ -302,6 +303,9 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
             .with_step(|| format!("{} {label} failed (partial traces in {})", plan.label(), out_dir.display()))?;
         if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
             c.compensate_roles(m, |role| plan.remote.target(role).is_none());
+        }
+        if let Some(sides) = &side_objects {
+            sides.keep_own(&mut figures.agents);
         }
         reporter.repetition(&label, &figures);
         reps.push(figures);
