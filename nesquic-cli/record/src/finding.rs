@@ -20,17 +20,25 @@ pub enum Rule {
     AckHeavy,
     /// The kernel dropped datagrams at the side's full receive buffer.
     RcvbufDrops,
+    /// GSO is off and the kernel's packet path takes a large share of the sender's CPU: its
+    /// time per datagram is what GSO would divide.
+    KernelPerDatagram,
+    /// On an emulated link, the stack declared packets lost (and cut its window) that reached
+    /// the peer: reordering or delay taken for congestion.
+    MisreadLoss,
 }
 
 impl Rule {
     /// Every rule, in the order they are checked and listed.
-    pub const ALL: [Rule; 6] = [
+    pub const ALL: [Rule; 8] = [
         Rule::GsoBatchCapped,
         Rule::GsoOff,
         Rule::GroIneffective,
         Rule::BusyPolling,
         Rule::AckHeavy,
         Rule::RcvbufDrops,
+        Rule::KernelPerDatagram,
+        Rule::MisreadLoss,
     ];
 }
 

@@ -11,6 +11,7 @@ use nesquic_protocol::Role;
 use crate::figures::RepetitionFigures;
 pub use crate::finding::{Finding, Rule, Severity};
 use crate::run::RunRecord;
+pub use congestion::{recovery_of, Recovery, MIN_DECLARED_LOST, MISSING_PER_DECLARED};
 
 /// Least datagrams a side must have sent (received) over the run for its ratios to mean
 /// something: a handshake alone moves a dozen.
@@ -43,6 +44,13 @@ pub const DROPS_MEDIUM: f64 = 0.001;
 /// Receive-buffer drops: the remedy tried is this many times the buffer the run had (the 10G
 /// QUIC study: the 208 KiB default drops, 16x does not).
 pub const RCVBUF_FACTOR: u64 = 16;
+/// Kernel time per datagram: with GSO off, a bulk sender whose kernel packet path
+/// (`packet_io.kernel`) holds at least this share of its samples gets the kernel-time finding
+/// (with its time per datagram) instead of the plain GSO-off one.
+pub const KERNEL_SHARE: f64 = 0.30;
+/// Fewest profile samples of a side for [`KERNEL_SHARE`] to be read at all (at 49 Hz, 0.4 s
+/// of CPU): below, one sample moves the share by more than 5 points.
+pub const MIN_PROFILE_SAMPLES: u64 = 20;
 
 /// One direction of one side over every repetition, from the probes' syscall rows.
 #[derive(Debug, Default, Clone, Copy)]
@@ -84,6 +92,8 @@ struct Side {
     samples: u64,
     packet_io_samples: u64,
     packet_io_kernel_samples: u64,
+    /// CPU seconds in the kernel's packet path: each repetition's CPU time times its share.
+    packet_io_kernel_s: f64,
     /// Datagrams the kernel dropped at its sockets, over the repetitions that measured it.
     rcvbuf_drops: Option<u64>,
     /// The receive buffer its socket was granted (SO_RCVBUF as the LUT reported it).
@@ -123,6 +133,10 @@ impl Side {
             self.packet_io_samples +=
                 p.components.iter().filter(|s| s.name == "packet_io").map(|s| s.samples).sum::<u64>();
             self.packet_io_kernel_samples += named("packet_io.kernel");
+            if p.samples > 0 {
+                let cpu = if role == Role::Client { rep.client.cpu_total_s } else { rep.server.cpu_total_s };
+                self.packet_io_kernel_s += cpu * named("packet_io.kernel") as f64 / p.samples as f64;
+            }
         }
     }
 
@@ -190,6 +204,7 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
         }
         findings.extend(busy_polling(role, side));
         findings.extend(rcvbuf_drops(record, role, side));
+        findings.extend(congestion::misread_loss(record, role, side, peer));
     }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
@@ -233,6 +248,7 @@ fn gso_off(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> {
         return None;
     }
     let share = side.packet_io_kernel_share();
+    let kernel_heavy = side.samples >= MIN_PROFILE_SAMPLES && share.is_some_and(|s| s >= KERNEL_SHARE);
     let turned_off = record.lut_options.iter().any(|o| o == "gso=off");
     let setting = match side.gso_max_segments {
         _ if turned_off => "GSO is off (--lut-opt gso=off)".to_string(),
@@ -240,16 +256,33 @@ fn gso_off(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> {
         Some(n) => format!("it does not batch although its socket allows GSO up to {n} segments"),
         None => "it does not batch".to_string(),
     };
-    Some(Finding {
-        rule: Rule::GsoOff,
-        role,
-        severity: severity(share),
-        seen: format!(
+    let datagrams = side.send.datagrams + side.recv.datagrams;
+    let (rule, seen) = if kernel_heavy {
+        // The same cause, with the kernel's time per datagram it costs as the evidence.
+        let per_datagram_us = side.packet_io_kernel_s * 1e6 / datagrams.max(1) as f64;
+        let seen = format!(
+            "the {role}'s kernel packet path takes {:.0}% of its CPU, {per_datagram_us:.2} us per datagram ({} sent, {} \
+             received), while it sends {used:.2} datagrams per send message: {setting}",
+            100.0 * share.unwrap_or(0.0),
+            side.send.datagrams,
+            side.recv.datagrams
+        );
+        (Rule::KernelPerDatagram, seen)
+    } else {
+        let seen = format!(
             "the {role} sends {used:.2} datagrams per send message ({} datagrams): {setting}",
             side.send.datagrams
-        ),
+        );
+        (Rule::GsoOff, seen)
+    };
+    Some(Finding {
+        rule,
+        role,
+        severity: severity(share),
+        seen,
         why: format!(
-            "without UDP GSO every datagram takes the kernel's send path on its own. {}",
+            "without UDP GSO every datagram takes the kernel's send path on its own (routing, the UDP and IP headers, \
+             the device queue): one GSO send pays it once per batch. {}",
             stake(share, "the kernel's packet path", role)
         ),
         try_this: if turned_off {
@@ -366,20 +399,10 @@ pub fn describe_rcvbuf_drops(repetitions: &[RepetitionFigures]) -> Option<String
 
 /// `--link veth --rate 100mbit ...`: the run's link as `nesquic run` takes it.
 fn link_flags(record: &RunRecord) -> String {
-    let Some(link) = &record.link else { return String::new() };
-    let c = &link.conditions;
-    let mut flags = format!(" --link {}", link.kind);
-    if let Some(rate) = &c.rate {
-        flags += &format!(" --rate {rate}");
-    }
-    for (flag, value) in
-        [("loss", c.loss_pct), ("delay", c.delay_ms), ("jitter", c.jitter_ms), ("reorder", c.reorder_pct)]
-    {
-        if let Some(v) = value {
-            flags += &format!(" --{flag} {v}");
-        }
-    }
-    flags
+    record
+        .link
+        .as_ref()
+        .map_or_else(String::new, |l| format!(" --link {}{}", l.kind, congestion::conditions(&l.conditions)))
 }
 
 /// The run again, with `extra` instead of any option of the same key.
@@ -438,5 +461,6 @@ fn rcvbuf_drops(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> 
     })
 }
 
+mod congestion;
 #[cfg(test)]
 mod tests;

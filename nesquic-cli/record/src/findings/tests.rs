@@ -243,3 +243,102 @@ fn the_summary_line_sums_the_drops_per_side() {
     r.repetitions.iter_mut().for_each(|rep| rep.rcvbuf_drops.clear());
     assert_eq!(describe_rcvbuf_drops(&r.repetitions), None);
 }
+
+#[test]
+fn gso_off_with_a_heavy_kernel_path_gives_its_time_per_datagram() {
+    let (mut server, client) = quinn();
+    (server.gso, server.send.messages, server.send.moved) = (1, 17_600, 17_600);
+    // 400 of 1,000 samples in the kernel's packet path (>= 30%).
+    server.profile = Some((1_000, 500, 400));
+    let found = find(&record(server, client));
+    assert_eq!(found.iter().map(|f| (f.rule, f.role)).collect::<Vec<_>>(), [(Rule::KernelPerDatagram, Role::Server)]);
+    let f = &found[0];
+    // 0.3 s of CPU x 40% over 17,600 sent + 4,400 received datagrams: 5.45 us.
+    assert!(
+        f.seen.starts_with(
+            "the server's kernel packet path takes 40% of its CPU, 5.45 us per datagram (17600 sent, 4400 received), \
+             while it sends 1.00 datagrams per send message: GSO is off on its socket"
+        ),
+        "{}",
+        f.seen
+    );
+    assert_eq!((f.severity, f.cpu_share_at_stake), (Severity::High, Some(0.4)));
+    // The cause removed (GSO batches of 9.7): no kernel-time finding, the batch one instead.
+    let (mut server, client) = quinn();
+    server.profile = Some((1_000, 500, 400));
+    assert_eq!(rules(&record(server, client)), [(Rule::GsoBatchCapped, Role::Server)]);
+    // Too few samples to read a share from: the plain GSO-off finding.
+    let (mut server, client) = quinn();
+    (server.gso, server.send.messages, server.send.moved) = (1, 17_600, 17_600);
+    server.profile = Some((19, 10, 8));
+    assert_eq!(rules(&record(server, client)), [(Rule::GsoOff, Role::Server)]);
+}
+
+/// A LUT qlog with `lost` packet_lost events and the window going 100k -> 50k -> 80k -> 40k
+/// on one connection (two cuts) and 90k -> 90k on another (none).
+fn lut_qlog(dir: &std::path::Path, lost: usize) -> std::path::PathBuf {
+    let mut text = String::from("\u{1e}{\"qlog_version\":\"0.3\",\"qlog_format\":\"JSON-SEQ\",\"trace\":{}}\n");
+    let mut event = |name: &str, group: &str, data: serde_json::Value| {
+        let e = json!({ "time": 1.0, "name": name, "data": data, "group_id": group });
+        text += &format!("\u{1e}{e}\n");
+    };
+    for cwnd in [100_000, 50_000, 80_000, 40_000] {
+        event("recovery:metrics_updated", "a", json!({ "congestion_window": cwnd }));
+        event("recovery:metrics_updated", "a", json!({ "bytes_in_flight": 1200 }));
+    }
+    for cwnd in [90_000, 90_000] {
+        event("recovery:metrics_updated", "b", json!({ "congestion_window": cwnd }));
+    }
+    for n in 0..lost {
+        event("recovery:packet_lost", "a", json!({ "header": { "packet_number": n } }));
+    }
+    let path = dir.join("lut-server-1.sqlog");
+    std::fs::write(&path, text).expect("write qlog");
+    path
+}
+
+/// quinn over a veth with the relay reordering 966 of 7,655 datagrams, the server's qlog
+/// declaring `lost` packets lost; the client received `received` of the 17,600 sent.
+fn reordered(dir: &std::path::Path, lost: usize, received: u64) -> RunRecord {
+    let (server, mut client) = quinn();
+    client.recv.datagrams = received;
+    let mut r = record(server, client);
+    let stats = |reordered: u64| {
+        json!({ "datagrams": 7655, "bytes": 1, "reordered": reordered, "undelayed": 386, "held_ns_sum": 0,
+                "held_ns_min": 0, "held_ns_max": 0, "send_errors": 0, "drawn_ns_min": 0, "drawn_ns_max": 0,
+                "late_ns_sum": 0, "late_ns_max": 0 })
+    };
+    r.link = serde_json::from_value(json!({ "kind": "veth", "mechanisms": [],
+        "conditions": { "delay_ms": 2.0, "reorder_pct": 5.0 }, "qdisc_drops": [],
+        "relay": { "up": stats(25), "down": stats(966) } }))
+    .expect("link");
+    r.repetitions[0].lut_qlogs = vec![(Role::Server, lut_qlog(dir, lost), 0)];
+    r
+}
+
+#[test]
+fn losses_declared_for_datagrams_that_arrived_are_misread_congestion() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    assert_eq!(recovery_of(&lut_qlog(tmp.path(), 600)), Some(Recovery { declared_lost: 600, window_cuts: 2 }));
+    let found = find(&reordered(tmp.path(), 600, 17_599));
+    let f = found.iter().find(|f| f.rule == Rule::MisreadLoss).expect("misread loss");
+    assert_eq!((f.role, f.severity), (Role::Server, Severity::High));
+    assert_eq!(
+        f.seen,
+        "the server declared 600 packets lost (3.4% of the 17600 datagrams it sent) and cut its congestion window 2 \
+         times, but 17599 of them reached the client (1 missing); the relay delivered 966 of the 7655 it carried \
+         (12.6%) out of order"
+    );
+    assert!(f.try_this.contains("--link veth --delay 2 --reorder 5 --lut-qlog"), "{}", f.try_this);
+    // The cause removed: in order, the stack declares nothing lost.
+    assert!(!rules(&reordered(tmp.path(), 0, 17_600)).iter().any(|(r, _)| *r == Rule::MisreadLoss));
+    // Real loss: 600 declared, 500 missing on the way: the stack read it right.
+    assert!(!rules(&reordered(tmp.path(), 600, 17_100)).iter().any(|(r, _)| *r == Rule::MisreadLoss));
+    // No link, or no LUT qlog: nothing to judge by.
+    let mut r = reordered(tmp.path(), 600, 17_599);
+    r.link = None;
+    assert!(!rules(&r).iter().any(|(r, _)| *r == Rule::MisreadLoss));
+    let mut r = reordered(tmp.path(), 600, 17_599);
+    r.repetitions[0].lut_qlogs.clear();
+    assert!(!rules(&r).iter().any(|(r, _)| *r == Rule::MisreadLoss));
+}
