@@ -648,6 +648,18 @@ mod tests {
     }
 
     #[test]
+    fn sampler_cost_sums_cpus_and_keeps_first_inserts_apart() {
+        let cpu0 =
+            SamplerCounters { ticks: 1000, samples: 300, sample_ns: 1_500_000, inserts: 50, insert_ns: 1_000_000 };
+        let cpu1 = SamplerCounters { ticks: 998, samples: 100, sample_ns: 500_000, inserts: 0, insert_ns: 0 };
+        let c = SamplerCost::from_counters([&cpu0, &cpu1]);
+        assert_eq!((c.runs, c.samples, c.inserts, c.run_ns), (1998, 400, 50, 3_000_000));
+        // 5 us a steady sample, 20 us a first insert; the mean of all (6.67 us) is neither.
+        assert_eq!((c.steady_ns(), c.insert_ns_each()), (Some(5000.0), Some(20000.0)));
+        assert_eq!(SamplerCost::from_counters([&SamplerCounters::default()]).steady_ns(), None);
+    }
+
+    #[test]
     fn folded_frames_never_hold_the_separator() {
         let user = [Ok("<[u8; 16] as Foo>::bar".to_string()), Ok("main".to_string())];
         let kernel = [Ok("udp_sendmsg".to_string())];
