@@ -550,6 +550,12 @@ fn profile_attributes_cpu_to_the_hot_function() {
     let per_run_us = run_ns as f64 / runs as f64 / 1e3;
     assert!((0.05..100.0).contains(&per_run_us), "{per_run_us} us per sampler run");
     assert!((run_ns as f64) < 0.05 * 1.5e9, "sampler took {run_ns} ns of a 1.5 s run");
+    // The program times itself on each of the process's samples, apart for the first sample of
+    // each stack pair (the insert): together they are exactly the samples counted.
+    let count = |k: &str| sampler[k].as_u64().unwrap_or_else(|| panic!("sampler.{k}: {sampler}"));
+    let (steady, inserts) = (count("samples"), count("inserts"));
+    assert_eq!(steady + inserts, samples, "{sampler}");
+    assert!(inserts >= 1 && count("insert_ns") + count("sample_ns") == run_ns, "{sampler}");
     assert_nothing_attached();
 }
 
