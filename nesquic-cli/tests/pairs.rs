@@ -43,6 +43,8 @@ fn pair_is_verified_and_probed_on_both_sides(server: &str, client: &str) {
     let out = nesquic()
         .args(["run", "--server-lut", server, "--client-lut", client, "--size", "5MB", "--probe", "io", "--markdown"])
         .arg(dir.path().join("summary.md"))
+        .arg("--html")
+        .arg(dir.path().join("report.html"))
         .arg("--json")
         .arg(&json)
         .arg("--out")
@@ -68,6 +70,9 @@ fn pair_is_verified_and_probed_on_both_sides(server: &str, client: &str) {
     }
     // The requests and acknowledgements went the other way, measured on both sides too.
     assert!(io_sum(c, "send", "calls") > 0 && io_sum(s, "recv", "calls") > 0, "{report}");
+    let page = std::fs::read_to_string(dir.path().join("report.html")).expect("report.html");
+    assert!(page.contains(&format!("client LUT</td><td>{client} ")), "the page names the client's LUT");
+    assert!(page.contains(&format!("server LUT</td><td>{server} ")), "the page names the server's LUT");
     let md = std::fs::read_to_string(dir.path().join("summary.md")).expect("summary.md");
     assert!(
         md.contains(&format!("### Nesquic: server {server} ")) && md.contains(&format!(" x client {client} ")),
@@ -132,6 +137,18 @@ fn pairs_that_cannot_talk_are_refused_with_the_reason() {
         "cipher=aes256gcm",
     ]);
     assert!(err.contains("no TLS 1.3 cipher suite in common"), "{err}");
+    // A remote host runs one LUT: a pair puts one side there, not both.
+    let err = refused(&[
+        "--server-lut",
+        "quinn",
+        "--client-lut",
+        "msquic",
+        "--server-host",
+        "a.invalid",
+        "--client-host",
+        "b.invalid",
+    ]);
+    assert!(err.contains("run one side of a pair here (not supported per side yet)"), "{err}");
     // One checkout cannot be both libraries.
     let err = refused(&["--server-lut", "quinn", "--client-lut", "msquic", "--lut-path", "/nonexistent"]);
     assert!(err.contains("--server-lut-path or --client-lut-path"), "{err}");

@@ -24,9 +24,8 @@ impl RunInput {
     pub(crate) fn headline(&self) -> String {
         let r = &self.record;
         format!(
-            "{} {} (--io {}), {} {}",
-            r.lut.name,
-            r.lut.version,
+            "{} (--io {}), {} {}",
+            r.lut_label(),
             r.lut.io,
             r.testcase.name,
             r.testcase.workload.describe()

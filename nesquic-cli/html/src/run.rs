@@ -32,9 +32,18 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
     let r = &input.record;
     let started = input.started.as_ref();
     let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".into());
-    let mut rows = vec![
+    let mut rows: Vec<Vec<String>> = vec![
         vec!["LUT".into(), format!("{} {} (crypto: {})", r.lut.name, r.lut.version, r.lut.crypto_backend)],
         vec!["I/O path".into(), format!("{}: {}", r.lut.io, or_dash(started.map(|s| s.io.stack.clone())))],
+    ];
+    // A pair (docs/pairs.md): the rows above are the server's.
+    if let Some(c) = &r.client_side {
+        rows[0][0] = "server LUT".into();
+        rows[1][0] = "server I/O path".into();
+        rows.push(vec!["client LUT".into(), format!("{} {} (crypto: {})", c.lut.name, c.lut.version, c.lut.crypto_backend)]);
+        rows.push(vec!["client I/O path".into(), c.lut.io.to_string()]);
+    }
+    rows.extend([
         vec!["testcase".into(), format!("{}: {}", r.testcase.name, r.testcase.workload.describe())],
         vec!["payload per repetition".into(), format!("{} bytes, {} repetition(s)", r.size_bytes, r.repetitions.len())],
         vec![
@@ -53,7 +62,7 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
         vec!["probes".into(), or_dash(started.and_then(|s| s.probes.requested.clone()))],
         vec!["packet I/O measured by".into(), or_dash(started.and_then(|s| s.probes.io_mechanism.clone()))],
         vec!["functions measured by".into(), function_mechanisms(started)],
-    ];
+    ]);
     if !r.lut_options.is_empty() {
         rows.push(vec!["LUT options".into(), r.lut_options.join(" ")]);
     }
