@@ -31,7 +31,9 @@ pub static AIOQUIC: Descriptor = Descriptor {
         Refusal { kind: OptionKind::Gro, why: "asyncio receives one datagram per recvfrom" },
     ],
     build_hint: "it is a Python program: `just build` creates its venv from PyPI when python3 (>= 3.10, with venv) is \
-         installed (scripts/setup.sh installs python3-venv), or run lut-adapters/aioquic/build.sh",
+         installed (scripts/setup.sh installs python3-venv), or run lut-adapters/aioquic/build.sh; for Python function \
+         names in the sampling profile, `NESQUIC_AIOQUIC_FP_PYTHON=1 lut-adapters/aioquic/build.sh` first builds a CPython \
+         with frame pointers (its perf trampolines name each Python call)",
     // Installed from the checkout into a venv of its own; the imported module's path proves it.
     source_build: Some(&SourceBuild::Script("aioquic/build-from-source.sh")),
     ..Descriptor::BUILTIN
