@@ -68,7 +68,7 @@ profile_vs_perf() {
     python3 - "$scratch/index.jsonl" "bench/$name.json" "$hz" "$size" "$command" \
         "$(uname -sr), $(nproc) CPUs, $(date -u +%F)" \
         "$load_before -> $(cut -d' ' -f1-3 /proc/loadavg)" > "bench/$name.md" <<'EOF'
-import json, math, statistics, sys
+import json, math, re, statistics, sys
 
 index, out_json, hz, size, command, machine, load = sys.argv[1:8]
 # Two-sided 95% quantiles of Student's t by degrees of freedom (rounded down to a row).
@@ -114,16 +114,26 @@ for lut in dict.fromkeys(r["lut"] for r in rows):
     base = {r["round"]: r for r in mine if r["arm"] == "none"}
     print(f"## {lut}\n\n```")
     print(f"{'arm':<18}{'goodput Mbit/s':>15}{'paired':>24}{'CPU s/GB':>10}{'paired':>24}")
-    for arm in dict.fromkeys(r["arm"] for r in mine):
+    # none first, perf last, nesquic's arms in between as given.
+    arms = sorted(dict.fromkeys(r["arm"] for r in mine), key=lambda a: (a != "none") + (a == "perf"))
+    for arm in arms:
         runs = [r for r in mine if r["arm"] == arm and r["round"] in base]
         ratio = lambda key: paired([r[key] / base[r["round"]][key] for r in runs])
         goodput = statistics.median(r["goodput_mbps"] for r in runs)
         cpu = statistics.median(r["cpu_s_per_gb"] for r in runs)
         print(f"{arm:<18}{goodput:>15.1f}{ratio('goodput_mbps'):>24}{cpu:>10.3f}{ratio('cpu_s_per_gb'):>24}")
     print("```")
-    lines = [r["sampler"] for r in mine if r["sampler"]]
-    if lines:
-        print(f"\nThe last profiled run's sampler line: `{lines[-1]}`")
+    # The sampler's own clock, summed over the arm's runs: steady samples apart from first inserts.
+    pattern = re.compile(r"(\d+) steady samples x ([\d.-]+) us \+ (\d+) first inserts x ([\d.-]+) us")
+    for arm in arms:
+        found = [pattern.search(r["sampler"] or "") for r in mine if r["arm"] == arm]
+        found = [[float(x) if x != "-" else 0.0 for x in m.groups()] for m in found if m]
+        if found:
+            steady, inserts = sum(f[0] for f in found), sum(f[2] for f in found)
+            steady_us = sum(f[0] * f[1] for f in found) / max(steady, 1)
+            insert_us = sum(f[2] * f[3] for f in found) / max(inserts, 1)
+            print(f"- {arm}, the program's own clock over {len(found)} runs: {steady:.0f} steady samples x "
+                  f"{steady_us:.1f} us, {inserts:.0f} first inserts x {insert_us:.1f} us")
     print()
 EOF
     cat "bench/$name.md"
