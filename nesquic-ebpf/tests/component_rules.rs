@@ -29,3 +29,28 @@ fn an_eventfd_wakeup_is_the_runtime_not_file_io() {
     let pipe: Vec<String> = ["anon_pipe_write", "vfs_write", "ksys_write"].map(String::from).to_vec();
     assert_eq!(c.classify(&[], &pipe), "app.file_io");
 }
+
+/// quiche's client over the translation layer: the connection-ID lookup inlined in the
+/// translation's `handle_datagram` is the receive path's demultiplexing, not the harness; what
+/// quiche does under it stays quiche's.
+#[test]
+fn the_translation_layers_datagram_demultiplexing_is_packet_io() {
+    let c = classifier();
+    let entry =
+        "<nesquic_translation::quiche_shim::QuicheClient as nesquic_translation::driver::Endpoint>::handle_datagram";
+    // User frames innermost first, as `profile-client.folded` of a quiche run shows them.
+    let user = |leaf: &[&str]| -> Vec<String> {
+        leaf.iter()
+            .chain(&[entry, "nesquic_translation::driver::run", "nesquic_translation::download", "main"])
+            .map(|f| f.to_string())
+            .collect()
+    };
+    assert_eq!(c.classify(&user(&[]), &[]), "packet_io.user");
+    assert_eq!(c.classify(&user(&["core::hash::BuildHasher::hash_one"]), &[]), "packet_io.user");
+    assert_eq!(c.classify(&user(&["quiche::frame::Frame::from_bytes"]), &[]), "connection.frames");
+    // The client's application loop is still the adapter's.
+    let app = ["<nesquic_translation::quiche_shim::QuicheClient as nesquic_translation::driver::Endpoint>::drive_app"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(c.classify(&app, &[]), "app.lut");
+}
