@@ -310,12 +310,12 @@ pub struct ProbeRequest {
 }
 
 /// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
-/// with periodic work): the highest rate measured within the 2% goal on every LUT. Measured
-/// against no probes in one invocation per LUT (100 paired rounds of 200 MB, each side pinned),
-/// 49, 99 and 199 Hz cost quinn 0.997x, 0.986x and 0.972x goodput and msquic 0.985x, 0.952x and
-/// 0.959x (bench/profile-rates.md). A sample costs the program ~23 us in a busy loop on this VM
-/// but ~120 us of CPU in a transfer. `profile:199` or more for more samples, at that cost.
-pub const DEFAULT_PROFILE_HZ: u64 = 49;
+/// with periodic work): perf's usual rate, at perf's cost. Against no probes, in the same pinned
+/// rounds as `perf record -F 999 -g -a` (300 MB, 70 pairs per LUT): CPU per GB quinn 1.010x
+/// (perf 1.008x), quiche 1.010x (1.026x), msquic 0.986x (0.975x) (bench/profile-999.md). That
+/// held once the sampler stopped turning on the kernel's BPF statistics (+1.9% on every UDP
+/// syscall loop while on); before, 49 Hz was the highest rate within 2% (bench/profile-rates.md).
+pub const DEFAULT_PROFILE_HZ: u64 = 999;
 
 impl Default for ProbeRequest {
     fn default() -> Self {
