@@ -38,7 +38,7 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
     let fewest = profile.roles.iter().map(|r| r.samples).min().unwrap_or(0);
     if fewest < FEW_SAMPLES {
         println!(
-            "  few samples ({fewest} on one side): the intervals are wide; --repeat N or a larger --size gives more at the same cost, a higher rate (profile:199) costs more (docs/probe-overhead.md)"
+            "  few samples ({fewest} on one side): the intervals are wide; --repeat N or a larger --size gives more at the same cost (bench/profile-999.md)"
         );
     }
     // NESQUIC_PROFILE_OTHER=N: the N (at most 20) hottest leaf frames no rule named, per role.
