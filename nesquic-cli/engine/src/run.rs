@@ -346,8 +346,10 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         hosts: stage.remote.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
         pinned_cpus: plan.pin,
         faults,
+        crypto_limit: None,
         findings: Vec::new(),
     };
+    report.crypto_limit = crate::crypto_limit::measure(&report.repetitions);
     report.findings = nesquic_record::findings::find(&report);
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);

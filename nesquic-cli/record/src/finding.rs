@@ -26,11 +26,16 @@ pub enum Rule {
     /// On an emulated link, the stack declared packets lost (and cut its window) that reached
     /// the peer: reordering or delay taken for congestion.
     MisreadLoss,
+    /// The stack's timed seal against the AEAD speed Nesquic measured on the same machine:
+    /// far from it (overhead around the cipher) or at it (only fewer bytes or a faster suite help).
+    CryptoVsMachine,
+    /// The profile shows software AES code although the CPU has AES-NI and PCLMULQDQ.
+    CryptoNoAesNi,
 }
 
 impl Rule {
     /// Every rule, in the order they are checked and listed.
-    pub const ALL: [Rule; 8] = [
+    pub const ALL: [Rule; 10] = [
         Rule::GsoBatchCapped,
         Rule::GsoOff,
         Rule::GroIneffective,
@@ -39,6 +44,8 @@ impl Rule {
         Rule::RcvbufDrops,
         Rule::KernelPerDatagram,
         Rule::MisreadLoss,
+        Rule::CryptoVsMachine,
+        Rule::CryptoNoAesNi,
     ];
 }
 

@@ -14,6 +14,7 @@
 
 pub mod calibration;
 pub mod compare;
+pub mod crypto_limit;
 mod error;
 pub mod events;
 pub mod figures;

@@ -67,6 +67,10 @@ pub struct RunRecord {
     /// `NESQUIC_ALLOW_FAULTS=1`): the run was perturbed on purpose.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub faults: Vec<InjectedFault>,
+    /// The machine's own AEAD seal speed at the stack's packet size, measured when the run timed
+    /// `crypto.seal` (what the crypto findings hold the stack's crypto against).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub crypto_limit: Option<crate::crypto_limit::CryptoLimit>,
     /// What the numbers point to, rule by rule (`findings::find` over this record).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<crate::finding::Finding>,

@@ -12,6 +12,7 @@ use crate::figures::RepetitionFigures;
 pub use crate::finding::{Finding, Rule, Severity};
 use crate::run::RunRecord;
 pub use congestion::{recovery_of, Recovery, MIN_DECLARED_LOST, MISSING_PER_DECLARED};
+pub use crypto::{CRYPTO_FAR, CRYPTO_NEAR};
 
 /// Least datagrams a side must have sent (received) over the run for its ratios to mean
 /// something: a handshake alone moves a dozen.
@@ -92,6 +93,7 @@ struct Side {
     samples: u64,
     packet_io_samples: u64,
     packet_io_kernel_samples: u64,
+    crypto_samples: u64,
     /// CPU seconds in the kernel's packet path: each repetition's CPU time times its share.
     packet_io_kernel_s: f64,
     /// Datagrams the kernel dropped at its sockets, over the repetitions that measured it.
@@ -133,6 +135,7 @@ impl Side {
             self.packet_io_samples +=
                 p.components.iter().filter(|s| s.name == "packet_io").map(|s| s.samples).sum::<u64>();
             self.packet_io_kernel_samples += named("packet_io.kernel");
+            self.crypto_samples += p.components.iter().filter(|s| s.name == "crypto").map(|s| s.samples).sum::<u64>();
             if p.samples > 0 {
                 let cpu = if role == Role::Client { rep.client.cpu_total_s } else { rep.server.cpu_total_s };
                 self.packet_io_kernel_s += cpu * named("packet_io.kernel") as f64 / p.samples as f64;
@@ -143,6 +146,10 @@ impl Side {
     /// Share of the side's samples in packet I/O, when a profile was taken.
     fn packet_io_share(&self) -> Option<f64> {
         (self.samples > 0).then(|| self.packet_io_samples as f64 / self.samples as f64)
+    }
+
+    fn crypto_share(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.crypto_samples as f64 / self.samples as f64)
     }
 
     fn packet_io_kernel_share(&self) -> Option<f64> {
@@ -205,6 +212,8 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
         findings.extend(busy_polling(role, side));
         findings.extend(rcvbuf_drops(record, role, side));
         findings.extend(congestion::misread_loss(record, role, side, peer));
+        findings.extend(crypto::versus_machine(record, role, side));
+        findings.extend(crypto::without_aes_ni(record, role, side));
     }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
@@ -462,5 +471,6 @@ fn rcvbuf_drops(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> 
 }
 
 mod congestion;
+mod crypto;
 #[cfg(test)]
 mod tests;

@@ -342,3 +342,89 @@ fn losses_declared_for_datagrams_that_arrived_are_misread_congestion() {
     r.repetitions[0].lut_qlogs.clear();
     assert!(!rules(&r).iter().any(|(r, _)| *r == Rule::MisreadLoss));
 }
+
+/// quinn's record with the server's seal timed at `mean_ns` per call of 1,425 B, crypto `crypto`
+/// of its 1,000 profile samples, the sampled leaf `leaf`, and the machine's AES-128-GCM at
+/// 0.1 ns/B (AES-256-GCM 0.12, ChaCha20 0.2).
+fn with_crypto(mean_ns: f64, crypto: u64, leaf: &str) -> RunRecord {
+    let (server, client) = quinn();
+    let mut r = record(server, client);
+    let mut rep = serde_json::to_value(&r.repetitions[0]).expect("rep");
+    rep["probes"]["roles"][0]["functions"] = json!([{ "category": "crypto.seal", "name": "encrypt_in_place",
+        "object": "/lut", "calls": 10_000, "total_ns": 10_000 * 300, "p50_le_ns": 512, "p99_le_ns": 512,
+        "hist": [], "bytes": 14_250_000, "timed": true, "compensated_mean_ns": mean_ns, "mechanism": "user" }]);
+    let profile = &mut rep["profile"]["roles"][0];
+    profile["components"] = json!([share("crypto", crypto, 1_000), share("packet_io", 300, 1_000)]);
+    profile["top_functions"] = json!([share(leaf, crypto, 1_000)]);
+    r.repetitions[0] = serde_json::from_value(rep).expect("rep");
+    // 1.5x of the machine's AES-128-GCM unless a test says otherwise: neither far nor near.
+    r.lut_options = vec!["cipher=aes128gcm".into()];
+    r.crypto_limit = Some(crate::crypto_limit::CryptoLimit {
+        packet_bytes: 1_425,
+        library: "ring".into(),
+        aes128gcm_ns_per_byte: 0.1,
+        aes256gcm_ns_per_byte: 0.12,
+        chacha20_ns_per_byte: 0.2,
+        cpu_aes: true,
+        cpu_pclmulqdq: true,
+    });
+    r
+}
+
+fn crypto_rules(r: &RunRecord) -> Vec<(Rule, Role)> {
+    rules(r).into_iter().filter(|(rule, _)| matches!(rule, Rule::CryptoVsMachine | Rule::CryptoNoAesNi)).collect()
+}
+
+#[test]
+fn a_seal_far_above_the_machine_s_speed_is_a_finding_and_one_near_it_is_not() {
+    // 712.5 ns per 1,425 B = 0.5 ns/B against AES-128-GCM's 0.1 with --cipher aes128gcm: 5x.
+    let mut r = with_crypto(712.5, 250, "aes_hw_ctr32_encrypt_blocks");
+    r.lut_options = vec!["cipher=aes128gcm".into()];
+    let found = find(&r);
+    let f = found.iter().find(|f| f.rule == Rule::CryptoVsMachine).expect("crypto finding");
+    assert_eq!((f.role, f.severity), (Role::Server, Severity::High));
+    assert!(f.seen.starts_with("the server seals 0.500 ns per byte (1425 B per call, timed); this machine's AES-128-GCM seals 0.100 ns per byte"), "{}", f.seen);
+    assert!(f.seen.ends_with(": 5.0x"), "{}", f.seen);
+    // Without --cipher the suite is not known: held against the slowest, ChaCha20's 0.2 (2.5x).
+    r.lut_options.clear();
+    assert!(find(&r).iter().any(|f| f.rule == Rule::CryptoVsMachine
+        && f.seen.ends_with("ChaCha20-Poly1305 seals 0.200 ns per byte at that size (ring): 2.5x")));
+    // A seal of another size than the one benchmarked (an ACK's) is not compared.
+    r.crypto_limit.as_mut().expect("limit").packet_bytes = 40;
+    assert!(crypto_rules(&r).is_empty());
+    // The cause removed: 0.15 ns/B, 1.5x, is neither far nor at the limit.
+    let mut r = with_crypto(213.75, 250, "aes_hw_ctr32_encrypt_blocks");
+    r.lut_options = vec!["cipher=aes128gcm".into()];
+    assert!(crypto_rules(&r).is_empty(), "{:?}", crypto_rules(&r));
+    // At the limit (1.1x) with crypto 25% of the CPU: the faster suite is what is left.
+    let mut r = with_crypto(156.75, 250, "aes_hw_ctr32_encrypt_blocks");
+    r.lut_options = vec!["cipher=aes128gcm".into()];
+    let f = find(&r).into_iter().find(|f| f.rule == Rule::CryptoVsMachine).expect("at the limit");
+    assert!(f.why.contains("already seals at this machine's speed"), "{f:?}");
+    // AES-128-GCM is this machine's fastest suite already: fewer bytes are what is left.
+    assert!(f.try_this.starts_with("nesquic ab --lut quinn --lut-path"), "{}", f.try_this);
+    // On ChaCha20 at its limit (0.2 x 1.1), the experiment is the faster suite.
+    let mut r = with_crypto(313.5, 250, "chacha20_poly1305_seal");
+    r.lut_options = vec!["cipher=chacha20".into()];
+    let f = find(&r).into_iter().find(|f| f.rule == Rule::CryptoVsMachine).expect("at the limit");
+    assert_eq!(
+        f.try_this,
+        "nesquic ab --lut quinn --base-opt cipher=chacha20 --head-opt cipher=aes128gcm --probe profile,io"
+    );
+    // ... but not when crypto is a small part of the CPU.
+    let mut r = with_crypto(156.75, 100, "aes_hw_ctr32_encrypt_blocks");
+    r.lut_options = vec!["cipher=aes128gcm".into()];
+    assert!(crypto_rules(&r).is_empty());
+}
+
+#[test]
+fn software_aes_on_a_cpu_with_aes_ni_is_a_finding() {
+    let r = with_crypto(213.75, 250, "ring_core_0_17_14__aes_nohw_encrypt");
+    assert_eq!(crypto_rules(&r), [(Rule::CryptoNoAesNi, Role::Server)]);
+    // The hardware entry points: no finding; a CPU without AES-NI: nothing better to use.
+    assert!(crypto_rules(&with_crypto(213.75, 250, "ring_core_0_17_14__aes_gcm_enc_update_vaes_avx2")).is_empty());
+    let mut r = with_crypto(213.75, 250, "vpaes_encrypt");
+    assert_eq!(crypto_rules(&r), [(Rule::CryptoNoAesNi, Role::Server)]);
+    r.crypto_limit.as_mut().expect("limit").cpu_aes = false;
+    assert!(crypto_rules(&r).is_empty());
+}
