@@ -598,9 +598,11 @@ int nq_func_exit(struct pt_regs *ctx)
  * garbage; 32 frames cost ~1% (measured with --overhead, docs/probe-overhead.md). */
 #define NQ_STACK_DEPTH 32
 
+/* A stack whose hash bucket holds another is lost (counted, not relabelled): at 999 Hz nearly
+ * every sample brings a new stack, and 16384 buckets lost 3.9-4.3% of quinn's 1 GB samples. */
 struct {
 	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
-	__uint(max_entries, 16384);
+	__uint(max_entries, 65536);
 	__uint(key_size, sizeof(__u32));
 	__uint(value_size, NQ_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
