@@ -143,19 +143,19 @@ fn reordering_on_a_veth_is_declared_loss_that_arrived_and_in_order_is_not() {
 fn chacha20_seals_at_the_machine_s_limit_and_the_finding_tries_aes_while_aes_is_no_finding() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // Timed seals, and the profile at 999 Hz for a crypto share the rule can read (ChaCha20:
-    // 34% of the server's CPU measured here, AES-128-GCM 7%).
+    // 34% of the server's CPU measured here). AES-128-GCM seals at the machine's speed too (7-22%
+    // of the CPU, with the load), but it is the fastest suite here: nothing to try, no finding.
     let probe = "crypto.seal:time,io,profile:999";
     let chacha = quinn_probed(&tmp.path().join("chacha"), probe, "100MB", &["--cipher", "chacha20", "--rcvbuf", "16x"]);
     let limit = chacha.crypto_limit.as_ref().expect("the machine's seal speed");
     assert_eq!(limit.packet_bytes.div_ceil(100), 15, "quinn seals ~1,425 B packets: {limit:?}");
     assert!(limit.aes128gcm_ns_per_byte > 0.0 && limit.chacha20_ns_per_byte > 0.0, "{limit:?}");
+    // This CPU has AES-NI: AES-128-GCM seals ~3x faster than ChaCha20 (0.18 against 0.51 ns/B).
+    assert!(limit.aes128gcm_ns_per_byte * 1.25 <= limit.chacha20_ns_per_byte, "{limit:?}");
     let f = chacha.findings.iter().find(|f| f.rule == Rule::CryptoVsMachine).expect("crypto at the limit");
     assert_eq!(f.role, Role::Server);
     assert!(f.seen.contains("this machine's ChaCha20-Poly1305 seals"), "{}", f.seen);
-    // Only while AES is the faster suite here (AES-NI: 0.18 against ChaCha20's 0.51 ns/B).
-    if limit.aes128gcm_ns_per_byte < limit.chacha20_ns_per_byte {
-        assert!(f.try_this.contains("--base-opt cipher=chacha20 --head-opt cipher=aes128gcm"), "{}", f.try_this);
-    }
+    assert!(f.try_this.contains("--base-opt cipher=chacha20 --head-opt cipher=aes128gcm"), "{}", f.try_this);
     let aes = quinn_probed(&tmp.path().join("aes"), probe, "100MB", &["--cipher", "aes128gcm", "--rcvbuf", "16x"]);
     assert!(aes.crypto_limit.is_some());
     assert!(
