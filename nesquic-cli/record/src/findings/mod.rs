@@ -206,7 +206,11 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
             findings.extend(gso_off(record, role, side));
         }
         if receives_bulk {
-            findings.extend(gro(role, side, peer));
+            // Through the impairment relay the receiver's peer is the relay, which forwards one
+            // datagram per message whatever the sender batched: no GRO evidence there.
+            if record.link.as_ref().is_none_or(|l| l.relay.is_none()) {
+                findings.extend(gro(role, side, peer));
+            }
             findings.extend(ack_heavy(role, side));
         }
         findings.extend(busy_polling(role, side));

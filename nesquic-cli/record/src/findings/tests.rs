@@ -330,6 +330,14 @@ fn losses_declared_for_datagrams_that_arrived_are_misread_congestion() {
          (12.6%) out of order"
     );
     assert!(f.try_this.contains("--link veth --delay 2 --reorder 5 --lut-qlog"), "{}", f.try_this);
+    // The client's receives of one datagram each are the relay's forwarding, not its GRO.
+    let mut r = reordered(tmp.path(), 600, 17_599);
+    let client = r.repetitions[0].probes.as_mut().and_then(|p| p.roles.iter_mut().find(|r| r.role == Role::Client));
+    let recv = client.and_then(|c| c.io.iter_mut().find(|s| s.direction == "recv")).expect("client recv row");
+    recv.messages = recv.datagrams;
+    assert!(!rules(&r).contains(&(Rule::GroIneffective, Role::Client)));
+    r.link = None;
+    assert!(rules(&r).contains(&(Rule::GroIneffective, Role::Client)));
     // The cause removed: in order, the stack declares nothing lost.
     assert!(!rules(&reordered(tmp.path(), 0, 17_600)).iter().any(|(r, _)| *r == Rule::MisreadLoss));
     // Real loss: 600 declared, 500 missing on the way: the stack read it right.
