@@ -311,8 +311,8 @@ pub struct ProbeRequest {
 
 /// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
 /// with periodic work): perf's usual rate, at perf's cost. Against no probes, in the same pinned
-/// rounds as `perf record -F 999 -g -a` (300 MB, 70 pairs per LUT): CPU per GB quinn 1.010x
-/// (perf 1.008x), quiche 1.010x (1.026x), msquic 0.986x (0.975x) (bench/profile-999.md). That
+/// rounds as `perf record -F 999 -g -a` (300 MB, 110 pairs per LUT): CPU per GB quinn 1.010x
+/// (perf 1.012x), quiche 1.011x (1.023x), msquic 0.996x (0.997x) (bench/profile-999.md). That
 /// held once the sampler stopped turning on the kernel's BPF statistics (+1.9% on every UDP
 /// syscall loop while on); before, 49 Hz was the highest rate within 2% (bench/profile-rates.md).
 pub const DEFAULT_PROFILE_HZ: u64 = 999;
