@@ -443,7 +443,7 @@ fn overhead_without_probes_measures_the_default_set_as_one() {
     let sets = report["sets"].as_array().expect("sets");
     // What `nesquic run` turns on for quinn, as one set: no per-item sets.
     let names: Vec<&str> = sets.iter().map(|s| s["probes"].as_str().expect("name")).collect();
-    assert_eq!(names, ["", "profile,io"]);
+    assert_eq!(names, ["", "profile,io,crypto"]);
     for s in sets {
         assert_eq!(s["repetitions"].as_array().expect("reps").len(), 3);
     }
@@ -452,7 +452,7 @@ fn overhead_without_probes_measures_the_default_set_as_one() {
     assert!(paired["low"].as_f64().expect("low") < paired["ratio"].as_f64().expect("ratio"), "{paired}");
     let probed = &sets[1]["repetitions"][0];
     assert!(probed["profile"].is_object() && probed["probes"].is_object(), "{probed}");
-    assert!(stderr(&out).contains("nesquic: probes: profile,io (the default"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("nesquic: probes: profile,io,crypto (the default"), "{}", stderr(&out));
     assert_nothing_attached();
 }
 
@@ -605,7 +605,7 @@ fn run_turns_on_the_cheap_probes_by_default_and_none_turns_them_off() {
         (report, String::from_utf8_lossy(&out.stdout).into_owned(), stderr(&out))
     };
     let (report, stdout, err) = run(None);
-    assert!(err.contains("nesquic: probes: profile,io (the default"), "{err}");
+    assert!(err.contains("nesquic: probes: profile,io,crypto (the default"), "{err}");
     let rep = &report["repetitions"][0];
     assert!(rep["profile"]["roles"].as_array().is_some_and(|r| r.len() == 2), "{rep}");
     assert!(rep["probes"]["roles"].is_array(), "io probes ran: {rep}");

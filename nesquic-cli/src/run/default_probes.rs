@@ -1,18 +1,22 @@
-//! Which probes `nesquic run` turns on when `--probe` is not given: the ones measured within 2%
-//! of goodput end to end (docs/probe-overhead.md), so the main command says where the CPU goes:
-//! the sampling profile and packet I/O. Counted crypto is not among them: 0.6 ns a call in a
-//! tight loop, but 3-4.5% of quinn's CPU per GB in two of three 100-150-pair runs
-//! (bench/default-probes-pinned.md). `nesquic run --overhead` measures the set as one.
+//! Which probes `nesquic run` turns on when `--probe` is not given: the sampling profile at
+//! 999 Hz, packet I/O and counted crypto, each measured near its cost floor. The profile costs
+//! what `perf record -F 999 -g -a` costs in the same rounds (bench/profile-999.md); counted
+//! crypto is 0.1-0.3% of a LUT's CPU by its own samples, 1.007x CPU per GB on quinn over 60
+//! pairs (bench/counted-crypto.md). `nesquic run --overhead` measures the set as one.
 //! `--probe none` turns every probe off.
 
 /// What `--probe none` says.
 pub const NONE: &str = "none";
 
 /// The probes `nesquic run` turns on by default.
-pub const DEFAULT: &str = "profile,io";
+pub const DEFAULT: &str = "profile,io,crypto";
+
+/// The default where the user-space agent cannot count crypto: kernel uprobes would, at ~1.2 us
+/// a call (0.47x quinn's goodput, docs/probe-overhead.md), far from free.
+pub const WITHOUT_AGENT: &str = "profile,io";
 
 /// The probe list when `--probe` was not given, or `None` (with the reason on stderr) when
-/// probes cannot run: the sampling profile (49 Hz) and packet I/O.
+/// probes cannot run: the sampling profile, packet I/O and counted crypto.
 pub fn choose(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
     // Privileges and the agent are this host's: a role elsewhere is probed only on request.
     if plan.remote.any() {
@@ -23,8 +27,29 @@ pub fn choose(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
         eprintln!("nesquic: running without probes: {why} (--probe none skips this note)");
         return None;
     }
+    let set = match why_the_agent_cannot_count(plan) {
+        None => DEFAULT,
+        Some(why) => {
+            eprintln!("nesquic: crypto is not counted by default here: {why} (--probe {DEFAULT} asks for it)");
+            WITHOUT_AGENT
+        }
+    };
     eprintln!(
-        "nesquic: probes: {DEFAULT} (the default, the cheap ones: docs/probe-overhead.md; --probe none for none, --probe {DEFAULT},crypto to count crypto calls too)"
+        "nesquic: probes: {set} (the default, near their cost floor: docs/probe-overhead.md; --probe none for none)"
     );
-    Some(DEFAULT.to_string())
+    Some(set.to_string())
+}
+
+/// Why the user-space agent cannot count a side's crypto calls, if it cannot.
+fn why_the_agent_cannot_count(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
+    if plan.probe_backend == nesquic_engine::backend::BackendChoice::Kernel {
+        return Some("--probe-backend kernel".into());
+    }
+    if plan.qlog_datagrams {
+        return Some("--qlog-datagrams measures through the kernel".into());
+    }
+    [&plan.binary, plan.client_binary()]
+        .into_iter()
+        .find(|binary| !nesquic_ebpf::objects::is_dynamic(binary))
+        .map(|binary| format!("{} is statically linked (no LD_PRELOAD agent)", binary.display()))
 }

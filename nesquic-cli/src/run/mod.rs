@@ -152,13 +152,13 @@ pub struct RunArgs {
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
     /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component;
-    /// profile:HZ sets the rate per CPU, default 49, within 2% of goodput; 199 or more for
-    /// more samples, ~1.2% more CPU per 100 Hz on quinn),
+    /// profile:HZ sets the rate per CPU, default 999, costing what `perf record -F 999 -g`
+    /// costs: bench/profile-999.md),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
-    /// Not given: `nesquic run` turns on the ones measured within 2% of goodput end to end
-    /// (profile,io; docs/probe-overhead.md) when it can load eBPF (root), none otherwise; add
-    /// crypto for crypto call counts (about 3% more CPU on quinn).
+    /// Not given: `nesquic run` turns on profile,io,crypto, each measured near its cost floor
+    /// (docs/probe-overhead.md), when it can load eBPF (root), none otherwise; crypto is left out
+    /// where the user-space agent cannot count it (a static binary such as quic-go's).
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
     #[arg(long, value_name = "LIST", env = "NESQUIC_PROBE")]
     pub probe: Option<String>,
