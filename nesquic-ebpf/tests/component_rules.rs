@@ -1,6 +1,7 @@
 //! The catalog's component rules on stacks captured from real runs (`profile-*.folded`).
 
 use nesquic_ebpf::profile::Classifier;
+use nesquic_ebpf::symbols::PerfMap;
 use nesquic_ebpf::Catalog;
 
 fn classifier() -> Classifier {
@@ -53,4 +54,61 @@ fn the_translation_layers_datagram_demultiplexing_is_packet_io() {
         .map(String::from)
         .to_vec();
     assert_eq!(c.classify(&app, &[]), "app.lut");
+}
+
+/// Lines of a perf map CPython 3.13 (frame pointers, `sys.activate_stack_trampoline("perf")`)
+/// wrote during an aioquic client run, the venv's and the interpreter's paths put under
+/// `{ROOT}`.
+const AIOQUIC_PERF_MAP: &str = "\
+7f8e733e1b10 b py::EpollSelector.select:{ROOT}/lib/python3.13/selectors.py
+7f8e733e24e0 b py::QuicConnection.datagrams_to_send:{ROOT}/site-packages/aioquic/quic/connection.py
+7f8e733e2550 b py::QuicPacketBuilder.start_packet:{ROOT}/site-packages/aioquic/quic/packet_builder.py
+7f8e733e27b0 b py::_SelectorDatagramTransport._read_ready:{ROOT}/lib/python3.13/asyncio/selector_events.py
+7f8e733e27d0 b py::QuicConnection.receive_datagram:{ROOT}/site-packages/aioquic/quic/connection.py
+7f8e733e2850 b py::CryptoContext.decrypt_packet:{ROOT}/site-packages/aioquic/quic/crypto.py
+7f8e733e2860 b py::HeaderProtection.remove:{ROOT}/site-packages/aioquic/_crypto.py
+7f8e733e3320 b py::QuicConnection._handle_stream_frame:{ROOT}/site-packages/aioquic/quic/connection.py
+7f8e733e3360 b py::Verifier.update:{ROOT}/adapter/nesquic_aioquic/payload.py
+";
+
+#[test]
+fn python_functions_of_a_captured_perf_map_land_in_their_components() {
+    let root = std::env::temp_dir().join(format!("nesquic-aioquic-map-{}", std::process::id()));
+    for package in
+        ["site-packages/aioquic", "site-packages/aioquic/quic", "lib/python3.13/asyncio", "adapter/nesquic_aioquic"]
+    {
+        std::fs::create_dir_all(root.join(package)).expect("temp dir");
+        std::fs::write(root.join(package).join("__init__.py"), "").expect("__init__.py");
+    }
+    let map = PerfMap::parse(&AIOQUIC_PERF_MAP.replace("{ROOT}", &root.display().to_string()));
+    std::fs::remove_dir_all(&root).expect("clean up");
+    let classifier = classifier();
+    // Stacks as sampled (innermost first): the interpreter's C frames, and a trampoline's
+    // return address (inside its 11 bytes) for each Python call.
+    let named = |frame: &str| -> String {
+        match u64::from_str_radix(frame, 16) {
+            Ok(ip) => map.lookup(ip + 5).expect("a trampoline of the map").to_string(),
+            Err(_) => frame.to_string(),
+        }
+    };
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["_PyEval_EvalFrameDefault", "7f8e733e2860", "PyObject_Vectorcall", "7f8e733e2850", "7f8e733e27d0"],
+            "crypto.header_protection",
+        ),
+        (&["_PyObject_Malloc", "_PyEval_EvalFrameDefault", "7f8e733e2550", "7f8e733e24e0"], "connection.frames"),
+        (&["_PyEval_EvalFrameDefault", "7f8e733e3320", "7f8e733e27d0", "7f8e733e27b0"], "connection"),
+        (&["_PyEval_EvalFrameDefault", "7f8e733e27b0"], "packet_io.user"),
+        (&["_PyEval_EvalFrameDefault", "7f8e733e1b10"], "runtime.poll"),
+        (&["_PyEval_EvalFrameDefault", "7f8e733e3360"], "app.harness"),
+    ];
+    for (stack, component) in cases {
+        let user: Vec<String> = stack.iter().map(|f| named(f)).collect();
+        assert_eq!(classifier.classify(&user, &[]), component, "{user:?}");
+    }
+    assert_eq!(
+        named("7f8e733e2860"),
+        "py::aioquic._crypto::HeaderProtection.remove",
+        "the module is found from the packages' __init__.py files"
+    );
 }

@@ -26,7 +26,6 @@ pub mod lifecycle;
 pub mod measure;
 pub mod on_demand;
 pub mod overhead;
-pub mod pair;
 pub mod pin;
 pub mod plan;
 pub mod process;
@@ -41,3 +40,6 @@ pub mod user;
 pub mod wire;
 
 pub use error::{Cause, EngineError};
+
+/// Client x server pairs (docs/pairs.md): a part of the run plan, re-exported at the top.
+pub use run::pair;

@@ -3,6 +3,8 @@
 //! recorded in the traces, the record assembled, traces finished (the library's own qlog merged)
 //! and summary.json written. What to print is the caller's, through [`RunReporter`].
 
+pub mod pair;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -39,7 +41,7 @@ pub struct RunPlan {
     pub lut: Box<dyn Lut>,
     /// A pair (docs/pairs.md): the client is this other LUT, with its own executable, I/O path
     /// and settings; `lut`, `binary`, `io` and `lut_options` are then the server's.
-    pub client: Option<crate::pair::ClientSide>,
+    pub client: Option<pair::ClientSide>,
     /// With a build from a local checkout: where from.
     pub lut_source: Option<LutSource>,
     /// The executable probes attach to.
@@ -162,7 +164,7 @@ impl Stage {
         let remote = if plan.remote.any() {
             check_remote(plan, &launcher)?;
             let inputs = crate::remote::StageInputs {
-                lut: crate::pair::remote_lut(plan)?,
+                lut: pair::remote_lut(plan)?,
                 certs: &certs,
                 probe: plan.probe.clone(),
                 probe_backend: plan.probe_backend,
@@ -235,12 +237,14 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     let lut = plan.lut.as_ref();
     let workload = plan.testcase.workload;
     let probe_plan = match &plan.probe {
-        Some(list) => Some(crate::pair::probe_plan(plan, list)?),
+        Some(list) => Some(pair::probe_plan(plan, list)?),
         None => None,
     };
     let stage = Stage::new(plan, reporter)?;
     let probes = match &probe_plan {
-        Some(p) => Some(Probes::open(p, plan.probe_backend, crate::pair::agent_binary(plan), stage.workdir.path(), stage.needs)?),
+        Some(p) => {
+            Some(Probes::open(p, plan.probe_backend, pair::agent_binary(plan), stage.workdir.path(), stage.needs)?)
+        }
         None => None,
     };
     if let Some(p) = &probes {
@@ -290,10 +294,10 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     let host_of = |role: Role| stage.remote.as_ref().and_then(|r| r.host(role)).cloned();
     recorder.both(|role| {
         let host = host_of(role).unwrap_or_else(|| started.host.clone());
-        Event::RunStarted(Box::new(crate::pair::run_started_for(plan, RunStarted { role, host, ..started.clone() })))
+        Event::RunStarted(Box::new(pair::run_started_for(plan, RunStarted { role, host, ..started.clone() })))
     })?;
 
-    let side_objects = crate::pair::SideObjects::of(plan, user.is_some())?;
+    let side_objects = pair::SideObjects::of(plan, user.is_some())?;
     let mut reps = Vec::new();
     for i in 1..=plan.repeat {
         let label = format!("rep {i}/{}", plan.repeat);
@@ -334,7 +338,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
             binary: plan.binary.clone(),
             source: plan.lut_source.clone(),
         },
-        client_side: crate::pair::client_record(plan),
+        client_side: pair::client_record(plan),
         testcase: TestcaseInfo::from(&plan.testcase),
         lut_options: plan.lut_options.iter().map(ToString::to_string).collect(),
         size_bytes: workload.total_bytes(),

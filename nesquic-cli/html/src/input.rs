@@ -23,12 +23,6 @@ impl RunInput {
     /// A one-line description: LUT, version, I/O path, testcase.
     pub(crate) fn headline(&self) -> String {
         let r = &self.record;
-        format!(
-            "{} (--io {}), {} {}",
-            r.lut_label(),
-            r.lut.io,
-            r.testcase.name,
-            r.testcase.workload.describe()
-        )
+        format!("{} (--io {}), {} {}", r.lut_label(), r.lut.io, r.testcase.name, r.testcase.workload.describe())
     }
 }

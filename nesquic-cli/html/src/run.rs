@@ -40,7 +40,10 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
     if let Some(c) = &r.client_side {
         rows[0][0] = "server LUT".into();
         rows[1][0] = "server I/O path".into();
-        rows.push(vec!["client LUT".into(), format!("{} {} (crypto: {})", c.lut.name, c.lut.version, c.lut.crypto_backend)]);
+        rows.push(vec![
+            "client LUT".into(),
+            format!("{} {} (crypto: {})", c.lut.name, c.lut.version, c.lut.crypto_backend),
+        ]);
         rows.push(vec!["client I/O path".into(), c.lut.io.to_string()]);
     }
     rows.extend([

@@ -145,7 +145,9 @@ impl RunRecord {
     /// "quinn 0.11.12", or "server quinn 0.11.12 x client msquic 2.5.1" for a pair.
     pub fn lut_label(&self) -> String {
         match &self.client_side {
-            Some(c) => format!("server {} {} x client {} {}", self.lut.name, self.lut.version, c.lut.name, c.lut.version),
+            Some(c) => {
+                format!("server {} {} x client {} {}", self.lut.name, self.lut.version, c.lut.name, c.lut.version)
+            }
             None => format!("{} {}", self.lut.name, self.lut.version),
         }
     }

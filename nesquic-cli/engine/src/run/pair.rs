@@ -12,8 +12,8 @@ use nesquic_protocol::Role;
 use nesquic_record::events::{IoPath, LutStarted, RunStarted};
 use nesquic_record::run::{AgentReport, LutInfo};
 
+use super::RunPlan;
 use crate::plan::ProbePlan;
-use crate::run::RunPlan;
 use crate::EngineError;
 
 /// The client side of a run whose client is another LUT than its server (`RunPlan::client`).
@@ -146,7 +146,7 @@ pub(crate) fn run_started_for(plan: &RunPlan, mut started: RunStarted) -> RunSta
             source: c.lut_source.clone(),
         };
         started.lut_options = c.lut_options.iter().map(ToString::to_string).collect();
-        started.io = IoPath { mode: c.io, stack: crate::run::io_stack(c.io).into() };
+        started.io = IoPath { mode: c.io, stack: super::io_stack(c.io).into() };
     }
     started
 }
