@@ -243,6 +243,11 @@ impl<'a> Supervisor<'a> {
     }
 }
 
+/// Set in a LUT's environment while the sampling profile runs, so a LUT that can name its
+/// run-time code for the profile (CPython's perf trampolines, ~8% of aioquic's CPU) turns that
+/// on only then (docs/protocol.md).
+pub const PROFILING_ENV: &str = "NESQUIC_PROFILING";
+
 /// The probes' side of observing processes: registers each pid with the kernel session, gives
 /// each process the agent's environment, toggles duty-cycled probes, keeps the memory maps the
 /// profile symbolises with; afterwards collects what they measured.
@@ -305,6 +310,11 @@ impl<'a> ProbeTracker<'a> {
             }
             session.clear()?;
         }
+        // The perf maps our LUT processes wrote (CPython's trampolines) are read: without this
+        // they pile up in /tmp, ~250 KB per process.
+        for (_, pid) in &self.pids {
+            let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+        }
         Ok(Probed { metrics, agents, profile })
     }
 
@@ -316,10 +326,14 @@ impl<'a> ProbeTracker<'a> {
 
 impl ProcessObserver for ProbeTracker<'_> {
     fn environment(&mut self, role: Role) -> Result<Vec<(String, std::ffi::OsString)>, Cause> {
-        match self.user.as_deref_mut() {
-            Some(user) => Ok(user.environment(role)?),
-            None => Ok(Vec::new()),
+        let mut env = match self.user.as_deref_mut() {
+            Some(user) => user.environment(role)?,
+            None => Vec::new(),
+        };
+        if self.session.as_deref().is_some_and(|s| s.is_profiling()) {
+            env.push((PROFILING_ENV.to_string(), "1".into()));
         }
+        Ok(env)
     }
 
     fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause> {
