@@ -7,7 +7,9 @@ mod common;
 
 use std::path::Path;
 
-use common::{nesquic, stderr};
+// Each test holds `serial()`: one transfer at a time, so timed seals and profile shares are of a
+// LUT not sharing the CPUs with this file's other transfers.
+use common::{nesquic, serial, stderr};
 use nesquic_protocol::Role;
 use nesquic_record::findings::Rule;
 use nesquic_record::RunRecord;
@@ -37,6 +39,9 @@ fn rules(r: &RunRecord) -> Vec<(Rule, Role)> {
 
 #[test]
 fn quinn_reports_its_capped_gso_batch_and_gso_off_reports_gso_off() {
+    // One transfer at a time: timed seals and profile shares are of a LUT not sharing the CPUs
+    // with this file\'s other transfers.
+    let _g = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     let default = quinn_run(&tmp.path().join("default"), &[]);
     let capped = default.findings.iter().find(|f| f.rule == Rule::GsoBatchCapped).expect("GSO batch finding");
@@ -74,6 +79,9 @@ fn drops(r: &RunRecord) -> Vec<(Role, u64)> {
 
 #[test]
 fn a_tiny_receive_buffer_over_a_rated_veth_drops_and_16x_does_not() {
+    // One transfer at a time: timed seals and profile shares are of a LUT not sharing the CPUs
+    // with this file\'s other transfers.
+    let _g = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     // 4 KiB holds one or two datagrams: the server's GSO bursts at 200 Mbit/s overflow it.
     let link = ["--link", "veth", "--rate", "200mbit"];
@@ -110,6 +118,9 @@ fn a_tiny_receive_buffer_over_a_rated_veth_drops_and_16x_does_not() {
 
 #[test]
 fn gso_off_with_a_profile_gives_the_kernel_time_per_datagram_and_gso_on_does_not() {
+    // One transfer at a time: timed seals and profile shares are of a LUT not sharing the CPUs
+    // with this file\'s other transfers.
+    let _g = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     // 199 Hz over ~0.4 s of server CPU: ~80 samples, well above the 20 the rule needs; the
     // kernel's packet path measured 71% of the server's samples with GSO off.
@@ -125,6 +136,9 @@ fn gso_off_with_a_profile_gives_the_kernel_time_per_datagram_and_gso_on_does_not
 
 #[test]
 fn reordering_on_a_veth_is_declared_loss_that_arrived_and_in_order_is_not() {
+    // One transfer at a time: timed seals and profile shares are of a LUT not sharing the CPUs
+    // with this file\'s other transfers.
+    let _g = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     // The relay sends 5% of the datagrams without the 2 ms delay: quinn declared 373 of 3,911
     // lost, all of which arrived. 16x the receive buffer: no datagram is lost at the socket.
@@ -143,6 +157,9 @@ fn reordering_on_a_veth_is_declared_loss_that_arrived_and_in_order_is_not() {
 
 #[test]
 fn chacha20_seals_at_the_machine_s_limit_and_the_finding_tries_aes_while_aes_is_no_finding() {
+    // One transfer at a time: timed seals and profile shares are of a LUT not sharing the CPUs
+    // with this file\'s other transfers.
+    let _g = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     // Timed seals, and the profile at 999 Hz for a crypto share the rule can read (ChaCha20:
     // 34% of the server's CPU measured here). AES-128-GCM seals at the machine's speed too (7-22%

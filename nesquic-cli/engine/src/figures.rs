@@ -41,6 +41,7 @@ pub fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
             pids: Vec::new(),
             io_settings: Vec::new(),
             rcvbuf_drops: Vec::new(),
+            rcvbuf_drops_cost: None,
             io_layer_counters: Vec::new(),
             probes: None,
             agents: Vec::new(),

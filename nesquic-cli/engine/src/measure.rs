@@ -41,6 +41,7 @@ pub fn measure(
     let io_layer_counters = std::mem::take(&mut observer.io_layer_counters);
     let pids = observer.probes.pids.clone();
     let rcvbuf_drops = observer.drops.figures();
+    let rcvbuf_drops_cost = Some(observer.drops.cost()).filter(|c| c.reads > 0);
     if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.probes.session.as_deref_mut())
     {
         recorder.datagram_events(&session.drain_datagram_events())?;
@@ -73,6 +74,7 @@ pub fn measure(
     figures.io_layer_counters = io_layer_counters;
     figures.pids = pids;
     figures.rcvbuf_drops = rcvbuf_drops;
+    figures.rcvbuf_drops_cost = rcvbuf_drops_cost;
     if let Some(p) = figures.profile.as_mut() {
         // Cost per datagram: the probes' datagram count, else the LUT's own I/O counters.
         let (server_cpu, client_cpu) = (figures.server.cpu_total_s, figures.client.cpu_total_s);

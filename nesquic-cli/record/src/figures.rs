@@ -53,6 +53,9 @@ pub struct RepetitionFigures {
     /// the last interval). A side not sampled (remote, no socket found) is absent, not 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rcvbuf_drops: Vec<(Role, u64)>,
+    /// What reading `rcvbuf_drops` cost nesquic's run loop (its thread's CPU time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcvbuf_drops_cost: Option<ReadCost>,
     /// The I/O layer's own counters per side (LUTs on Nesquic's I/O layer), as the LUT reported
     /// them at exit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -240,4 +243,14 @@ mod tests {
         assert_eq!(Spread::of([4.0, 1.0, 2.0, 3.0]), Some(Spread { median: 2.5, min: 1.0, max: 4.0 }));
         assert_eq!(Spread::of([]), None);
     }
+}
+
+/// What a periodic read of kernel counters cost the reader: how many reads, and their CPU time
+/// (the reading thread's own clock).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReadCost {
+    /// Reads made.
+    pub reads: u64,
+    /// CPU time they took, ns.
+    pub cpu_ns: u64,
 }

@@ -407,7 +407,19 @@ pub fn describe_rcvbuf_drops(repetitions: &[RepetitionFigures]) -> Option<String
     }
     let each: Vec<String> = per_role.iter().map(|(r, n)| format!("{r} {n}")).collect();
     let over = if repetitions.len() > 1 { format!(", over {} repetitions", repetitions.len()) } else { String::new() };
-    Some(format!("receive-buffer drops (kernel's count at the LUT's UDP sockets{over}): {} datagrams", each.join(", ")))
+    let (reads, cpu_ns) = repetitions
+        .iter()
+        .filter_map(|r| r.rcvbuf_drops_cost)
+        .fold((0, 0), |(reads, ns), c| (reads + c.reads, ns + c.cpu_ns));
+    let cost = if reads > 0 {
+        format!(" ({reads} looks for them, {:.2} ms of nesquic's CPU)", cpu_ns as f64 / 1e6)
+    } else {
+        String::new()
+    };
+    Some(format!(
+        "receive-buffer drops (kernel's count at the LUT's UDP sockets{over}): {} datagrams{cost}",
+        each.join(", ")
+    ))
 }
 
 /// `--link veth --rate 100mbit ...`: the run's link as `nesquic run` takes it.
