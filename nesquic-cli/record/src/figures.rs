@@ -48,9 +48,10 @@ pub struct RepetitionFigures {
     /// Each side's effective UDP settings, as the LUT reported them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_settings: Vec<(Role, nesquic_protocol::report::IoSettings)>,
-    /// Datagrams the kernel dropped at each side's UDP sockets (the `drops` column of
-    /// /proc/net/udp for the LUT's sockets, sampled every 20 ms while it ran: a lower bound by
-    /// the last interval). A side not sampled (remote, no socket found) is absent, not 0.
+    /// Datagrams the kernel dropped at each side's UDP sockets (`SO_MEMINFO` of the sockets,
+    /// duplicated with pidfd_getfd and read after the exit; else the `drops` column of
+    /// /proc/net/udp sampled every 20 ms, a lower bound). A side not measured (remote, no socket
+    /// found) is absent, not 0.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rcvbuf_drops: Vec<(Role, u64)>,
     /// What reading `rcvbuf_drops` cost nesquic's run loop (its thread's CPU time).
