@@ -128,10 +128,18 @@ fn plan(args: &MatrixArgs, c: &Combination, defaults: &RunArgs) -> Result<RunPla
     let run = RunArgs {
         lut: c.lut.clone(),
         io: Some(c.io),
-        scenario: TestcaseArgs { testcase: Some(c.testcase.clone()), size: args.size, ..TestcaseArgs::default() },
-        timeout: args.timeout,
         lut_opts: c.options.clone(),
         rcvbuf: c.rcvbuf.clone(),
+        ..shared_run_args(args, &c.testcase, defaults)
+    };
+    run.plan().with_context(|| c.label())
+}
+
+/// What every run of the matrix shares: its testcase, size, link, probes and hosts, quiet.
+fn shared_run_args(args: &MatrixArgs, testcase: &str, defaults: &RunArgs) -> RunArgs {
+    RunArgs {
+        scenario: TestcaseArgs { testcase: Some(testcase.to_string()), size: args.size, ..TestcaseArgs::default() },
+        timeout: args.timeout,
         link: args.link,
         rate: args.rate.clone(),
         loss: args.loss,
@@ -140,8 +148,7 @@ fn plan(args: &MatrixArgs, c: &Combination, defaults: &RunArgs) -> Result<RunPla
         hosts: args.hosts.clone(),
         quiet: true,
         ..defaults.clone()
-    };
-    run.plan().with_context(|| c.label())
+    }
 }
 
 /// Runs the matrix.
@@ -342,7 +349,9 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
         "--servers/--clients: --io, --lut-opts, --rcvbuf and --baseline are not dimensions of the client x server matrix \
          (each side runs its LUT's default I/O path and settings)"
     );
-    anyhow::ensure!(args.testcase.len() == 1, "--servers/--clients: one testcase at a time");
+    let [testcase] = args.testcase.as_slice() else {
+        anyhow::bail!("--servers/--clients: one testcase at a time");
+    };
     let defaults = RunCommand::try_parse_from(["run"]).context("nesquic run's defaults")?.run;
     let mut cells: Vec<PairRun> = Vec::new();
     for c in &clients {
@@ -350,20 +359,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
             let run = RunArgs {
                 server_lut: Some(s.clone()),
                 client_lut: Some(c.clone()),
-                scenario: TestcaseArgs {
-                    testcase: args.testcase.first().cloned(),
-                    size: args.size,
-                    ..TestcaseArgs::default()
-                },
-                timeout: args.timeout,
-                link: args.link,
-                rate: args.rate.clone(),
-                loss: args.loss,
-                probe: args.probe.clone(),
-                probe_backend: args.probe_backend,
-                hosts: args.hosts.clone(),
-                quiet: true,
-                ..defaults.clone()
+                ..shared_run_args(args, testcase, &defaults)
             };
             let (plan, why_not) = match run.plan() {
                 Ok(p) => (Some(p), Vec::new()),
