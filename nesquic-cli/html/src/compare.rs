@@ -44,7 +44,7 @@ pub fn compare_page(input: &CompareInput) -> Result<String, HtmlError> {
                 r.metric.clone(),
                 num(Some(r.base), 4),
                 num(Some(r.head), 4),
-                format!("{:+.2}%", r.change_pct),
+                nesquic_record::compare::format_change_pct(r.change_pct, 2),
                 format!("{} / {}", r.samples.0, r.samples.1),
                 num(r.p_value, 4),
                 verdict_cell(r.verdict),

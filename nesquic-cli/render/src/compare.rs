@@ -100,7 +100,7 @@ fn cells(row: &Row) -> [String; 5] {
     [
         format!("{:.4}", row.base),
         format!("{:.4}", row.head),
-        format!("{:+.2}%", row.change_pct),
+        nesquic_record::compare::format_change_pct(row.change_pct, 2),
         interval,
         format!("{:+}%", row.limit_pct),
     ]
@@ -109,7 +109,11 @@ fn cells(row: &Row) -> [String; 5] {
 /// The one-line verdict: PASS or FAIL, the regressions, and what else needs a look.
 pub fn headline(r: &Report<'_>) -> String {
     let list = |v: Verdict| -> Vec<String> {
-        r.rows.iter().filter(|x| x.verdict == v).map(|x| format!("{} {:+.1}%", x.metric, x.change_pct)).collect()
+        r.rows
+            .iter()
+            .filter(|x| x.verdict == v)
+            .map(|x| format!("{} {}", x.metric, nesquic_record::compare::format_change_pct(x.change_pct, 1)))
+            .collect()
     };
     let regressions = list(Verdict::Regression);
     let worse = list(Verdict::Worse);

@@ -341,3 +341,23 @@ fn a_run_with_faults_injected_is_not_judged() {
     head.faults.clear();
     assert!(compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).is_ok());
 }
+
+/// A count that appears (0 drops in every base round, 150+ in every head round) is an unbounded
+/// change: a rule naming it fails the gate, and unnamed it is reported as worse, never as +0%.
+#[test]
+fn a_count_that_appears_from_zero_is_not_a_zero_change() {
+    let (mut base, mut head) = ab(1, false, |s| s);
+    for (i, rep) in base.repetitions.iter_mut().enumerate() {
+        rep.rcvbuf_drops = vec![(nesquic_protocol::Role::Client, 0)];
+        head.repetitions[i].rcvbuf_drops = vec![(nesquic_protocol::Role::Client, 150 + i as u64)];
+    }
+    let rule = [Rule::parse("client.rcvbuf_drops>+10%").expect("rule")];
+    let rows = compare(&samples(&base), &samples(&head), &rule, &GATE, Pairing::Paired).expect("judged");
+    let drops = find(&rows, "client.rcvbuf_drops");
+    assert_eq!((drops.base, drops.verdict), (0.0, Verdict::Regression), "{drops:#?}");
+    assert_eq!(format_change_pct(drops.change_pct, 1), "from 0");
+    let rows = compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).expect("judged");
+    assert_eq!(find(&rows, "client.rcvbuf_drops").verdict, Verdict::Worse);
+    let rows = compare(&samples(&base), &samples(&base), &rule, &GATE, Pairing::Paired).expect("judged");
+    assert_eq!(find(&rows, "client.rcvbuf_drops").verdict, Verdict::Unchanged, "0 against 0");
+}

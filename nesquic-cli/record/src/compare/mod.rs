@@ -407,11 +407,24 @@ fn row(
 }
 
 /// 100 * (head - base) / |base|; 0 when base is 0.
+/// A figure that appears from 0 (drops, EAGAIN) is an unbounded change, not +0%: it passes any
+/// limit in its direction (shown as "from 0").
 fn relative_pct(base: f64, head: f64) -> f64 {
     if base != 0.0 {
         100.0 * (head - base) / base.abs()
-    } else {
+    } else if head == 0.0 {
         0.0
+    } else {
+        f64::INFINITY.copysign(head)
+    }
+}
+
+/// A relative change as the reports print it: `+2.50%`, or `from 0` where the base was 0.
+pub fn format_change_pct(pct: f64, decimals: usize) -> String {
+    if pct.is_finite() {
+        format!("{pct:+.decimals$}%")
+    } else {
+        "from 0".to_string()
     }
 }
 
