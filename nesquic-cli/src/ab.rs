@@ -108,6 +108,13 @@ fn describe(plan: &nesquic_engine::run::RunPlan) -> String {
     if let Some(source) = &plan.lut_source {
         text.push_str(&format!(" from {}", source.describe()));
     }
+    if let Some(client) = &plan.client {
+        // A pair: the server's LUT above, the client's here.
+        text = format!("server {text} x client {} {}", client.lut.name(), client.lut.version());
+        if let Some(source) = &client.lut_source {
+            text.push_str(&format!(" from {}", source.describe()));
+        }
+    }
     if !plan.lut_options.is_empty() {
         let options: Vec<String> = plan.lut_options.iter().map(ToString::to_string).collect();
         text.push_str(&format!(" [{}]", options.join(" ")));
