@@ -274,11 +274,9 @@ impl UserProbes {
 
 /// Whether the agent can be preloaded into `binary` under `choice`; an error when `user` was
 /// asked for and cannot be had.
-fn user_space_possible(binary: &Path, choice: BackendChoice, needs: KernelNeeds) -> Result<bool> {
-    if choice == BackendChoice::Kernel {
-        return Ok(false);
-    }
-    let why_not = if !nesquic_ebpf::objects::is_dynamic(binary) {
+/// Why the user-space agent cannot measure `binary`'s process under `needs`, if it cannot.
+pub fn why_not_user_space(binary: &Path, needs: KernelNeeds) -> Option<String> {
+    if !nesquic_ebpf::objects::is_dynamic(binary) {
         Some(format!("{} is not dynamically linked, so LD_PRELOAD cannot load the agent into it", binary.display()))
     } else if needs.launched_by_shell {
         Some("the program starts through /bin/sh, which would drop the agent before it execs the command".to_string())
@@ -286,8 +284,14 @@ fn user_space_possible(binary: &Path, choice: BackendChoice, needs: KernelNeeds)
         Some("--qlog-datagrams streams one record per message from the syscall tracepoints".to_string())
     } else {
         None
-    };
-    match (why_not, choice) {
+    }
+}
+
+fn user_space_possible(binary: &Path, choice: BackendChoice, needs: KernelNeeds) -> Result<bool> {
+    if choice == BackendChoice::Kernel {
+        return Ok(false);
+    }
+    match (why_not_user_space(binary, needs), choice) {
         (Some(why), BackendChoice::User | BackendChoice::Both) => Err(EngineError::msg(format!(
             "--probe-backend {}: {why}; use --probe-backend kernel (root)",
             if choice == BackendChoice::User { "user" } else { "both" }

@@ -40,16 +40,21 @@ pub fn choose(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
     Some(set.to_string())
 }
 
-/// Why the user-space agent cannot count a side's crypto calls, if it cannot.
+/// Why the user-space agent cannot count a side's crypto calls, if it cannot (the backend's own
+/// reasons, per side).
 fn why_the_agent_cannot_count(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
-    if plan.probe_backend == nesquic_engine::backend::BackendChoice::Kernel {
+    use nesquic_engine::backend::{why_not_user_space, BackendChoice, KernelNeeds};
+    if plan.probe_backend == BackendChoice::Kernel {
         return Some("--probe-backend kernel".into());
     }
-    if plan.qlog_datagrams {
-        return Some("--qlog-datagrams measures through the kernel".into());
-    }
-    [&plan.binary, plan.client_binary()]
-        .into_iter()
-        .find(|binary| !nesquic_ebpf::objects::is_dynamic(binary))
-        .map(|binary| format!("{} is statically linked (no LD_PRELOAD agent)", binary.display()))
+    [(plan.lut.as_ref(), plan.binary.as_path()), (plan.client_lut(), plan.client_binary())].into_iter().find_map(
+        |(lut, binary)| {
+            let needs = KernelNeeds {
+                duty: false,
+                datagram_events: plan.qlog_datagrams,
+                launched_by_shell: lut.launcher(binary) != binary,
+            };
+            why_not_user_space(binary, needs)
+        },
+    )
 }
