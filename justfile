@@ -29,7 +29,7 @@ build-core: setup
     ./scripts/build-lut.sh core
 
 # The main job: `just run` = nesquic run --lut quinn --size 1GB (enough CPU time for the default
-# 49 Hz profile to take 50-60 samples per side); arguments given replace those and go to `nesquic run`.
+# profile, 999 Hz, to take ~1,100-1,300 samples per side); arguments given replace those and go to `nesquic run`.
 # Only nesquic and quinn are built up front; another --lut is built on its first run, once.
 run *ARGS: build-core
     ./target/release/nesquic run {{ if ARGS == "" { "--size 1GB" } else { ARGS } }}
