@@ -3,8 +3,8 @@
 
 /// Roles the maps have room for.
 pub const MAX_ROLES: u32 = 4;
-/// log2 latency buckets per aggregate.
-pub const HIST_BUCKETS: usize = 40;
+/// log2 latency buckets per aggregate (the model's histogram length; `nesquic.h` must agree).
+pub const HIST_BUCKETS: usize = nesquic_model::timing::HIST_BUCKETS;
 /// Probed functions per session (attach cookies 0..MAX_FUNCS).
 pub const MAX_FUNCS: u32 = 256;
 
@@ -98,10 +98,10 @@ pub struct NqFuncConfig {
     pub count_only: u32,
 }
 
-/// `struct nq_health`: what the kernel side could not measure, per CPU.
+/// `struct nq_health`: what the kernel side could not measure, per CPU. Records hold its serde
+/// form, [`nesquic_model::HealthCounts`] (`From` below), never this layout.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NqHealth {
     /// Entries not recorded because an in-flight map was full.
     pub inflight_full: u64,
@@ -115,6 +115,9 @@ pub struct NqHealth {
     pub truncated_batches: u64,
     /// Per-message events the ring buffer had no room for (`--qlog-datagrams`).
     pub events_dropped: u64,
+    /// Sampled user or kernel stacks lost to a stack-map bucket that held another stack (the
+    /// profile keeps such a sample's user leaf).
+    pub stack_collisions: u64,
 }
 
 /// `struct nq_datagram_event`: one message of a send/receive syscall.
@@ -148,6 +151,7 @@ pub struct NqSampleKey {
     /// Stack id of the kernel stack (< 0: none).
     pub kernel_stack: i32,
     /// The word at the user stack pointer (0: unreadable): a frameless leaf's return address.
+    /// When `user_stack < 0` (lost to a collision): the user leaf's instruction pointer.
     pub sp_word: u64,
 }
 
@@ -173,11 +177,26 @@ impl NqHealth {
         self.user_read_failures += o.user_read_failures;
         self.truncated_batches += o.truncated_batches;
         self.events_dropped += o.events_dropped;
+        self.stack_collisions += o.stack_collisions;
     }
 
     /// Nothing was lost.
     pub fn is_clean(&self) -> bool {
         *self == NqHealth::default()
+    }
+}
+
+impl From<NqHealth> for nesquic_model::HealthCounts {
+    fn from(h: NqHealth) -> Self {
+        Self {
+            inflight_full: h.inflight_full,
+            exit_without_entry: h.exit_without_entry,
+            nested_overwrites: h.nested_overwrites,
+            user_read_failures: h.user_read_failures,
+            truncated_batches: h.truncated_batches,
+            events_dropped: h.events_dropped,
+            stack_collisions: h.stack_collisions,
+        }
     }
 }
 
@@ -194,7 +213,7 @@ unsafe impl aya::Pod for NqSampleKey {}
 
 const _: () = assert!(std::mem::size_of::<NqStats>() == 384);
 const _: () = assert!(std::mem::size_of::<NqFuncConfig>() == 8);
-const _: () = assert!(std::mem::size_of::<NqHealth>() == 48);
+const _: () = assert!(std::mem::size_of::<NqHealth>() == 56);
 const _: () = assert!(std::mem::size_of::<NqDatagramEvent>() == 32);
 const _: () = assert!(std::mem::size_of::<NqSettings>() == 16);
 const _: () = assert!(std::mem::size_of::<NqSampleKey>() == 24);

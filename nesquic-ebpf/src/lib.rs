@@ -2,9 +2,11 @@
 //! `bpf/`, compiled by build.rs with clang-19 and CO-RE), their aya loader, the probe catalog
 //! (`probes.toml`: which symbols stand for which crypto category, per backend), symbol resolution
 //! (demangling, version prefixes, globs) and reading the in-kernel aggregates into [`Metrics`].
+//! The measured types are `nesquic-model`'s (re-exported here and in the modules that build
+//! them): this crate fills them in; records and renderers depend on the model alone.
 //!
 //! It must not know about QUIC libraries' APIs, LUT adapters or how processes are started: it is
-//! given pids with a [`Role`] (`nesquic-protocol`'s, the one type every crate shares) and object
+//! given pids with a [`Role`] (`nesquic-model`'s, the one type every crate shares) and object
 //! files to resolve against.
 #![warn(missing_docs)]
 
@@ -24,10 +26,11 @@ pub mod symbols;
 pub mod timing;
 pub mod user;
 pub mod verifier;
+pub mod workload_report;
 
 use std::path::PathBuf;
 
-pub use nesquic_protocol::Role;
+pub use nesquic_model::{HealthCounts, Role};
 
 pub use catalog::{Catalog, ProbeRequest, ProbeSpec, Resolution, ResolvedFunction};
 pub use metrics::{DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};

@@ -17,7 +17,7 @@ use crate::kernel_io::KernelIo;
 use crate::layout::{
     NqDatagramEvent, NqFuncConfig, NqHealth, NqSampleKey, NqSettings, NqStats, KFUNCS, MAX_FUNCS, MAX_ROLES, SYSCALLS,
 };
-use crate::metrics::{FunctionLabel, Metrics, RoleMetrics};
+use crate::metrics::{FunctionLabel, Metrics};
 use crate::Role;
 use crate::{preflight, EbpfError};
 
@@ -208,7 +208,7 @@ impl ProbeSession {
         }
         let map: PerCpuArray<&MapData, SamplerCounters> = PerCpuArray::try_from(self.ebpf.map("sampler_cost")?).ok()?;
         let cpus = map.get(&0, 0).ok()?;
-        Some(SamplerCost::from_counters(cpus.iter()))
+        Some(crate::profile::sampler_cost(cpus.iter()))
     }
 
     /// How packet I/O is measured, if it is.
@@ -471,7 +471,7 @@ impl ProbeSession {
                 for i in 0..KFUNCS as u32 {
                     stats.push(self.sum(&self.kfunc_stats, role * KFUNCS as u32 + i)?);
                 }
-                kernel_io.add_role(name, &stats);
+                crate::kernel_io::add_role(&mut kernel_io, name, &stats);
             }
             let mut io = Vec::new();
             for i in 0..SYSCALLS.len() as u32 {
@@ -488,7 +488,7 @@ impl ProbeSession {
                 };
                 functions.push((label, self.sum(&self.func_stats, role * MAX_FUNCS + cookie as u32)?));
             }
-            out.push(RoleMetrics::build(name, &io, &functions));
+            out.push(crate::metrics::role_metrics(name, &io, &functions));
         }
         let mut lost = NqHealth::default();
         for cpu in self.health.get(&0, 0).map_err(|e| EbpfError::Map(format!("health: {e}")))?.iter() {
@@ -499,7 +499,7 @@ impl ProbeSession {
             function_mechanism: self.function_mechanism(),
             kprobes_available: preflight::kprobes_available(),
             roles: out,
-            lost,
+            lost: lost.into(),
             kernel_io,
         })
     }

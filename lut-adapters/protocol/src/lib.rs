@@ -8,8 +8,8 @@
 //! Adapters in any language depend only on this crate (or on docs/protocol.md). It must not know
 //! any QUIC library, async runtime or TLS stack, how LUTs are started or probed, or how results
 //! are summarised: its dependencies are serde, clap, thiserror, `nesquic-io` (for the type of
-//! the I/O layer's counters in [`report::LutEvent::IoCounters`]) and `nesquic-testcases` (for
-//! [`Workload`], what a client runs).
+//! the I/O layer's counters in [`report::LutEvent::IoCounters`]), `nesquic-testcases` (for
+//! [`Workload`], what a client runs) and `nesquic-model` (for [`Role`], serde and thiserror only).
 #![warn(missing_docs)]
 
 pub mod cli;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use nesquic_ebpf::layout::NqHealth;
+use nesquic_ebpf::HealthCounts;
 use nesquic_ebpf::metrics::{FunctionMetrics, SyscallMetrics};
 use nesquic_ebpf::profile::RoleProfile;
 use nesquic_ebpf::Metrics;
@@ -332,7 +332,7 @@ pub struct MetricsUpdated {
     /// `--probe-backend both`: the agent's I/O rows beside the tracepoints'.
     pub io_crosscheck: Option<Vec<SyscallMetrics>>,
     /// What the kernel side could not measure.
-    pub lost: Option<NqHealth>,
+    pub lost: Option<HealthCounts>,
 }
 
 impl MetricsUpdated {

@@ -375,16 +375,30 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
 #[cfg(test)]
 mod kernel_path_tests {
     use nesquic_ebpf::kernel_io::{KernelFunctionMetrics, KernelIo, Mechanism, Stage, Unprobed};
-    use nesquic_ebpf::layout::{NqStats, SYSCALLS};
 
     use super::*;
 
     #[test]
     fn an_unprobed_stage_prints_not_measured_and_the_part_holding_its_time_says_so() {
-        let mut io = [NqStats::default(); SYSCALLS.len()];
-        let sendmsg = SYSCALLS.iter().position(|s| *s == "sendmsg").expect("sendmsg is probed");
-        io[sendmsg] = NqStats { calls: 1, total_ns: 1000, ..NqStats::default() };
-        let role = RoleMetrics::build(Role::Server, &io, &[]);
+        let sendmsg = nesquic_model::SyscallMetrics {
+            syscall: "sendmsg".into(),
+            direction: "send".into(),
+            timing: Timing { calls: 1, total_ns: 1000, ..Timing::empty() },
+            errors: 0,
+            eagain: 0,
+            bytes: 0,
+            datagrams: 0,
+            messages: 0,
+            segmented_messages: 0,
+            mechanism: "tracepoint".into(),
+        };
+        let role = RoleMetrics {
+            role: Role::Server,
+            io: vec![sendmsg],
+            functions: Vec::new(),
+            io_crosscheck: Vec::new(),
+            agent_lost: None,
+        };
         let row = |function: &str, stage, total_ns| KernelFunctionMetrics {
             role: Role::Server,
             function: function.into(),

@@ -12,27 +12,7 @@ use crate::symbols::ObjectSymbols;
 
 use super::{UserBackend, UserError};
 
-/// What a hooked call costs.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct AgentCost {
-    /// Added per counted call, ns (mean over rounds).
-    pub count_ns: f64,
-    /// Its standard deviation over rounds, ns.
-    pub count_sd_ns: f64,
-    /// Added per timed call, ns.
-    pub time_ns: f64,
-    /// Its standard deviation over rounds, ns.
-    pub time_sd_ns: f64,
-    /// Of a timed call's cost, what falls between its two timestamps (the agent's measured
-    /// mean minus the unhooked twin's time), ns: subtracted from timed durations.
-    pub window_ns: f64,
-    /// Its standard deviation over rounds, ns.
-    pub window_sd_ns: f64,
-    /// The unhooked function's own time per call, ns.
-    pub bare_ns: f64,
-    /// Rounds (per side).
-    pub rounds: usize,
-}
+pub use nesquic_model::agent::AgentCost;
 
 /// One round's mean ns per call, by the workload's own clock.
 struct Round {

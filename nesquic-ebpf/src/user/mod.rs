@@ -25,6 +25,7 @@ use nesquic_agent_abi::{self as abi, plan_status, slot_status, CountersHeader, P
 pub use calibrate::{measure_cost, AgentCost};
 pub use counters::CountersMap;
 pub use nesquic_agent_abi::SHADOW_DEPTH;
+pub use nesquic_model::agent::PatchStatus;
 pub use tsc::tsc_mult;
 
 use crate::catalog::ResolvedFunction;
@@ -66,19 +67,6 @@ pub struct PlannedFunction {
     pub function: ResolvedFunction,
     /// Its counter slot.
     pub slot: u32,
-}
-
-/// A function's patch outcome in one process, as the agent reported it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PatchStatus {
-    /// Demangled name.
-    pub name: String,
-    /// Object file.
-    pub object: String,
-    /// Hooked and counting.
-    pub patched: bool,
-    /// What happened (`patched`, or why not).
-    pub reason: String,
 }
 
 /// The prepared user-space backend of one run.

@@ -1,0 +1,26 @@
+//! `nesquic-model`: the measurement types every layer shares, what a run measured as data. It
+//! owns the [`Role`] of a process, the probe metrics ([`Metrics`]: syscalls, functions, kernel
+//! I/O path, timing histograms), the sampling [`profile::Profile`] with its shares, the CPU cost
+//! per packet ([`packet_cost`]), the health counts of the kernel side ([`HealthCounts`]), the
+//! agent's patch outcomes and cost, and their serde forms (the JSON of records and qlog events)
+//! with the pure arithmetic on them (merging windows, shares, quantiles of a histogram).
+//!
+//! It must not know how anything is measured: no aya, no eBPF maps, no `#[repr(C)]` kernel
+//! layouts, no I/O. `nesquic-ebpf` and the agent produce these types; records, renderers and
+//! the link layer read them. Its dependencies are serde and thiserror only.
+#![warn(missing_docs)]
+
+pub mod agent;
+pub mod health;
+pub mod kernel_io;
+pub mod metrics;
+pub mod packet_cost;
+pub mod profile;
+pub mod role;
+pub mod sites;
+pub mod timing;
+
+pub use health::HealthCounts;
+pub use metrics::{AgentLost, DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};
+pub use role::{Role, UnknownRole, LUT_ROLES};
+pub use timing::Timing;

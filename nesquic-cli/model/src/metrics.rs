@@ -1,0 +1,233 @@
+//! What the probes measured, summed per role, per syscall and per probed function. Percentiles
+//! come from the log2 histograms and are reported as the upper bound of the bucket holding them
+//! (`p50_le_ns`: half the calls took at most this long).
+
+use serde::{Deserialize, Serialize};
+
+use crate::health::HealthCounts;
+pub use crate::timing::{quantile_upper_bound, Timing};
+use crate::Role;
+
+/// Everything one measurement window saw.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Metrics {
+    /// How packet I/O was measured ("syscall tracepoints").
+    pub io_mechanism: Option<String>,
+    /// How functions were timed ("uprobe+uretprobe").
+    pub function_mechanism: Option<String>,
+    /// Whether this kernel has kprobes (not needed by the tracepoint path; recorded for context).
+    pub kprobes_available: bool,
+    /// Per role.
+    pub roles: Vec<RoleMetrics>,
+    /// What the kernel side could not measure (all zero when nothing was lost).
+    pub lost: HealthCounts,
+    /// The kernel's UDP path per function (fentry or kprobes, where the kernel has them).
+    #[serde(default)]
+    pub kernel_io: crate::kernel_io::KernelIo,
+}
+
+/// One role (server, client, process).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoleMetrics {
+    /// Which process.
+    pub role: Role,
+    /// Per syscall, only those called.
+    pub io: Vec<SyscallMetrics>,
+    /// Per probed function, only those called.
+    pub functions: Vec<FunctionMetrics>,
+    /// `--probe-backend both`: the agent's I/O rows, measured in the same run as `io` (the
+    /// tracepoints'), for comparison. Empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_crosscheck: Vec<SyscallMetrics>,
+    /// What the user-space agents of this role could not record (summed over their processes);
+    /// `None` where no agent measured the role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_lost: Option<AgentLost>,
+}
+
+/// Calls of timed functions an agent could not record, from its health counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentLost {
+    /// Neither counted nor timed: the thread's shadow stack was full (nesting deeper than
+    /// `nesquic_agent_abi::SHADOW_DEPTH` timed calls).
+    pub shadow_full: u64,
+    /// Never recorded: the frame was left without returning (longjmp, unwinding).
+    pub shadow_dropped: u64,
+}
+
+impl AgentLost {
+    /// Nothing lost.
+    pub fn is_clean(&self) -> bool {
+        *self == AgentLost::default()
+    }
+
+    /// Adds `other`'s counts.
+    pub fn add(&mut self, other: &AgentLost) {
+        self.shadow_full += other.shadow_full;
+        self.shadow_dropped += other.shadow_dropped;
+    }
+}
+
+/// One syscall of one role.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SyscallMetrics {
+    /// `sendmsg`, `recvmmsg`, ...
+    pub syscall: String,
+    /// `send` or `recv`.
+    pub direction: String,
+    /// Calls and time.
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// Failed calls other than EAGAIN.
+    pub errors: u64,
+    /// Calls that returned EAGAIN.
+    pub eagain: u64,
+    /// Bytes moved (return values / msg_len).
+    pub bytes: u64,
+    /// Datagrams moved (GSO/GRO split).
+    pub datagrams: u64,
+    /// Messages (msghdrs) moved: one per call except for sendmmsg/recvmmsg.
+    #[serde(default)]
+    pub messages: u64,
+    /// Messages that carried more than one datagram: evidence that GSO (send) or GRO
+    /// (receive) was in use.
+    #[serde(default)]
+    pub segmented_messages: u64,
+    /// What measured it: `tracepoint` or `user (libc interposition)`.
+    #[serde(default)]
+    pub mechanism: String,
+}
+
+/// One probed function of one role.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FunctionMetrics {
+    /// Category (`crypto.seal`) or `uprobe:<glob>`.
+    pub category: String,
+    /// Demangled name.
+    pub name: String,
+    /// Object file.
+    pub object: String,
+    /// Calls and time.
+    #[serde(flatten)]
+    pub timing: Timing,
+    /// Bytes from the catalog's byte-count argument (0 if none).
+    pub bytes: u64,
+    /// Timed (entry + return probe); false: only counted, time figures are zero.
+    #[serde(default = "yes")]
+    pub timed: bool,
+    /// How the kernel executes the probed instruction (decides the probe's cost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub site: Option<crate::sites::SiteKind>,
+    /// Mean duration with the calibrated probe overhead subtracted (timed functions, when a
+    /// calibration ran), and its uncertainty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensated_mean_ns: Option<f64>,
+    /// Uncertainty of `compensated_mean_ns` (one standard deviation of the calibration).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compensation_uncertainty_ns: Option<f64>,
+    /// Duty-cycled probes: the fraction of the time they were attached (measured), and the raw
+    /// calls and bytes scaled by its inverse.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duty: Option<DutyScaled>,
+    /// What measured it: `uprobe` or `user (inline hook)`.
+    #[serde(default)]
+    pub mechanism: String,
+}
+
+/// Counts of a duty-cycled function, extrapolated to the whole run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DutyScaled {
+    /// Attached time / observed time.
+    pub fraction: f64,
+    /// `calls / fraction`.
+    pub calls: f64,
+    /// `bytes / fraction`.
+    pub bytes: f64,
+}
+
+impl Metrics {
+    /// Extrapolates every function's counts from the time its probes were attached.
+    pub fn apply_duty(&mut self, fraction: f64) {
+        if fraction <= 0.0 {
+            return;
+        }
+        for role in &mut self.roles {
+            for f in &mut role.functions {
+                f.duty = Some(DutyScaled {
+                    fraction,
+                    calls: f.timing.calls as f64 / fraction,
+                    bytes: f.bytes as f64 / fraction,
+                });
+            }
+        }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Metrics {
+    /// Sums several windows (repetitions) into one; percentiles are recomputed from the merged
+    /// histograms. `None` for an empty list.
+    pub fn merge(all: &[Metrics]) -> Option<Metrics> {
+        let mut out = all.first()?.clone();
+        for m in &all[1..] {
+            out.lost.add(&m.lost);
+            out.kernel_io.absorb(&m.kernel_io);
+            for role in &m.roles {
+                let Some(mine) = out.roles.iter_mut().find(|r| r.role == role.role) else {
+                    out.roles.push(role.clone());
+                    continue;
+                };
+                absorb_io(&mut mine.io, &role.io);
+                absorb_io(&mut mine.io_crosscheck, &role.io_crosscheck);
+                if let Some(lost) = &role.agent_lost {
+                    mine.agent_lost.get_or_insert_with(AgentLost::default).add(lost);
+                }
+                for f in &role.functions {
+                    let same =
+                        |x: &&mut FunctionMetrics| x.category == f.category && x.name == f.name && x.object == f.object;
+                    match mine.functions.iter_mut().find(same) {
+                        Some(x) => {
+                            x.timing.absorb(&f.timing);
+                            x.bytes += f.bytes;
+                            x.duty = match (x.duty, f.duty) {
+                                (Some(a), Some(b)) => {
+                                    let calls = a.calls + b.calls;
+                                    let raw = x.timing.calls as f64;
+                                    Some(DutyScaled {
+                                        fraction: if calls > 0.0 { raw / calls } else { a.fraction },
+                                        calls,
+                                        bytes: a.bytes + b.bytes,
+                                    })
+                                }
+                                _ => None,
+                            };
+                        }
+                        None => mine.functions.push(f.clone()),
+                    }
+                }
+            }
+        }
+        Some(out)
+    }
+}
+
+/// Adds `from`'s syscall rows to `into`'s (same syscall: summed).
+fn absorb_io(into: &mut Vec<SyscallMetrics>, from: &[SyscallMetrics]) {
+    for s in from {
+        match into.iter_mut().find(|x| x.syscall == s.syscall) {
+            Some(x) => {
+                x.timing.absorb(&s.timing);
+                x.errors += s.errors;
+                x.eagain += s.eagain;
+                x.bytes += s.bytes;
+                x.datagrams += s.datagrams;
+                x.messages += s.messages;
+                x.segmented_messages += s.segmented_messages;
+            }
+            None => into.push(s.clone()),
+        }
+    }
+}

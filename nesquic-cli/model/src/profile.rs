@@ -1,0 +1,144 @@
+//! The sampling profile as measured: per role, the shares of CPU-clock samples by component and
+//! by function, each with its 95% Wilson interval (a share from n samples is an estimate, and
+//! says how good), and what the sampler itself cost. Sampling, symbolising and classifying are
+//! `nesquic-ebpf`'s.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Role;
+
+/// What the sampling program cost, timed by the program itself: time spent in it on the LUT's
+/// samples, not the timer interrupt around it. A sample that inserts a new stack pair into the
+/// maps (cold memory, new stack-map buckets) costs many times a steady one, so the two are
+/// counted apart. (Records written before this split hold only `runs` and `run_ns`, from the
+/// kernel's BPF statistics; `samples + inserts` is 0 there.)
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SamplerCost {
+    /// Times the program ran (every CPU-clock tick on every CPU, the LUT's or not).
+    pub runs: u64,
+    /// Total time inside the program, ns (`sample_ns + insert_ns`).
+    pub run_ns: u64,
+    /// The LUT's samples whose stack pair was already counted (the steady state).
+    #[serde(default)]
+    pub samples: u64,
+    /// Time inside the program on those, ns.
+    #[serde(default)]
+    pub sample_ns: u64,
+    /// The LUT's samples that inserted their stack pair (its first sample).
+    #[serde(default)]
+    pub inserts: u64,
+    /// Time inside the program on those, ns.
+    #[serde(default)]
+    pub insert_ns: u64,
+}
+
+impl SamplerCost {
+    /// Mean ns per steady sample, if any.
+    pub fn steady_ns(&self) -> Option<f64> {
+        (self.samples > 0).then(|| self.sample_ns as f64 / self.samples as f64)
+    }
+
+    /// Mean ns per first insert, if any.
+    pub fn insert_ns_each(&self) -> Option<f64> {
+        (self.inserts > 0).then(|| self.insert_ns as f64 / self.inserts as f64)
+    }
+}
+
+/// A share of samples with its 95% Wilson interval.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Share {
+    /// Component or function.
+    pub name: String,
+    /// Samples attributed.
+    pub samples: u64,
+    /// samples / total.
+    pub share: f64,
+    /// 95% interval, low end.
+    pub ci95_low: f64,
+    /// 95% interval, high end.
+    pub ci95_high: f64,
+}
+
+impl Share {
+    /// `samples` of `total`, with its 95% Wilson interval.
+    pub fn of(name: String, samples: u64, total: u64) -> Self {
+        let (n, p) = (total.max(1) as f64, samples as f64 / total.max(1) as f64);
+        let z = 1.96f64;
+        let denom = 1.0 + z * z / n;
+        let centre = (p + z * z / (2.0 * n)) / denom;
+        let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
+        Self { name, samples, share: p, ci95_low: (centre - half).max(0.0), ci95_high: (centre + half).min(1.0) }
+    }
+}
+
+/// One role's profile.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RoleProfile {
+    /// Which process.
+    pub role: Role,
+    /// Samples in total.
+    pub samples: u64,
+    /// Per top-level component (`packet_io`: the sum of `packet_io.*`), largest first; they sum
+    /// to `samples`.
+    pub components: Vec<Share>,
+    /// Per component as the rules name it (`packet_io.kernel`, `packet_io.copy`), largest first;
+    /// they sum to `samples` as well.
+    #[serde(default)]
+    pub split: Vec<Share>,
+    /// Innermost function of each sample (kernel frame, else user frame), largest first (top 15).
+    pub top_functions: Vec<Share>,
+    /// Samples whose innermost frame has no name, per reason (`[unknown: no mapping]`, ...).
+    #[serde(default)]
+    pub unknown_leaves: Vec<Share>,
+    /// The 20 hottest innermost frames of the samples no rule named (`other`, `kernel_other`,
+    /// `unknown`): what a new rule should cover.
+    #[serde(default)]
+    pub unclassified_leaves: Vec<Share>,
+    /// Samples whose leaf had no frame and whose caller was taken from the stack pointer
+    /// (`profile::frameless`): the walk alone would have skipped that caller.
+    #[serde(default)]
+    pub frameless_callers: u64,
+    /// Samples that lost their user or kernel stack to a stack-map hash collision (classified
+    /// by what is left of them).
+    #[serde(default)]
+    pub lost_stacks: u64,
+    /// CPU cost per datagram and per payload byte by component, when a datagram count exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<crate::packet_cost::PacketCost>,
+    /// Every sampled stack, folded (`outer;...;leaf` with user frames first, then kernel
+    /// frames) with its count, sorted by stack: what a flame graph draws. Counts sum to
+    /// `samples`. Not in the record (large): the engine writes it beside it.
+    #[serde(skip)]
+    pub folded: Vec<(String, u64)>,
+}
+
+impl RoleProfile {
+    /// Samples whose innermost frame has no name.
+    pub fn unknown_leaf_samples(&self) -> u64 {
+        self.unknown_leaves.iter().map(|s| s.samples).sum()
+    }
+}
+
+/// The profile of one window.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Profile {
+    /// Sampling frequency per CPU.
+    pub frequency_hz: u64,
+    /// Per role.
+    pub roles: Vec<RoleProfile>,
+    /// What the sampling program itself cost, from the kernel's BPF statistics.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<SamplerCost>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wilson_interval_brackets_the_share() {
+        let s = Share::of("x".into(), 70, 100);
+        assert!((s.share - 0.7).abs() < 1e-12);
+        assert!(s.ci95_low > 0.59 && s.ci95_low < 0.7 && s.ci95_high > 0.7 && s.ci95_high < 0.79, "{s:?}");
+    }
+}
