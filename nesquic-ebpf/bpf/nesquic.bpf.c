@@ -597,6 +597,7 @@ int nq_func_exit(struct pt_regs *ctx)
  * kernel's maximum) cost ~13% goodput on quinn: without frame pointers the user-stack walk chases
  * garbage; 32 frames cost ~1% (measured with --overhead, docs/probe-overhead.md). */
 #define NQ_STACK_DEPTH 32
+#define NQ_EEXIST 17
 
 /* A stack whose hash bucket holds another is lost (counted, not relabelled): at 999 Hz nearly
  * every sample brings a new stack, and 16384 buckets lost 3.9-4.3% of quinn's 1 GB samples. */
@@ -619,8 +620,10 @@ struct {
  * return address there, which the frame-pointer walk skips; user space inserts it when the leaf
  * has no frame. In the executable (Rust and C built with frame pointers) the word is data that
  * would make nearly every sample a new map key. (Checking that the word points into executable
- * memory with bpf_find_vma cost ~5 us per sample: measured, docs/probe-overhead.md.) */
-static __always_inline __u64 return_address_at_sp(void)
+ * memory with bpf_find_vma cost ~5 us per sample: measured, docs/probe-overhead.md.)
+ * When the user stack was lost to a collision (`user_lost`), the leaf's own address instead:
+ * the sample then keeps its innermost function (session.rs reads it as a one-frame stack). */
+static __always_inline __u64 user_word(int user_lost)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	/* The user registers as saved on entry to the kernel: the ones the user-stack walk starts
@@ -630,6 +633,8 @@ static __always_inline __u64 return_address_at_sp(void)
 	__u64 word = 0;
 	if (!user || !mm)
 		return 0;
+	if (user_lost)
+		return user->ip;
 	if (user->ip >= mm->start_code && user->ip < mm->end_code)
 		return 0;
 	if (bpf_probe_read_user(&word, sizeof(word), (void *)user->sp) != 0)
@@ -676,7 +681,15 @@ int nq_sample(struct bpf_perf_event_data *ctx)
 		.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
 		.kernel_stack = bpf_get_stackid(ctx, &stacks, 0),
 	};
-	key.sp_word = return_address_at_sp();
+	/* -EEXIST: the stack's hash bucket holds another stack. Not replaced (BPF_F_REUSE_STACKID
+	 * would relabel the samples already counted under that id): counted, and the user leaf kept. */
+	int user_lost = key.user_stack < 0;
+	if (key.user_stack == -NQ_EEXIST || key.kernel_stack == -NQ_EEXIST) {
+		struct nq_health *h = health_slot();
+		if (h)
+			h->stack_collisions += (key.user_stack == -NQ_EEXIST) + (key.kernel_stack == -NQ_EEXIST);
+	}
+	key.sp_word = user_word(user_lost);
 	__u64 one = 1;
 	__u64 *count = bpf_map_lookup_elem(&samples, &key);
 	if (count)

@@ -70,6 +70,7 @@ struct nq_health {
 	__u64 user_read_failures;  /* user memory (msghdr, cmsg) could not be read */
 	__u64 truncated_batches;   /* mmsg batch larger than NQ_MAX_BATCH: datagrams partly counted */
 	__u64 events_dropped;      /* per-batch events (--qlog-datagrams) the ring buffer had no room for */
+	__u64 stack_collisions;    /* sampled stacks lost to a stack-map bucket holding another (-EEXIST) */
 };
 
 /* One message of a send/receive syscall, emitted only when nq_settings.datagram_events is set. */
@@ -90,7 +91,8 @@ struct nq_sample_key {
 	__s32 kernel_stack;
 	/* The word at the user stack pointer when sampled (0: unreadable). A leaf that pushes no
 	 * frame (glibc's memcpy, syscall wrappers) keeps its return address there, which the
-	 * frame-pointer walk skips: user space inserts it when the leaf is frameless. */
+	 * frame-pointer walk skips: user space inserts it when the leaf is frameless.
+	 * When user_stack < 0 (lost to a collision): the user leaf's instruction pointer. */
 	__u64 sp_word;
 };
 
@@ -103,7 +105,7 @@ struct nq_settings {
 /* Sizes the Rust mirror asserts too (src/layout.rs). */
 _Static_assert(sizeof(struct nq_stats) == 384, "nq_stats layout changed: update src/layout.rs");
 _Static_assert(sizeof(struct nq_func_config) == 8, "nq_func_config layout changed");
-_Static_assert(sizeof(struct nq_health) == 48, "nq_health layout changed");
+_Static_assert(sizeof(struct nq_health) == 56, "nq_health layout changed");
 _Static_assert(sizeof(struct nq_datagram_event) == 32, "nq_datagram_event layout changed");
 _Static_assert(sizeof(struct nq_settings) == 16, "nq_settings layout changed");
 _Static_assert(sizeof(struct nq_sample_key) == 24, "nq_sample_key layout changed");

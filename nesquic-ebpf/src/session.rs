@@ -257,15 +257,7 @@ impl ProbeSession {
         let mut out = Vec::new();
         for entry in samples.iter() {
             let (key, count) = entry.map_err(|e| EbpfError::Map(format!("samples: {e}")))?;
-            out.push(crate::profile::RawSample {
-                tgid: key.tgid,
-                role: key.role,
-                user: frames(key.user_stack),
-                kernel: frames(key.kernel_stack),
-                sp_word: key.sp_word,
-                stack_lost: key.user_stack == -libc::EEXIST || key.kernel_stack == -libc::EEXIST,
-                count,
-            });
+            out.push(raw_sample(&key, count, &frames));
         }
         Ok(out)
     }
@@ -571,6 +563,27 @@ impl Drop for ProbeSession {
     }
 }
 
+/// One sample as the kernel keyed it; `frames` gives a stack id's addresses, innermost first.
+/// A user stack lost to a collision (id < 0) keeps its leaf: the program put the leaf's
+/// instruction pointer in `sp_word` (bpf/nesquic.bpf.c, `user_word`), so the sample is named and
+/// classified by the function it was in rather than counted as an empty stack.
+fn raw_sample(key: &NqSampleKey, count: u64, frames: impl Fn(i32) -> Vec<u64>) -> crate::profile::RawSample {
+    let user_lost = key.user_stack < 0;
+    crate::profile::RawSample {
+        tgid: key.tgid,
+        role: key.role,
+        user: if user_lost {
+            [key.sp_word].into_iter().filter(|&ip| ip != 0).collect()
+        } else {
+            frames(key.user_stack)
+        },
+        kernel: frames(key.kernel_stack),
+        sp_word: if user_lost { 0 } else { key.sp_word },
+        stack_lost: key.user_stack == -libc::EEXIST || key.kernel_stack == -libc::EEXIST,
+        count,
+    }
+}
+
 fn take_map<T>(
     ebpf: &mut Ebpf,
     name: &str,
@@ -578,4 +591,48 @@ fn take_map<T>(
 ) -> Result<T, EbpfError> {
     let map = ebpf.take_map(name).ok_or_else(|| EbpfError::Load(format!("map {name} missing from the object")))?;
     convert(map).map_err(|e| EbpfError::Map(format!("{name}: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::{build, Classifier, ProcessMaps};
+
+    /// A msquic function's name, so that a catalog rule names it (connection.recovery).
+    #[no_mangle]
+    #[inline(never)]
+    extern "C" fn QuicLossDetectionProcessAckBlocks() -> u64 {
+        std::hint::black_box(7)
+    }
+
+    #[test]
+    fn a_sample_whose_user_stack_collided_keeps_its_leaf() {
+        let catalog = crate::Catalog::builtin().expect("catalog");
+        let classifier = Classifier::new(&catalog.components).expect("catalog rules compile");
+        let pid = std::process::id();
+        let maps = HashMap::from([(pid, ProcessMaps::read(pid).expect("own maps"))]);
+        let leaf = QuicLossDetectionProcessAckBlocks as usize as u64;
+        // Sampled in user mode: the user stack collided (-EEXIST), the kernel one is empty (-EFAULT).
+        let key = |sp_word| NqSampleKey {
+            tgid: pid,
+            role: Role::Server.index(),
+            user_stack: -libc::EEXIST,
+            kernel_stack: -libc::EFAULT,
+            sp_word,
+        };
+        let samples = [raw_sample(&key(leaf), 3, |_| Vec::new()), raw_sample(&key(0), 1, |_| Vec::new())];
+        assert_eq!(samples[0].user, vec![leaf]);
+        assert_eq!(samples[0].sp_word, 0, "the leaf is not also a frameless leaf's return address");
+        let p = build(&samples, &maps, &[Role::Server], &classifier, 999);
+        let server = &p.roles[0];
+        assert_eq!((server.samples, server.lost_stacks), (4, 4));
+        let recovery = server.split.iter().find(|s| s.name == "connection.recovery").expect("classified by its leaf");
+        assert_eq!(recovery.samples, 3);
+        // Only the sample whose leaf could not be read is left without a name.
+        assert_eq!(server.unknown_leaf_samples(), 1);
+        assert_eq!(
+            server.top_functions.iter().find(|s| s.name == "QuicLossDetectionProcessAckBlocks").map(|s| s.samples),
+            Some(3)
+        );
+    }
 }
