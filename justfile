@@ -91,8 +91,8 @@ bench-crypto: build
 bench-perf: build
     ./scripts/perf-agreement.sh
 
-# Where each side's CPU goes: named-component coverage and CPU ns per datagram by component,
-# quinn, quiche, msquic at 200 MB -> bench/profile-coverage.md
+# How much of each side's CPU the profile names, all nine LUTs at profile:999,io and 500 MB (~15 min;
+# LUTS, SIZE, ROUNDS override): unnamed, app, unsymbolised leaf against issue 36's goals -> bench/profile-coverage.md
 bench-profile: build
     ./scripts/profile-coverage.sh
 
