@@ -56,6 +56,26 @@ fn the_translation_layers_datagram_demultiplexing_is_packet_io() {
     assert_eq!(c.classify(&app, &[]), "app.lut");
 }
 
+/// The translation layer's loop, where the sample's leaf is in it (its receive-batch split and
+/// send flush are inlined there), is the sans-IO stack's packet I/O loop; the adapter's own
+/// calls under it stay app.lut, the verifier app.harness (stacks from a quiche client run).
+#[test]
+fn the_translation_loop_itself_is_packet_io_not_the_adapter() {
+    let c = classifier();
+    let under_loop = |leaf: &[&str]| -> Vec<String> {
+        leaf.iter()
+            .chain(&["nesquic_translation::driver::run", "nesquic_translation::download", "main"])
+            .map(|f| f.to_string())
+            .collect()
+    };
+    assert_eq!(c.classify(&under_loop(&[]), &[]), "packet_io.user");
+    let drive_app =
+        "<nesquic_translation::quiche_shim::QuicheClient as nesquic_translation::driver::Endpoint>::drive_app";
+    assert_eq!(c.classify(&under_loop(&["intrusive_collections::rbtree::remove", drive_app]), &[]), "app.lut");
+    let verify = ["nesquic_protocol::payload::equal_avx512", "nesquic_protocol::stream::ClientStream::on_payload"];
+    assert_eq!(c.classify(&under_loop(&[verify[0], verify[1], drive_app]), &[]), "app.harness");
+}
+
 /// Lines of a perf map CPython 3.13 (frame pointers, `sys.activate_stack_trampoline("perf")`)
 /// wrote during an aioquic client run, the venv's and the interpreter's paths put under
 /// `{ROOT}`.
