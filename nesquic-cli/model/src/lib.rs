@@ -7,7 +7,8 @@
 //!
 //! It must not know how anything is measured: no aya, no eBPF maps, no `#[repr(C)]` kernel
 //! layouts, no I/O. `nesquic-ebpf` and the agent produce these types; records, renderers and
-//! the link layer read them. Its dependencies are serde and thiserror only.
+//! the link layer read them. Its dependencies are serde, thiserror and `nesquic-stats` without
+//! its `t` feature (the Wilson interval and histogram quantiles, themselves without dependencies).
 #![warn(missing_docs)]
 
 pub mod agent;

@@ -62,12 +62,8 @@ pub struct Share {
 impl Share {
     /// `samples` of `total`, with its 95% Wilson interval.
     pub fn of(name: String, samples: u64, total: u64) -> Self {
-        let (n, p) = (total.max(1) as f64, samples as f64 / total.max(1) as f64);
-        let z = 1.96f64;
-        let denom = 1.0 + z * z / n;
-        let centre = (p + z * z / (2.0 * n)) / denom;
-        let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / denom;
-        Self { name, samples, share: p, ci95_low: (centre - half).max(0.0), ci95_high: (centre + half).min(1.0) }
+        let (share, ci95_low, ci95_high) = nesquic_stats::wilson(samples, total, nesquic_stats::Z95);
+        Self { name, samples, share, ci95_low, ci95_high }
     }
 }
 

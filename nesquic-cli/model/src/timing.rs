@@ -47,20 +47,7 @@ impl Timing {
 
 /// Upper bound (2^(b+1) ns) of the log2 bucket holding quantile `q`; 0 without calls.
 pub fn quantile_upper_bound(hist: &[u64], q: f64) -> u64 {
-    let total: u64 = hist.iter().sum();
-    if total == 0 {
-        return 0;
-    }
-    // The rank of the q-quantile call, 1-based: ceil(q * total).
-    let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
-    let mut seen = 0;
-    for (b, count) in hist.iter().enumerate().take(HIST_BUCKETS) {
-        seen += count;
-        if seen >= rank {
-            return 1u64 << (b + 1).min(63);
-        }
-    }
-    1u64 << HIST_BUCKETS
+    nesquic_stats::log2_quantile_upper_bound(&hist[..hist.len().min(HIST_BUCKETS)], q)
 }
 
 impl Timing {
