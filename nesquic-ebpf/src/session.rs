@@ -257,7 +257,7 @@ impl ProbeSession {
         let mut out = Vec::new();
         for entry in samples.iter() {
             let (key, count) = entry.map_err(|e| EbpfError::Map(format!("samples: {e}")))?;
-            out.push(raw_sample(&key, count, &frames));
+            out.push(raw_sample(&key, count, frames));
         }
         Ok(out)
     }
@@ -611,7 +611,7 @@ mod tests {
         let classifier = Classifier::new(&catalog.components).expect("catalog rules compile");
         let pid = std::process::id();
         let maps = HashMap::from([(pid, ProcessMaps::read(pid).expect("own maps"))]);
-        let leaf = QuicLossDetectionProcessAckBlocks as usize as u64;
+        let leaf = QuicLossDetectionProcessAckBlocks as *const () as usize as u64;
         // Sampled in user mode: the user stack collided (-EEXIST), the kernel one is empty (-EFAULT).
         let key = |sp_word| NqSampleKey {
             tgid: pid,
