@@ -7,8 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use nesquic_engine::trace::{TraceSpec, Traced};
-use serde::Serialize;
+use nesquic_engine::trace::{TraceReport, TraceSpec, Traced};
 
 use crate::units;
 
@@ -34,23 +33,6 @@ pub struct TraceArgs {
     /// The command to run, after `--`.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
-}
-
-/// What `--json` holds.
-#[derive(Debug, Serialize)]
-struct TraceReport {
-    command: Vec<String>,
-    exit: String,
-    cpu_user_s: f64,
-    cpu_system_s: f64,
-    wall_s: f64,
-    probes: nesquic_ebpf::Metrics,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    agents: Vec<crate::backend::AgentReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    profile: Option<nesquic_ebpf::profile::Profile>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    calibration: Option<nesquic_record::calibration::Calibration>,
 }
 
 /// Runs `nesquic trace`.

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 
 use nesquic_record::compare::RatioEstimate;
 use nesquic_record::figures::{RepetitionFigures, Spread};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::backend::Probes;
 use crate::error::StepExt;
@@ -23,7 +23,7 @@ use crate::EngineError;
 type Result<T> = std::result::Result<T, EngineError>;
 
 /// One probe set's figures.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct SetResult {
     /// The `--probe` list of this set; empty for the unprobed baseline.
     pub probes: String,
@@ -44,7 +44,7 @@ pub struct SetResult {
 }
 
 /// What `--overhead` measured.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct OverheadReport {
     /// Rounds (each ran every set once).
     pub rounds: u32,

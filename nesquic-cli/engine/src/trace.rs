@@ -37,6 +37,33 @@ pub struct TraceSpec {
     pub timeout: Duration,
 }
 
+/// What `nesquic trace --json` writes: the command, how it ended, its CPU time and what the
+/// probes saw (read back by the tests as this type).
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub struct TraceReport {
+    /// The command line traced.
+    pub command: Vec<String>,
+    /// How it ended.
+    pub exit: String,
+    /// User CPU seconds.
+    pub cpu_user_s: f64,
+    /// System CPU seconds.
+    pub cpu_system_s: f64,
+    /// Wall-clock seconds.
+    pub wall_s: f64,
+    /// The probes' totals (compensated when timed).
+    pub probes: Metrics,
+    /// The agent in the process, when it measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentReport>,
+    /// The sampling profile, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<Profile>,
+    /// The timing calibration, when probes timed anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Calibration>,
+}
+
 /// What the probes saw of the command.
 pub struct Traced {
     /// How it ended, and its CPU time.

@@ -5,7 +5,7 @@
 use nesquic_ebpf::metrics::{SyscallMetrics, MECHANISM_TRACEPOINT};
 use nesquic_ebpf::RoleMetrics;
 use nesquic_protocol::Role;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::figures::RepetitionFigures;
 
@@ -41,12 +41,14 @@ pub struct IoTotals {
     pub recv: DirectionTotals,
 }
 
-/// Which measurement the totals came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which measurement the totals came from (its JSON form is its [`IoSource::label`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum IoSource {
     /// The probes (tracepoints or the agent's interposition).
+    #[serde(rename = "probes")]
     Probes,
     /// The I/O layer's own counters, as the LUT reported them.
+    #[serde(rename = "io-layer")]
     IoLayer,
 }
 
@@ -114,7 +116,7 @@ pub type SidesIo = (IoTotals, IoTotals, IoSource);
 
 /// Per-side packet I/O and crypto figures of one configuration over its repetitions (medians):
 /// what a row of `nesquic matrix` shows beside goodput and CPU.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct IoFigures {
     /// Send+recv syscalls per MB of payload, server side.
     pub server_syscalls_per_mb: Option<f64>,
@@ -137,7 +139,7 @@ pub struct IoFigures {
     /// Client `crypto.open` calls per datagram it received.
     pub client_opens_per_datagram: Option<f64>,
     /// Where the syscall figures came from: "probes" or "io-layer".
-    pub syscall_source: Option<&'static str>,
+    pub syscall_source: Option<IoSource>,
 }
 
 impl IoFigures {
@@ -161,7 +163,7 @@ impl IoFigures {
             client_open_ns: timed(Role::Client, "crypto.open"),
             server_seals_per_datagram: per_packet(reps, Role::Server, "crypto.seal"),
             client_opens_per_datagram: per_packet(reps, Role::Client, "crypto.open"),
-            syscall_source: per_rep.first().map(|p| p.2.label()),
+            syscall_source: per_rep.first().map(|p| p.2),
         }
     }
 }

@@ -5,13 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::figures::RepetitionFigures;
 use nesquic_protocol::Role;
 
 /// One side's cost per datagram: the server's per datagram sent, the client's per datagram received.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SideCost {
     /// `sent` or `received`.
     pub direction: String,
@@ -25,7 +25,7 @@ pub struct SideCost {
 }
 
 /// Both sides.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PacketCostFigures {
     /// The server, per datagram sent.
     pub server: Option<SideCost>,

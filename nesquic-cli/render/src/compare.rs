@@ -1,58 +1,59 @@
 //! The gate's report as a terminal table (verdicts coloured when stdout is a terminal and
 //! NO_COLOR is unset) or as Markdown for a PR comment, whose first line is the verdict.
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use anstyle::{AnsiColor, Style};
 use nesquic_record::compare::{Kind, Pairing, Refused, Row, Rule, Unjudged, Verdict};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What the gate judged, as printed (and the JSON of `--format json`, versioned by
-/// `report_version`).
-#[derive(Serialize)]
+/// `report_version`). Borrowed when written, owned when read back (`Deserialize`, the tests).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Report<'a> {
     /// `nesquic_record::compare::REPORT_VERSION`.
     pub report_version: u32,
     /// "pass" or "fail".
-    pub verdict: &'static str,
+    pub verdict: Cow<'static, str>,
     /// Whether the rounds were paired (interleaved runs).
     pub pairing: Pairing,
     /// Warnings shown and recorded (separate runs drift).
-    pub warnings: Vec<&'static str>,
+    pub warnings: Vec<Cow<'static, str>>,
     /// What the base run was given as.
     pub base: String,
     /// What the head run was given as.
     pub head: String,
     /// The base run's LUT.
-    pub lut_base: &'a str,
+    pub lut_base: Cow<'a, str>,
     /// The head run's LUT.
-    pub lut_head: &'a str,
+    pub lut_head: Cow<'a, str>,
     /// The test case both ran.
-    pub testcase: &'a str,
+    pub testcase: Cow<'a, str>,
     /// Family-wise false-alarm rate for noisy figures.
     pub alpha: f64,
     /// The failure rules in force.
-    pub rules: &'a [Rule],
+    pub rules: Cow<'a, [Rule]>,
     /// One row per metric.
-    pub rows: &'a [Row],
+    pub rows: Cow<'a, [Row]>,
     /// How many rows are regressions.
     pub regressions: usize,
 }
 
 /// A comparison that judged nothing (exit 2), as `--format json` prints it: the reasons typed
 /// and as printed.
-#[derive(Serialize)]
+#[derive(Debug, Serialize, Deserialize)]
 pub struct RefusedReport<'a> {
     /// `nesquic_record::compare::REPORT_VERSION`.
     pub report_version: u32,
     /// "refused".
-    pub verdict: &'static str,
+    pub verdict: Cow<'static, str>,
     /// What the base run was given as.
     pub base: String,
     /// What the head run was given as.
     pub head: String,
     /// Each reason, typed.
-    pub reasons: &'a [Unjudged],
+    pub reasons: Cow<'a, [Unjudged]>,
     /// The reasons as printed.
     pub lines: Vec<String>,
 }
@@ -150,7 +151,7 @@ pub fn text(r: &Report<'_>) -> std::io::Result<()> {
         "limit",
         "verdict"
     )?;
-    for row in r.rows {
+    for row in r.rows.iter() {
         let style = verdict_style(row.verdict);
         let [base, head, change, interval, limit] = cells(row);
         let verdict = verdict_text(row.verdict);
@@ -187,7 +188,7 @@ pub fn markdown(r: &Report<'_>) -> String {
     }
     md.push_str("| metric | base | head | change | interval | limit | verdict | why |\n");
     md.push_str("|---|---:|---:|---:|---:|---:|---|---|\n");
-    for row in r.rows {
+    for row in r.rows.iter() {
         let verdict = match row.verdict {
             Verdict::Regression => "**regression**".to_string(),
             other => verdict_text(other).to_string(),

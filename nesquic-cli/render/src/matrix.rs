@@ -6,15 +6,16 @@ use std::path::PathBuf;
 
 use nesquic_protocol::cli::IoMode;
 use nesquic_record::figures::{Summary, VersusReference};
-use nesquic_record::io::IoFigures;
+use nesquic_record::io::{IoFigures, IoSource};
 use nesquic_record::packet_cost::{PacketCostFigures, SideCost};
 use nesquic_record::workload::TestcaseInfo;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::text::print_lines;
 
-/// What the table shows for one combination, over all rounds.
-#[derive(Debug, Serialize)]
+/// What the table shows for one combination, over all rounds (`nesquic matrix --json` writes a
+/// list of these; the tests read it back).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Row {
     /// LUT name.
     pub lut: String,
@@ -36,10 +37,10 @@ pub struct Row {
     #[serde(flatten)]
     pub figures: IoFigures,
     /// Against the baseline row of the same testcase and buffers.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versus: Option<VersusReference>,
     /// CPU ns per datagram by component (`--probe profile`, with a datagram count).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_cost: Option<PacketCostFigures>,
     /// The run directories.
     pub run_dirs: Vec<PathBuf>,
@@ -127,7 +128,7 @@ pub fn print_table(rows: &[Row], rounds: u32, syscall_backend: &str, markdown: b
     println!("{} round(s), medians over rounds; testcase: name connections x streams x bytes per stream", rounds);
     let header: Vec<String> = header.iter().map(|h| h.to_string()).collect();
     print_lines(&header, &lines, markdown);
-    let sources: Vec<&str> = rows.iter().filter_map(|r| r.figures.syscall_source).collect();
+    let sources: Vec<&str> = rows.iter().filter_map(|r| r.figures.syscall_source.map(IoSource::label)).collect();
     if sources.is_empty() {
         println!("syscall columns need --probe io (or a LUT on Nesquic I/O, which counts its own)");
     } else if sources.contains(&"io-layer") {

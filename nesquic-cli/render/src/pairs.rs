@@ -7,36 +7,37 @@ use std::path::PathBuf;
 
 use nesquic_record::figures::Summary;
 use nesquic_record::packet_cost::PacketCostFigures;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::text::table;
 
-/// One client × server pair over its rounds.
-#[derive(Debug, Serialize)]
+/// One client × server pair over its rounds (`nesquic matrix --servers/--clients --json` writes a
+/// list of these; the tests read it back).
+#[derive(Debug, Serialize, Deserialize)]
 pub struct PairCell {
     /// The server's LUT.
     pub server: String,
     /// The client's LUT.
     pub client: String,
     /// Library versions (server, client), once a round ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<(String, String)>,
     /// Repetitions that ran, over all rounds.
     pub rounds: usize,
     /// Median, min and max over them.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
     /// The server's median CPU seconds per payload gigabyte.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_s_per_gb: Option<f64>,
     /// The client's.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_s_per_gb: Option<f64>,
     /// CPU ns per datagram by component (`--probe profile`).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_cost: Option<PacketCostFigures>,
     /// Why the pair did not run, or why some rounds failed.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why_not: Option<String>,
     /// The run directories.
     pub run_dirs: Vec<PathBuf>,

@@ -172,10 +172,10 @@ pub(crate) fn judge(
                 Format::Json => {
                     let report = render::RefusedReport {
                         report_version: REPORT_VERSION,
-                        verdict: "refused",
+                        verdict: "refused".into(),
                         base: names.0.to_string(),
                         head: names.1.to_string(),
-                        reasons: &refused.reasons,
+                        reasons: (&refused.reasons).into(),
                         lines: refused.lines(),
                     };
                     println!("{}", serde_json::to_string_pretty(&report)?);
@@ -192,22 +192,22 @@ pub(crate) fn judge(
     let regressions = rows.iter().filter(|r| r.verdict == Verdict::Regression).count();
     let mut warnings = Vec::new();
     if pairing == Pairing::Unpaired {
-        warnings.push(DRIFT_WARNING);
+        warnings.push(DRIFT_WARNING.into());
         eprintln!("nesquic: warning: {DRIFT_WARNING}");
     }
     let report = Report {
         report_version: REPORT_VERSION,
-        verdict: if regressions > 0 { "fail" } else { "pass" },
+        verdict: if regressions > 0 { "fail" } else { "pass" }.into(),
         pairing,
         warnings,
         base: names.0.to_string(),
         head: names.1.to_string(),
-        lut_base: &base.lut,
-        lut_head: &head.lut,
-        testcase: &base.testcase,
+        lut_base: (&base.lut).into(),
+        lut_head: (&head.lut).into(),
+        testcase: (&base.testcase).into(),
         alpha: args.alpha,
-        rules: &rules,
-        rows: &rows,
+        rules: (&rules).into(),
+        rows: (&rows).into(),
         regressions,
     };
     if let Some(h) = html {

@@ -11,6 +11,8 @@ mod cargo;
 mod git;
 mod script;
 
+pub use script::ScriptReport;
+
 use std::path::{Path, PathBuf};
 
 use nesquic_lut_adapters::descriptor::SourceBuild;

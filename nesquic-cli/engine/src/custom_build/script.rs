@@ -11,12 +11,21 @@ use super::{Built, Result};
 use crate::error::StepExt;
 use crate::EngineError;
 
-/// The script's stdout line.
-#[derive(Debug, Deserialize)]
-struct Report {
-    binary: PathBuf,
-    version: String,
-    proof: String,
+/// The script's stdout line (`lut-adapters/source-build.sh`'s `report`).
+#[derive(Debug, PartialEq, Deserialize)]
+pub struct ScriptReport {
+    /// The executable built.
+    pub binary: PathBuf,
+    /// The library's version as the build found it.
+    pub version: String,
+    /// The checkout, canonical.
+    pub source: PathBuf,
+    /// Its git revision, or why there is none ("not a git repository").
+    pub revision: String,
+    /// Uncommitted changes in the checkout.
+    pub dirty: bool,
+    /// What proved the executable runs the checkout's library.
+    pub proof: String,
 }
 
 /// Runs `script --lut-path CHECKOUT --out PROJECT` (progress and errors on stderr, shown).
@@ -38,7 +47,7 @@ pub(super) fn build(script: &Path, lut: &str, checkout: &Path, project: &Path) -
     }
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or_default();
-    let report: Report = serde_json::from_str(line)
+    let report: ScriptReport = serde_json::from_str(line)
         .with_step(|| format!("{} printed no build report (one JSON line) but {line:?}", script.display()))?;
     if !report.binary.is_file() {
         return Err(EngineError::msg(format!(

@@ -14,7 +14,7 @@ mod gate_tests;
 mod ratio;
 mod samples;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use family::holm;
 pub use ratio::RatioEstimate;
@@ -44,7 +44,7 @@ pub struct Thresholds {
 }
 
 /// Whether samples of the two sides belong together round by round.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Pairing {
     /// Interleaved rounds (`nesquic ab`): sample i of base and of head ran side by side.
@@ -54,7 +54,7 @@ pub enum Pairing {
 }
 
 /// A failure rule: fail if the relative change passes `limit_pct` in its direction.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
     /// Metric name, with or without `role.`.
     pub metric: String,
@@ -102,7 +102,7 @@ impl std::fmt::Display for Rule {
 }
 
 /// One side of a comparison.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Side {
     /// The reference run.
@@ -121,7 +121,7 @@ impl std::fmt::Display for Side {
 }
 
 /// Why a comparison cannot be judged: passing it would pass on a figure that was not measured.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Unjudged {
     /// One run has the metric, the other has no value of it.
@@ -225,7 +225,7 @@ impl Refused {
 }
 
 /// Verdict for one metric.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// Worse beyond the limit (with confidence, for noisy figures) on a metric that gates.
@@ -242,7 +242,7 @@ pub enum Verdict {
 }
 
 /// One row of the comparison.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// `goodput_mbps`, `server.syscalls_per_mb`, ...
     pub metric: String,

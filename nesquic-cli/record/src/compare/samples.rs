@@ -13,7 +13,7 @@ use crate::{RecordError, RunRecord};
 type Result<T> = std::result::Result<T, RecordError>;
 
 /// Whether a metric is a (nearly) deterministic count or a noisy measurement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     /// Counts and ratios of counts: compared directly against a tolerance.
