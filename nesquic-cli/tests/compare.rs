@@ -5,7 +5,19 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use serde_json::Value;
+use nesquic_record::compare::{Row, Verdict};
+use nesquic_record::RunRecord;
+use nesquic_render::compare::Report;
+
+/// `compare --format json`'s report.
+fn report(out: &Output) -> Report<'static> {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(out)))
+}
+
+/// One metric's row of a report.
+fn row<'a>(report: &'a Report<'_>, metric: &str) -> &'a Row {
+    report.rows.iter().find(|r| r.metric == metric).unwrap_or_else(|| panic!("no {metric} row"))
+}
 
 fn nesquic() -> Command {
     // SAFETY: geteuid has no preconditions.
@@ -52,25 +64,18 @@ fn gso_off_is_a_syscall_regression() {
     let (base, _, nogso) = runs();
     let out = compare(base, nogso, &["--format", "json"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let row = |m: &str| report["rows"].as_array().expect("rows").iter().find(|r| r["metric"] == m).cloned().expect(m);
+    let judged = report(&out);
+    let verdict = |m: &str| row(&judged, m).verdict;
     // Syscalls per MB gate; the per-call figures behind them report (docs/ci.md).
-    assert_eq!(row("server.syscalls_per_mb")["verdict"], "regression");
-    assert_eq!(row("server.send_syscalls")["verdict"], "worse");
-    assert_eq!(row("server.datagrams_per_send")["verdict"], "worse");
-    assert!(row("server.send_syscalls")["change_pct"].as_f64().expect("pct") > 100.0);
+    assert_eq!(verdict("server.syscalls_per_mb"), Verdict::Regression);
+    assert_eq!(verdict("server.send_syscalls"), Verdict::Worse);
+    assert_eq!(verdict("server.datagrams_per_send"), Verdict::Worse);
+    assert!(row(&judged, "server.send_syscalls").change_pct > 100.0);
     // The reverse direction is an improvement, not a regression.
     let out =
         compare(nogso, base, &["--format", "json", "--fail-on", "goodput_mbps<-99%", "--fail-on", "cpu_s>+1000%"]);
-    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let send = report["rows"]
-        .as_array()
-        .expect("rows")
-        .iter()
-        .find(|r| r["metric"] == "server.send_syscalls")
-        .cloned()
-        .expect("row");
-    assert_eq!(send["verdict"], "improvement");
+    let report = report(&out);
+    assert_eq!(row(&report, "server.send_syscalls").verdict, Verdict::Improvement);
 }
 
 #[test]
@@ -140,9 +145,8 @@ fn a_single_sqlog_compares_its_role() {
     let (base, _, nogso) = runs();
     let out = compare(&base.join("server.sqlog"), &nogso.join("server.sqlog"), &["--format", "json"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let metrics: Vec<&str> =
-        report["rows"].as_array().expect("rows").iter().filter_map(|r| r["metric"].as_str()).collect();
+    let report = report(&out);
+    let metrics: Vec<&str> = report.rows.iter().map(|r| r.metric.as_str()).collect();
     assert!(
         metrics.contains(&"server.syscalls_per_mb") && !metrics.iter().any(|m| m.starts_with("client.")),
         "{metrics:?}"
@@ -150,17 +154,15 @@ fn a_single_sqlog_compares_its_role() {
 }
 
 fn handshake_calls(dir: &Path) -> Vec<(String, u64)> {
-    let summary: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary")).expect("json");
-    assert_eq!(summary["repetitions"][0]["bytes"], 2_000_000);
-    let mut out: Vec<(String, u64)> = summary["repetitions"][0]["probes"]["roles"]
-        .as_array()
-        .expect("roles")
+    let summary = RunRecord::load(&dir.join("summary.json")).expect("summary");
+    assert_eq!(summary.repetitions[0].bytes, 2_000_000);
+    let probes = summary.repetitions[0].probes.as_ref().expect("probes");
+    let mut out: Vec<(String, u64)> = probes
+        .roles
         .iter()
         .map(|r| {
-            let calls =
-                r["functions"].as_array().expect("functions").iter().map(|f| f["calls"].as_u64().expect("calls")).sum();
-            (r["role"].as_str().expect("role").to_string(), calls)
+            let calls = r.functions.iter().map(|f| f.timing.calls).sum();
+            (r.role.to_string(), calls)
         })
         .collect();
     out.sort();
@@ -214,9 +216,9 @@ fn testcases_are_part_of_the_identity_and_bring_their_metrics() {
     let hs = run("handshakes", "1KB", &["--testcase", "handshakes", "--connections", "40"]);
     let out = compare(&hs, &hs, &["--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let text = report.to_string();
+    let report = report(&out);
+    let metrics: Vec<&str> = report.rows.iter().map(|r| r.metric.as_str()).collect();
     for metric in ["connections_per_s", "handshake_p99_ms"] {
-        assert!(text.contains(metric), "{metric} missing: {text}");
+        assert!(metrics.iter().any(|m| m.contains(metric)), "{metric} missing: {metrics:?}");
     }
 }

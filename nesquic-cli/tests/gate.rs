@@ -10,7 +10,8 @@ use std::process::{Output, Stdio};
 use std::sync::OnceLock;
 
 use common::{nesquic, stderr};
-use serde_json::Value;
+use nesquic_record::compare::{Pairing, Row, Unjudged, Verdict};
+use nesquic_render::compare::{RefusedReport, Report};
 
 fn as_root() {
     // SAFETY: geteuid has no preconditions.
@@ -31,8 +32,13 @@ fn ab(name: &str, extra: &[&str]) -> (PathBuf, Output) {
     (dir, out)
 }
 
-fn report(out: &Output) -> Value {
+fn report(out: &Output) -> Report<'static> {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(out)))
+}
+
+/// One metric's row of a report.
+fn row<'a>(report: &'a Report<'_>, metric: &str) -> &'a Row {
+    report.rows.iter().find(|r| r.metric == metric).unwrap_or_else(|| panic!("no {metric} row"))
 }
 
 /// Three A/A jobs of unchanged quinn, shared by the tests of this file.
@@ -46,27 +52,25 @@ fn three_a_a_comparisons_of_real_runs_pass() {
     for (dir, out) in a_a_jobs() {
         assert_eq!(out.status.code(), Some(0), "{}: {}", dir.display(), String::from_utf8_lossy(&out.stdout));
         let r = report(out);
-        assert_eq!((r["report_version"].as_u64(), r["verdict"].as_str()), (Some(3), Some("pass")));
-        assert_eq!(r["pairing"], "paired");
-        let rows = r["rows"].as_array().expect("rows");
+        assert_eq!((r.report_version, r.verdict.as_ref()), (3, "pass"));
+        assert_eq!(r.pairing, Pairing::Paired);
         // Every noisy figure got an interval from the six pairs; counters carry their limit.
-        let cpu = rows.iter().find(|x| x["metric"] == "server.cpu_s").expect("server.cpu_s");
-        assert!(cpu["interval"]["low"].as_f64().expect("low") <= cpu["interval"]["high"].as_f64().expect("high"));
-        assert_eq!(cpu["gates"], false, "noisy figures report unless a rule names them");
+        let cpu = row(&r, "server.cpu_s");
+        let interval = cpu.interval.expect("server.cpu_s interval");
+        assert!(interval.low <= interval.high);
+        assert!(!cpu.gates, "noisy figures report unless a rule names them");
         // The default gating set: syscalls per MB and CPU per GB per side; the per-call ratios
         // (the peer drives half of them) report.
-        let gates = |m: &str| rows.iter().find(|x| x["metric"] == m).map(|x| x["gates"].clone());
+        let gates = |m: &str| r.rows.iter().find(|x| x.metric == m).map(|x| x.gates);
         for side in ["server", "client"] {
-            assert_eq!(gates(&format!("{side}.syscalls_per_mb")), Some(Value::Bool(true)));
-            assert_eq!(gates(&format!("{side}.cpu_s_per_gb")), Some(Value::Bool(true)));
-            assert_eq!(gates(&format!("{side}.datagrams_per_recv")), Some(Value::Bool(false)));
+            assert_eq!(gates(&format!("{side}.syscalls_per_mb")), Some(true));
+            assert_eq!(gates(&format!("{side}.cpu_s_per_gb")), Some(true));
+            assert_eq!(gates(&format!("{side}.datagrams_per_recv")), Some(false));
         }
         // Each side is a run directory of its own, with one directory per round.
         for side in ["base", "head"] {
-            let summary: Value =
-                serde_json::from_slice(&std::fs::read(dir.join(side).join("summary.json")).expect("summary"))
-                    .expect("json");
-            assert_eq!(summary["repetitions"].as_array().expect("reps").len(), 6);
+            let summary = nesquic_record::RunRecord::load(&dir.join(side).join("summary.json")).expect("summary");
+            assert_eq!(summary.repetitions.len(), 6);
             assert!(dir.join(side).join("round-006").join("server.sqlog").is_file());
         }
     }
@@ -77,20 +81,18 @@ fn gso_off_fails_on_a_counter() {
     let (_, out) = ab("gso", &["--head-opt", "gso=off"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let r = report(&out);
-    assert_eq!(r["verdict"], "fail");
-    let row = |m: &str| r["rows"].as_array().expect("rows").iter().find(|x| x["metric"] == m).cloned().expect(m);
+    assert_eq!(r.verdict, "fail");
     // quinn sends ~9.5 datagrams per sendmsg with GSO, one without: the server's syscalls per
     // MB multiply, which gates; the ratio that explains it reports.
-    let per_mb = row("server.syscalls_per_mb");
-    assert_eq!(per_mb["verdict"], "regression", "{per_mb}");
-    assert!(per_mb["change_pct"].as_f64().expect("pct") > 100.0, "{per_mb}");
-    let per_send = row("server.datagrams_per_send");
-    assert_eq!((per_send["verdict"].as_str(), per_send["head"].as_f64()), (Some("worse"), Some(1.0)), "{per_send}");
+    let per_mb = row(&r, "server.syscalls_per_mb");
+    assert_eq!(per_mb.verdict, Verdict::Regression, "{per_mb:?}");
+    assert!(per_mb.change_pct > 100.0, "{per_mb:?}");
+    let per_send = row(&r, "server.datagrams_per_send");
+    assert_eq!((per_send.verdict, per_send.head), (Verdict::Worse, 1.0), "{per_send:?}");
     // Only the default gating set failed: without a rule, nothing else does.
-    let failed: Vec<&Value> =
-        r["rows"].as_array().expect("rows").iter().filter(|x| x["verdict"] == "regression").collect();
+    let failed: Vec<&Row> = r.rows.iter().filter(|x| x.verdict == Verdict::Regression).collect();
     let default_set = |m: &str| m.ends_with(".syscalls_per_mb") || m.ends_with(".cpu_s_per_gb");
-    assert!(failed.iter().all(|x| default_set(x["metric"].as_str().unwrap_or_default())), "{failed:?}");
+    assert!(failed.iter().all(|x| default_set(&x.metric)), "{failed:?}");
 }
 
 /// A copy of an A/A job's head run with `edit` applied to its typed record, in a fresh directory.
@@ -121,8 +123,9 @@ fn a_figure_one_side_did_not_measure_is_not_judged() {
         err.contains("head has no server.send_syscalls in repetition 2 of 6: its io probes measured nothing"),
         "{err}"
     );
-    let r = report(&out);
-    assert_eq!((r["verdict"].as_str(), r["reasons"][0]["kind"].as_str()), (Some("refused"), Some("partial")), "{r}");
+    let r: RefusedReport = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+    assert_eq!(r.verdict, "refused", "{r:?}");
+    assert!(matches!(r.reasons.first(), Some(Unjudged::Partial { .. })), "{r:?}");
     // Every round lost: one line names the io metrics.
     let gone = edited_head("gone", |r| {
         for rep in &mut r.repetitions {
@@ -165,7 +168,7 @@ fn compare_pairs_an_ab_job_and_warns_on_separate_runs() {
     let jobs = a_a_jobs();
     let (first, second) = (&jobs[0].0, &jobs[1].0);
     let out = compare(&first.join("base"), &first.join("head")).args(["--format", "json"]).output().expect("compare");
-    assert_eq!(report(&out)["pairing"], "paired", "{}", stderr(&out));
+    assert_eq!(report(&out).pairing, Pairing::Paired, "{}", stderr(&out));
     assert!(!stderr(&out).contains("drift"), "{}", stderr(&out));
     let out =
         compare(&first.join("base"), &second.join("head")).args(["--format", "markdown"]).output().expect("compare");
@@ -271,12 +274,11 @@ fn exec_command_pairs_are_variants() {
         .expect("run nesquic ab");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let r = report(&out);
-    let row = |m: &str| r["rows"].as_array().expect("rows").iter().find(|x| x["metric"] == m).cloned().expect(m);
-    assert_eq!(row("server.syscalls_per_mb")["verdict"], "regression", "{r}");
-    let per_send = row("server.datagrams_per_send");
-    assert_eq!(per_send["head"].as_f64(), Some(1.0), "GSO off: one datagram per sendmsg: {per_send}");
-    assert!(per_send["base"].as_f64().expect("base") > 4.0, "quinn batches ~9.5 with GSO: {per_send}");
-    assert_eq!(row("client.cpu_s")["gates"], false, "no rule names CPU seconds");
+    assert_eq!(row(&r, "server.syscalls_per_mb").verdict, Verdict::Regression, "{r:?}");
+    let per_send = row(&r, "server.datagrams_per_send");
+    assert_eq!(per_send.head, 1.0, "GSO off: one datagram per sendmsg: {per_send:?}");
+    assert!(per_send.base > 4.0, "quinn batches ~9.5 with GSO: {per_send:?}");
+    assert!(!row(&r, "client.cpu_s").gates, "no rule names CPU seconds");
     let rounds = std::fs::read_dir(dir.path().join("job").join("head")).expect("head").count();
     assert_eq!(rounds, 6, "5 round directories and summary.json");
 }

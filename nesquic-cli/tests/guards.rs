@@ -5,6 +5,7 @@
 mod common;
 
 use common::{nesquic, stderr};
+use nesquic_record::run::InjectedFault;
 
 #[test]
 fn every_duration_flag_rejects_what_the_clock_cannot_hold_with_exit_2() {
@@ -62,6 +63,7 @@ fn allowed_faults_are_said_and_recorded() {
     assert!(stderr(&out).contains("WARNING: faults injected on purpose"), "{}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("FAULTS INJECTED (NESQUIC_ALLOW_FAULTS=1): NESQUIC_FAULT_DROP_RX=3"), "{stdout}");
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    assert_eq!(report["faults"], serde_json::json!([{"name": "NESQUIC_FAULT_DROP_RX", "value": "3"}]));
+    let report = common::load_record(&json);
+    let fault = InjectedFault { name: "NESQUIC_FAULT_DROP_RX".into(), value: "3".into() };
+    assert_eq!(report.faults, [fault]);
 }

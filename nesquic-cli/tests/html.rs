@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use common::{nesquic, stderr};
-use serde_json::Value;
+use common::{nesquic, stderr, Role, RunRecord};
+use nesquic_render::compare::Report;
 
 /// Every probe (crypto timed, for the duration CDFs) and small sizes: a run takes a few seconds.
 const RUN: &[&str] = &["--size", "8MB", "--repeat", "3", "--probe", "io,crypto:time,profile:499", "--interval", "10ms"];
@@ -51,23 +51,44 @@ fn runs() -> &'static (PathBuf, PathBuf) {
     })
 }
 
-fn summary(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("json")
+fn summary(dir: &Path) -> RunRecord {
+    common::load_record(&dir.join("summary.json"))
 }
 
-/// What Chromium saw on a page: `tests/html_probe.js`'s record (errors, plots, flame graphs).
+/// What Chromium saw on a page: `tests/html_probe.js`'s record (errors, plots, flame graphs),
+/// in the form that script writes.
+#[derive(Debug, serde::Deserialize)]
 struct Seen {
-    plots: Vec<Value>,
-    flames: Vec<Value>,
+    errors: Vec<String>,
+    plots: Vec<Plot>,
+    flames: Vec<Flame>,
+}
+
+/// One plot as drawn: its data values and the coloured elements drawn for them.
+#[derive(Debug, serde::Deserialize)]
+struct Plot {
+    name: String,
+    points: u64,
+    coloured: u64,
+}
+
+/// One flame graph as drawn (`total` is -1 where the frame had no graph).
+#[derive(Debug, serde::Deserialize)]
+struct Flame {
+    name: String,
+    total: i64,
+    frames: u64,
+    zoomed: bool,
+    width: f64,
 }
 
 impl Seen {
-    fn plot(&self, name: &str) -> &Value {
-        self.plots.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no plot {name} in {:?}", self.plots))
+    fn plot(&self, name: &str) -> &Plot {
+        self.plots.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no plot {name} in {:?}", self.plots))
     }
 
-    fn flame(&self, name: &str) -> &Value {
-        self.flames.iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("no flame graph {name}"))
+    fn flame(&self, name: &str) -> &Flame {
+        self.flames.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no flame graph {name}"))
     }
 }
 
@@ -102,17 +123,11 @@ fn load(page: &Path) -> Seen {
         .and_then(|(_, rest)| rest.split_once("</pre>"))
         .map(|(json, _)| json.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&"))
         .unwrap_or_else(|| panic!("{}: the probe script did not report", page.display()));
-    let seen: Value = serde_json::from_str(&record).expect("probe json");
-    assert_eq!(seen["errors"], serde_json::json!([]), "{}", page.display());
-    let plots = seen["plots"].as_array().cloned().unwrap_or_default();
-    for p in &plots {
-        let points = p["points"].as_u64().expect("points");
-        assert!(points > 0, "plot {} has no data: {p}", p["name"]);
-        assert!(
-            p["coloured"].as_u64().expect("coloured") >= points,
-            "plot {} draws less than its data: {p}",
-            p["name"]
-        );
+    let seen: Seen = serde_json::from_str(&record).expect("probe json");
+    assert!(seen.errors.is_empty(), "{}: {:?}", page.display(), seen.errors);
+    for p in &seen.plots {
+        assert!(p.points > 0, "plot {} has no data: {p:?}", p.name);
+        assert!(p.coloured >= p.points, "plot {} draws less than its data: {p:?}", p.name);
     }
     let shot = page.with_extension("png");
     let out = chromium()
@@ -124,14 +139,13 @@ fn load(page: &Path) -> Seen {
     assert!(out.status.success(), "chromium: {}", stderr(&out));
     let png = std::fs::read(&shot).expect("screenshot");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 10_000, "{}: screenshot of {} bytes", shot.display(), png.len());
-    Seen { plots, flames: seen["flames"].as_array().cloned().unwrap_or_default() }
+    seen
 }
 
 /// Samples of `role` in the profile of every repetition of a run.
-fn profile_samples(summary: &Value, role: &str) -> u64 {
-    let reps = summary["repetitions"].as_array().expect("repetitions");
-    let roles = reps.iter().flat_map(|r| r["profile"]["roles"].as_array().cloned().unwrap_or_default());
-    roles.filter(|r| r["role"] == role).map(|r| r["samples"].as_u64().expect("samples")).sum()
+fn profile_samples(summary: &RunRecord, role: Role) -> u64 {
+    let roles = summary.repetitions.iter().flat_map(|r| r.profile.iter().flat_map(|p| &p.roles));
+    roles.filter(|r| r.role == role).map(|r| r.samples).sum()
 }
 
 #[test]
@@ -141,11 +155,7 @@ fn a_run_page_has_every_plot_and_flame_graphs_with_every_sample() {
     let s = summary(base);
     // quinn's capped GSO batch is a finding, on the page as in summary.json and the Markdown.
     let html = std::fs::read_to_string(base.join("report.html")).expect("page");
-    assert!(
-        s["findings"].as_array().is_some_and(|f| f.iter().any(|f| f["rule"] == "gso_batch_capped")),
-        "{}",
-        s["findings"]
-    );
+    assert!(s.findings.iter().any(|f| common::json_name(&f.rule) == "gso_batch_capped"), "{:?}", s.findings);
     assert!(html.contains("<h2 id=\"findings\">Findings</h2>") && html.contains("datagrams per send message"));
     for plot in [
         "repetitions-goodput",
@@ -168,34 +178,25 @@ fn a_run_page_has_every_plot_and_flame_graphs_with_every_sample() {
     ] {
         seen.plot(plot);
     }
-    assert_eq!(seen.plot("repetitions-goodput")["points"], 3);
+    assert_eq!(seen.plot("repetitions-goodput").points, 3);
     // One histogram per syscall each side made.
-    for role in ["server", "client"] {
-        let rows: Vec<Value> = s["repetitions"][0]["probes"]["roles"]
-            .as_array()
-            .expect("roles")
-            .iter()
-            .filter(|r| r["role"] == role)
-            .flat_map(|r| r["io"].as_array().cloned().unwrap_or_default())
-            .collect();
-        assert!(!rows.is_empty(), "{role} made no syscall");
+    for (role, name) in [(Role::Server, "server"), (Role::Client, "client")] {
+        let rows: Vec<_> = common::probes(&s, 0).roles.iter().filter(|r| r.role == role).flat_map(|r| &r.io).collect();
+        assert!(!rows.is_empty(), "{name} made no syscall");
         for row in rows {
-            seen.plot(&format!("syscall-{role}-{}", row["syscall"].as_str().expect("syscall")));
+            seen.plot(&format!("syscall-{name}-{}", common::syscall_name(row)));
         }
         // The flame graph holds exactly the profile's samples, and so does the stacks file.
         let samples = profile_samples(&s, role);
-        assert!(samples > 0, "{role}: no profile samples");
-        assert_eq!(seen.flame(&format!("flame-{role}"))["total"], samples, "{role}");
-        let file = s["profile_stacks"].as_array().expect("profile_stacks").iter().find(|f| f["role"] == role).cloned();
-        assert_eq!(file.expect("stacks file")["samples"], samples);
-        let flame = seen.flame(&format!("flame-{role}"));
+        assert!(samples > 0, "{name}: no profile samples");
+        assert_eq!(seen.flame(&format!("flame-{name}")).total, samples as i64, "{name}");
+        let file = s.profile_stacks.iter().find(|f| f.role == role);
+        assert_eq!(file.expect("stacks file").samples, samples);
+        let flame = seen.flame(&format!("flame-{name}"));
         // Drawn across the page (an SVG without a width is 300 px wide in an HTML document).
-        assert!(
-            flame["frames"].as_u64().expect("frames") > 1 && flame["width"].as_f64().expect("width") > 500.0,
-            "{flame}"
-        );
+        assert!(flame.frames > 1 && flame.width > 500.0, "{flame:?}");
         // A click zooms (and logs nothing: `load` fails on any console message).
-        assert_eq!(flame["zoomed"], true, "{flame}");
+        assert!(flame.zoomed, "{flame:?}");
     }
     // `report RUN --html` draws the same page from the same files.
     let again = base.join("again.html");
@@ -204,7 +205,7 @@ fn a_run_page_has_every_plot_and_flame_graphs_with_every_sample() {
     assert_eq!(std::fs::read(&again).expect("again"), std::fs::read(base.join("report.html")).expect("report"));
     // --markdown: the summary table with the measured median.
     let md = std::fs::read_to_string(base.join("summary.md")).expect("summary.md");
-    let goodput = s["summary"]["goodput_mbps"]["median"].as_f64().expect("median");
+    let goodput = s.summary.goodput_mbps.median;
     assert!(md.contains(&format!("| goodput (Mbit/s) | {goodput:.1} |")), "{md}");
     assert!(md.contains("| server sendmsg |") || md.contains("| server sendmmsg |"), "{md}");
 }
@@ -223,21 +224,21 @@ fn a_compare_page_shows_verdicts_both_runs_and_differential_flame_graphs() {
         .output()
         .expect("compare");
     assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let report: Report = serde_json::from_slice(&out.stdout).expect("json");
     let seen = load(&page);
     for side in ["base", "head"] {
         seen.plot(&format!("{side}-repetitions-goodput"));
         seen.plot(&format!("{side}-components-server"));
     }
     let head_summary = summary(head);
-    for role in ["server", "client"] {
+    for (role, name) in [(Role::Server, "server"), (Role::Client, "client")] {
         // Differential: the head's stacks, coloured by change.
-        assert_eq!(seen.flame(&format!("diff-{role}"))["total"], profile_samples(&head_summary, role), "{role}");
+        assert_eq!(seen.flame(&format!("diff-{name}")).total, profile_samples(&head_summary, role) as i64, "{name}");
     }
     // Every verdict of `compare` is a row of the page's table.
     let html = std::fs::read_to_string(&page).expect("page");
-    for row in report["rows"].as_array().expect("rows") {
-        assert!(html.contains(&format!("<td>{}</td>", row["metric"].as_str().expect("metric"))), "{row}");
+    for row in report.rows.iter() {
+        assert!(html.contains(&format!("<td>{}</td>", row.metric)), "{row:?}");
     }
 }
 
@@ -255,8 +256,8 @@ fn a_matrix_page_groups_bars_by_lut_and_io_path() {
         .expect("matrix");
     assert!(out.status.success(), "{}", stderr(&out));
     let seen = load(&page);
-    assert_eq!(seen.plot("matrix-goodput")["points"], 2);
-    assert_eq!(seen.plot("matrix-cpu")["points"], 2);
+    assert_eq!(seen.plot("matrix-goodput").points, 2);
+    assert_eq!(seen.plot("matrix-cpu").points, 2);
 }
 
 #[test]
@@ -276,8 +277,8 @@ fn a_link_run_page_shows_the_link_as_applied() {
     let html = std::fs::read_to_string(run.join("report.html")).expect("page");
     assert!(html.contains("<h2 id=\"link-as-applied\">"), "no link section");
     // Every mechanism the run recorded, as the page names it.
-    for m in summary(&run)["link"]["mechanisms"].as_array().expect("mechanisms") {
-        let text = m.as_str().expect("text").replace('<', "&lt;").replace('>', "&gt;");
+    for m in &summary(&run).link.expect("link").mechanisms {
+        let text = m.replace('<', "&lt;").replace('>', "&gt;");
         assert!(html.contains(&text), "{text}");
     }
 }

@@ -11,7 +11,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::{
+    category_calls, find_syscall, function_mechanism, io_mechanism, json_name, load_json, nesquic, our_namespaces,
+    run_record, serial, stderr,
+};
+use nesquic_engine::trace::TraceReport;
 
 /// `nesquic doctor --json`: its findings (also kept where NESQUIC_DOCTOR_OUT says, for the
 /// matrix to compare kernels).
@@ -62,11 +66,6 @@ fn doctor_reports_what_this_kernel_has() {
     )));
 }
 
-/// The syscall rows of one role.
-fn syscall<'a>(role: &'a Value, name: &str) -> &'a Value {
-    role["io"].as_array().expect("io").iter().find(|s| s["syscall"] == name).unwrap_or(&Value::Null)
-}
-
 #[test]
 fn kernel_udp_path_rows_agree_with_the_syscall_tracepoints() {
     let _g = serial();
@@ -91,62 +90,58 @@ fn kernel_udp_path_rows_agree_with_the_syscall_tracepoints() {
         .output()
         .expect("run nesquic trace");
     assert!(out.status.success(), "{}", stderr(&out));
-    let traced: Value = serde_json::from_slice(&std::fs::read(&json).expect("trace json")).expect("json");
+    let traced: TraceReport = load_json(&json);
     // The syscall tracepoints and uprobes are exact on every kernel (what the workload is built to do).
-    let role = &traced["probes"]["roles"][0];
+    let role = &traced.probes.roles[0];
     for (name, calls, bytes, datagrams) in
         [("sendmsg", 7, 7000, 7), ("sendmmsg", 3, 36000, 30), ("sendto", 4, 2000, 4), ("recvfrom", 4, 2000, 4)]
     {
-        let s = syscall(role, name);
+        let s = find_syscall(role, name).unwrap_or_else(|| panic!("no {name} in {role:?}"));
         assert_eq!(
-            (s["calls"].as_u64(), s["bytes"].as_u64(), s["datagrams"].as_u64(), s["mechanism"].as_str()),
-            (Some(calls), Some(bytes), Some(datagrams), Some("tracepoint")),
-            "{name}: {s}"
+            (s.timing.calls, s.bytes, s.datagrams, io_mechanism(s).as_str()),
+            (calls, bytes, datagrams, "tracepoint"),
+            "{name}: {s:?}"
         );
     }
     let function = |name: &str| -> u64 {
-        let functions = role["functions"].as_array().expect("functions");
-        let f = functions.iter().find(|f| f["name"] == name).unwrap_or_else(|| panic!("{name} missing: {role}"));
-        assert_eq!(f["mechanism"], "uprobe", "{f}");
-        f["calls"].as_u64().expect("calls")
+        let f = common::function(role, name);
+        assert_eq!(function_mechanism(f), "uprobe", "{f:?}");
+        f.timing.calls
     };
     assert_eq!((function("nesquic_workload_tick"), function("nesquic_workload_sleep_1ms")), (50, 5));
-    let kernel = &traced["probes"]["kernel_io"];
-    assert_eq!(kernel["mechanism"].as_str(), expected, "{kernel}");
-    let rows = kernel["rows"].as_array().expect("rows");
+    let kernel = &traced.probes.kernel_io;
+    assert_eq!(kernel.mechanism.as_ref().map(json_name).as_deref(), expected, "{kernel:?}");
+    let rows = &kernel.rows;
     let Some(mechanism) = expected else {
         // Absent, and the report says why.
-        assert!(rows.is_empty(), "{kernel}");
-        assert!(!kernel["notes"].as_array().expect("notes").is_empty(), "{kernel}");
+        assert!(rows.is_empty(), "{kernel:?}");
+        assert!(!kernel.notes.is_empty(), "{kernel:?}");
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("kernel UDP path: not measured here"), "{text}");
         return;
     };
     let calls = |function: &str| -> u64 {
-        rows.iter()
-            .filter(|r| r["role"] == role["role"] && r["function"] == function)
-            .map(|r| r["calls"].as_u64().expect("calls"))
-            .sum()
+        rows.iter().filter(|r| r.role == role.role && r.function == function).map(|r| r.timing.calls).sum()
     };
     for r in rows {
-        assert!(r["mechanism"].as_str().expect("mechanism").starts_with(mechanism), "{r}");
+        assert!(json_name(&r.mechanism).starts_with(mechanism), "{r:?}");
     }
     // Every message a send syscall moved went through udp_sendmsg once: 7 + 3x2 + 4.
-    let messages: u64 =
-        ["sendmsg", "sendmmsg", "sendto"].iter().map(|s| syscall(role, s)["messages"].as_u64().unwrap_or(0)).sum();
-    assert_eq!(messages, 17, "{role}");
-    assert_eq!(calls("udp_sendmsg"), messages, "{kernel}");
+    let messages_of =
+        |names: [&str; 3]| -> u64 { names.iter().map(|s| find_syscall(role, s).map_or(0, |s| s.messages)).sum() };
+    let messages = messages_of(["sendmsg", "sendmmsg", "sendto"]);
+    assert_eq!(messages, 17, "{role:?}");
+    assert_eq!(calls("udp_sendmsg"), messages, "{kernel:?}");
     // Each UDP message leaves as one IP packet (a GSO message is one skb until segmented) and
     // is copied in by at least one getfrag call (a large GSO message takes several). The
     // workload's TCP connection (write/writev/sendfile, handshake, ACKs) leaves through
     // ip_output too, so it sees at least the UDP messages.
-    assert!(calls("ip_output") >= messages, "{kernel}");
-    assert!(calls("ip_generic_getfrag") >= messages, "{kernel}");
+    assert!(calls("ip_output") >= messages, "{kernel:?}");
+    assert!(calls("ip_generic_getfrag") >= messages, "{kernel:?}");
     // Every receive syscall asks udp_recvmsg at least once per message it returns.
-    let received: u64 =
-        ["recvmsg", "recvmmsg", "recvfrom"].iter().map(|s| syscall(role, s)["messages"].as_u64().unwrap_or(0)).sum();
-    assert!(received > 0 && calls("udp_recvmsg") >= received, "{received} received: {kernel}");
-    assert!(calls("skb_copy_datagram_iter") > 0, "{kernel}");
+    let received = messages_of(["recvmsg", "recvmmsg", "recvfrom"]);
+    assert!(received > 0 && calls("udp_recvmsg") >= received, "{received} received: {kernel:?}");
+    assert!(calls("skb_copy_datagram_iter") > 0, "{kernel:?}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("udp_sendmsg") && text.contains(mechanism), "{text}");
     // packet_io split into exclusive parts of the path, both directions.
@@ -164,21 +159,13 @@ fn kernel_udp_path_rows_agree_with_the_syscall_tracepoints() {
 #[test]
 fn quinn_2mb_with_io_and_crypto_probes() {
     let _g = serial();
-    let report = run_json(&["--lut", "quinn", "--size", "2MB", "--probe", "io,crypto", "--probe-backend", "kernel"]);
-    let rep = &report["repetitions"][0];
-    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(2_000_000), Some(true)));
-    for role in rep["probes"]["roles"].as_array().expect("roles") {
-        let calls = |category: &str| -> u64 {
-            role["functions"]
-                .as_array()
-                .expect("functions")
-                .iter()
-                .filter(|f| f["category"] == category)
-                .map(|f| f["calls"].as_u64().expect("calls"))
-                .sum()
-        };
-        assert!(calls("crypto.seal") > 0 && calls("crypto.open") > 0, "{role}");
-        assert!(syscall(role, "sendmsg")["calls"].as_u64().unwrap_or(0) > 0, "{role}");
+    let report = run_record(&["--lut", "quinn", "--size", "2MB", "--probe", "io,crypto", "--probe-backend", "kernel"]);
+    let rep = &report.repetitions[0];
+    assert_eq!((rep.bytes, rep.payload_verified), (2_000_000, true));
+    for role in &common::probes(&report, 0).roles {
+        let calls = |category: &str| category_calls(role, category);
+        assert!(calls("crypto.seal") > 0 && calls("crypto.open") > 0, "{role:?}");
+        assert!(find_syscall(role, "sendmsg").map_or(0, |s| s.timing.calls) > 0, "{role:?}");
     }
 }
 
@@ -186,17 +173,18 @@ fn quinn_2mb_with_io_and_crypto_probes() {
 fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
     let _g = serial();
     let (d, _) = doctor();
-    let report = run_json(&["--lut", "quinn", "--link", "veth", "--loss", "5", "--delay", "10", "--size", "2MB"]);
-    assert_eq!(report["repetitions"][0]["payload_verified"], true);
-    let mechanisms = report["link"]["mechanisms"].as_array().expect("mechanisms");
-    let used = |prefix: &str| mechanisms.iter().any(|m| m.as_str().is_some_and(|m| m.starts_with(prefix)));
+    let report = run_record(&["--lut", "quinn", "--link", "veth", "--loss", "5", "--delay", "10", "--size", "2MB"]);
+    assert!(report.repetitions[0].payload_verified);
+    let link = report.link.as_ref().expect("link");
+    let mechanisms = &link.mechanisms;
+    let used = |prefix: &str| mechanisms.iter().any(|m| m.starts_with(prefix));
     assert_eq!(used("netem "), has(&d, "netem"), "{mechanisms:?}");
     assert_eq!(used("userspace relay"), !has(&d, "netem"), "{mechanisms:?}");
-    let loss = &report["link"]["observed_loss"];
-    let pct = loss["pct"].as_f64().unwrap_or_else(|| panic!("loss not measured: {loss}"));
-    assert!(loss["dropped"].as_u64().expect("dropped") > 0 && (1.0..=12.0).contains(&pct), "{loss}");
+    let loss = link.observed_loss.unwrap_or_else(|| panic!("loss not measured: {link:?}"));
+    let pct = loss.pct;
+    assert!(loss.dropped > 0 && (1.0..=12.0).contains(&pct), "{loss:?}");
     // The 10 ms each way was applied: a 1-RTT handshake takes at least 20 ms.
-    let handshake = report["repetitions"][0]["handshake_ms"].as_f64().expect("handshake");
+    let handshake = report.repetitions[0].handshake_ms;
     assert!(handshake >= 20.0, "handshake {handshake} ms");
     assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
 }

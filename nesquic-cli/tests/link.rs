@@ -3,19 +3,20 @@
 
 mod common;
 
-use serde_json::Value;
 use std::time::Duration;
 
-use common::{nesquic, our_namespaces, run_json, serial, stderr};
+use common::{load_record, nesquic, our_namespaces, run_record, serial, stderr, RunRecord};
+use nesquic_link::relay::DirectionStats;
+use nesquic_record::run::QdiscDropsRecord;
 
 #[test]
 fn every_lut_transfers_over_veth_and_nothing_is_left() {
     let _g = serial();
     for lut in ["quinn", "quiche", "msquic"] {
-        let report = run_json(&["--lut", lut, "--link", "veth", "--size", "3MB"]);
-        let rep = &report["repetitions"][0];
-        assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(3_000_000), Some(true)), "{lut}");
-        assert_eq!(report["link"]["kind"], "veth", "{lut}");
+        let report = run_record(&["--lut", lut, "--link", "veth", "--size", "3MB"]);
+        let rep = &report.repetitions[0];
+        assert_eq!((rep.bytes, rep.payload_verified), (3_000_000, true), "{lut}");
+        assert_eq!(report.link.as_ref().map(|l| l.kind.as_str()), Some("veth"), "{lut}");
         assert!(our_namespaces().is_empty(), "{lut}: left {:?}", our_namespaces());
     }
 }
@@ -23,17 +24,17 @@ fn every_lut_transfers_over_veth_and_nothing_is_left() {
 #[test]
 fn a_rate_limited_link_keeps_goodput_below_the_rate() {
     let _g = serial();
-    let report = run_json(&["--lut", "quinn", "--link", "veth", "--rate", "100mbit", "--size", "8MB"]);
-    let goodput = report["summary"]["goodput_mbps"]["median"].as_f64().expect("goodput");
+    let report = run_record(&["--lut", "quinn", "--link", "veth", "--rate", "100mbit", "--size", "8MB"]);
+    let goodput = report.summary.goodput_mbps.median;
     assert!(goodput < 100.0 && goodput > 20.0, "goodput {goodput} Mbit/s on a 100 Mbit/s link");
-    let mechanisms = report["link"]["mechanisms"].to_string();
+    let link = report.link.as_ref().expect("link");
+    let mechanisms = link.mechanisms.join(", ");
     assert!(mechanisms.contains("100mbit"), "{mechanisms}");
-    // Each end's qdisc is named with what it dropped: tbf on both, and nothing else.
-    let qdiscs = report["link"]["qdisc_drops"].as_array().unwrap_or_else(|| panic!("per qdisc: {report}"));
-    let kinds: Vec<(&str, &str)> =
-        qdiscs.iter().map(|q| (q["end"].as_str().expect("end"), q["kind"].as_str().expect("kind"))).collect();
+    // Each end's qdisc is named with what it dropped (a count, not why it is unknown): tbf on
+    // both, and nothing else.
+    let QdiscDropsRecord::PerQdisc(qdiscs) = &link.qdisc_drops else { panic!("per qdisc: {link:?}") };
+    let kinds: Vec<(&str, &str)> = qdiscs.iter().map(|q| (q.end.as_str(), q.kind.as_str())).collect();
     assert_eq!(kinds, [("server", "tbf"), ("client", "tbf")]);
-    assert!(qdiscs.iter().all(|q| q["dropped"].is_u64()), "{qdiscs:?}");
     assert!(our_namespaces().is_empty());
 }
 
@@ -51,11 +52,11 @@ fn five_percent_loss_is_applied_measured_noticed_by_the_lut_and_survived() {
         .output()
         .expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    assert_eq!(report["repetitions"][0]["payload_verified"], true);
-    let loss = &report["link"]["observed_loss"];
-    let pct = loss["pct"].as_f64().expect("measured loss");
-    assert!(loss["dropped"].as_u64().expect("dropped") > 0 && (1.0..=12.0).contains(&pct), "{loss}");
+    let report = load_record(&json);
+    assert!(report.repetitions[0].payload_verified);
+    let loss = report.link.as_ref().and_then(|l| l.observed_loss).expect("measured loss");
+    let pct = loss.pct;
+    assert!(loss.dropped > 0 && (1.0..=12.0).contains(&pct), "{loss:?}");
     // quinn's own qlog (merged into the server trace) declares packets lost.
     let server_trace = std::fs::read_to_string(out_dir.join("server.sqlog")).expect("server trace");
     let lost = server_trace.matches("packet_lost").count();
@@ -80,33 +81,33 @@ fn conditions_need_veth_and_bad_ones_are_errors() {
 }
 
 /// The relay's figures for one direction, or `None` where netem applied the conditions.
-fn relay_direction(report: &Value, direction: &str) -> Option<Value> {
-    let relay = &report["link"]["relay"];
-    if relay.is_null() {
-        assert!(report["link"]["mechanisms"].to_string().contains("netem"), "{report}");
+fn relay_direction(report: &RunRecord, direction: &str) -> Option<DirectionStats> {
+    let link = report.link.as_ref().expect("link");
+    let Some(relay) = &link.relay else {
+        assert!(link.mechanisms.iter().any(|m| m.contains("netem")), "{link:?}");
         return None;
-    }
-    Some(relay[direction].clone())
+    };
+    Some(if direction == "up" { relay.up } else { relay.down })
 }
 
 #[test]
 fn delay_is_applied_both_ways_and_measured() {
     let _g = serial();
-    let report = run_json(&["--lut", "quinn", "--link", "veth", "--delay", "10", "--size", "2MB"]);
-    assert_eq!(report["repetitions"][0]["payload_verified"], true);
+    let report = run_record(&["--lut", "quinn", "--link", "veth", "--delay", "10", "--size", "2MB"]);
+    assert!(report.repetitions[0].payload_verified);
     // A 1-RTT handshake over 10 ms each way takes at least 20 ms.
-    let handshake = report["repetitions"][0]["handshake_ms"].as_f64().expect("handshake");
+    let handshake = report.repetitions[0].handshake_ms;
     assert!((20.0..500.0).contains(&handshake), "handshake {handshake} ms with 10 ms each way");
     for direction in ["up", "down"] {
         let Some(d) = relay_direction(&report, direction) else { return };
-        let datagrams = d["datagrams"].as_f64().expect("datagrams");
-        let ms = |k: &str| d[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {d}")) / 1e6;
+        let datagrams = d.datagrams as f64;
+        let ms = |ns: u64| ns as f64 / 1e6;
         // Every datagram drew exactly 10 ms; it was held at least that (lateness only adds, and
         // stays far below the delay unless the machine is swamped).
-        assert!((ms("drawn_ns_min") - 10.0).abs() < 1e-3 && (ms("drawn_ns_max") - 10.0).abs() < 1e-3, "{d}");
-        let mean = ms("held_ns_sum") / datagrams;
-        assert!(datagrams > 10.0 && ms("held_ns_min") >= 10.0 && mean < 20.0, "{direction}: {d}");
-        assert_eq!((d["reordered"].as_u64(), d["undelayed"].as_u64()), (Some(0), Some(0)), "{direction}: {d}");
+        assert!((ms(d.drawn_ns_min) - 10.0).abs() < 1e-3 && (ms(d.drawn_ns_max) - 10.0).abs() < 1e-3, "{d:?}");
+        let mean = ms(d.held_ns_sum) / datagrams;
+        assert!(datagrams > 10.0 && ms(d.held_ns_min) >= 10.0 && mean < 20.0, "{direction}: {d:?}");
+        assert_eq!((d.reordered, d.undelayed), (0, 0), "{direction}: {d:?}");
     }
     assert!(our_namespaces().is_empty());
 }
@@ -114,24 +115,23 @@ fn delay_is_applied_both_ways_and_measured() {
 #[test]
 fn jitter_and_reordering_are_applied_measured_and_survived() {
     let _g = serial();
-    let report = run_json(&["--lut", "quinn", "--link", "veth", "--delay", "5", "--reorder", "5", "--size", "3MB"]);
-    assert_eq!(report["repetitions"][0]["payload_verified"], true);
+    let report = run_record(&["--lut", "quinn", "--link", "veth", "--delay", "5", "--reorder", "5", "--size", "3MB"]);
+    assert!(report.repetitions[0].payload_verified);
     if let Some(d) = relay_direction(&report, "down") {
-        let datagrams = d["datagrams"].as_f64().expect("datagrams");
-        let undelayed = d["undelayed"].as_f64().expect("undelayed") * 100.0 / datagrams;
+        let undelayed = d.undelayed as f64 * 100.0 / d.datagrams as f64;
         // 5% of ~2000+ datagrams drawn: well within 2.5-8%.
-        assert!((2.5..8.0).contains(&undelayed), "{undelayed}% sent undelayed: {d}");
-        assert!(d["reordered"].as_u64().expect("reordered") > 0, "{d}");
+        assert!((2.5..8.0).contains(&undelayed), "{undelayed}% sent undelayed: {d:?}");
+        assert!(d.reordered > 0, "{d:?}");
     }
-    let report = run_json(&["--lut", "quinn", "--link", "veth", "--delay", "5", "--jitter", "2", "--size", "1MB"]);
-    assert_eq!(report["repetitions"][0]["payload_verified"], true);
+    let report = run_record(&["--lut", "quinn", "--link", "veth", "--delay", "5", "--jitter", "2", "--size", "1MB"]);
+    assert!(report.repetitions[0].payload_verified);
     if let Some(d) = relay_direction(&report, "down") {
         // The draws span the jitter; what was actually held is never shorter than drawn (the
         // relay's lateness on a busy machine only adds).
-        let ms = |k: &str| d[k].as_f64().unwrap_or_else(|| panic!("{k} missing: {d}")) / 1e6;
-        let (low, high) = (ms("drawn_ns_min"), ms("drawn_ns_max"));
-        assert!(low >= 3.0 && high <= 7.0 && high - low > 2.0, "drawn {low}-{high} ms for 5 ± 2 ms: {d}");
-        assert!(ms("held_ns_min") >= low, "{d}");
+        let ms = |ns: u64| ns as f64 / 1e6;
+        let (low, high) = (ms(d.drawn_ns_min), ms(d.drawn_ns_max));
+        assert!(low >= 3.0 && high <= 7.0 && high - low > 2.0, "drawn {low}-{high} ms for 5 ± 2 ms: {d:?}");
+        assert!(ms(d.held_ns_min) >= low, "{d:?}");
     }
     assert!(our_namespaces().is_empty());
 }

@@ -9,7 +9,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::lut::{calls, role, syscall, verified};
-use common::{nesquic, run_json, serial, stderr};
+use common::{function_mechanism, nesquic, run_record, serial, stderr, Role, RunRecord};
 
 /// The generated `#!` script; `just build` makes it and its venv.
 fn aioquic() -> PathBuf {
@@ -28,21 +28,21 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 
 /// One AEAD seal per datagram sent and one open per datagram received, header protection once
 /// per packet: aioquic sends one packet per datagram (a few handshake datagrams coalesce two).
-fn check_crypto_per_datagram(report: &serde_json::Value) {
-    for (name, sent, received) in [("server", "sendto", "recvfrom"), ("client", "sendto", "recvfrom")] {
+fn check_crypto_per_datagram(report: &RunRecord) {
+    for (name, sent, received) in [(Role::Server, "sendto", "recvfrom"), (Role::Client, "sendto", "recvfrom")] {
         let r = role(report, name);
         for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
-            assert!(calls(r, category) > 0, "{name}: no {category}");
+            assert!(calls(r, category) > 0, "{name:?}: no {category}");
         }
         let (send_calls, sent, messages) = syscall(r, sent);
         let (_, received, _) = syscall(r, received);
-        assert_eq!((send_calls, messages), (sent, sent), "{name}: one datagram per sendto");
+        assert_eq!((send_calls, messages), (sent, sent), "{name:?}: one datagram per sendto");
         let (seal, open, hp) = (calls(r, "crypto.seal"), calls(r, "crypto.open"), calls(r, "crypto.header_protection"));
-        assert!(seal >= sent && seal <= sent + 8, "{name}: {seal} seals for {sent} datagrams sent");
-        assert!(open >= received && open <= received + 8, "{name}: {open} opens for {received} datagrams received");
-        assert!(hp.abs_diff(seal + open) <= 16, "{name}: {hp} header protections for {seal} seals + {open} opens");
+        assert!(seal >= sent && seal <= sent + 8, "{name:?}: {seal} seals for {sent} datagrams sent");
+        assert!(open >= received && open <= received + 8, "{name:?}: {open} opens for {received} datagrams received");
+        assert!(hp.abs_diff(seal + open) <= 16, "{name:?}: {hp} header protections for {seal} seals + {open} opens");
     }
-    assert!(syscall(role(report, "server"), "sendto").1 > 3_000, "5 MB in 1200-byte datagrams");
+    assert!(syscall(role(report, Role::Server), "sendto").1 > 3_000, "5 MB in 1200-byte datagrams");
 }
 
 #[test]
@@ -51,12 +51,12 @@ fn crypto_in_the_dlopened_library_and_syscalls_are_counted_by_the_agent_and_the_
     aioquic();
     for (backend, mechanism) in [("user", "user"), ("kernel", "uprobe")] {
         let report =
-            run_json(&["--lut", "aioquic", "--size", "5MB", "--probe", "io,crypto", "--probe-backend", backend]);
+            run_record(&["--lut", "aioquic", "--size", "5MB", "--probe", "io,crypto", "--probe-backend", backend]);
         verified(&report, 5_000_000);
         check_crypto_per_datagram(&report);
-        for f in role(&report, "server")["functions"].as_array().expect("functions") {
-            assert!(f["mechanism"].as_str().is_some_and(|m| m.starts_with(mechanism)), "{backend}: {f}");
-            assert!(f["object"].as_str().is_some_and(|o| o.ends_with("_rust.abi3.so")), "{f}");
+        for f in &role(&report, Role::Server).functions {
+            assert!(function_mechanism(f).starts_with(mechanism), "{backend}: {f:?}");
+            assert!(f.object.ends_with("_rust.abi3.so"), "{f:?}");
         }
     }
 }
@@ -69,7 +69,7 @@ fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
 #[test]
 fn options_it_has_run_and_the_others_are_refused_by_name() {
     aioquic();
-    let report = run_json(&["--lut", "aioquic", "--size", "1MB", "--cc", "cubic", "--cipher", "chacha20"]);
+    let report = run_record(&["--lut", "aioquic", "--size", "1MB", "--cc", "cubic", "--cipher", "chacha20"]);
     verified(&report, 1_000_000);
     for opt in ["gso=on", "cc=bbr"] {
         let out = nesquic().args(["run", "--lut", "aioquic", "--lut-opt", opt]).output().expect("run nesquic");

@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::lut::{calls, crypto_bytes, role, syscall, verified};
-use common::{run_json, serial};
+use common::{run_record, serial, Role};
 
 /// The C executable; `just build` builds it when Debian's packages are installed.
 fn ngtcp2() -> PathBuf {
@@ -34,24 +34,24 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 fn crypto_and_syscalls_are_counted_on_both_sides() {
     let _g = serial();
     ngtcp2();
-    let report = run_json(&["--lut", "ngtcp2", "--size", "5MB", "--probe", "io,crypto"]);
+    let report = run_record(&["--lut", "ngtcp2", "--size", "5MB", "--probe", "io,crypto"]);
     verified(&report, 5_000_000);
-    for name in ["server", "client"] {
+    for name in [Role::Server, Role::Client] {
         let r = role(&report, name);
         for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
-            assert!(calls(r, category) > 0, "{name}: no {category}");
+            assert!(calls(r, category) > 0, "{name:?}: no {category}");
         }
         let (seal, open, hp) = (calls(r, "crypto.seal"), calls(r, "crypto.open"), calls(r, "crypto.header_protection"));
-        assert!(hp.abs_diff(seal + open) <= 16, "{name}: {hp} header protections for {seal} seals + {open} opens");
+        assert!(hp.abs_diff(seal + open) <= 16, "{name:?}: {hp} header protections for {seal} seals + {open} opens");
         // One seal per packet, one packet per datagram (the first flights coalesce a few).
         let (_, sent, _) = syscall(r, "sendmsg");
-        assert!(seal >= sent && seal <= sent + 8, "{name}: {seal} seals for {sent} datagrams sent");
+        assert!(seal >= sent && seal <= sent + 8, "{name:?}: {seal} seals for {sent} datagrams sent");
     }
     // The server's seals carry the payload (ngtcp2_crypto_encrypt's plaintext length).
-    let sealed = crypto_bytes(role(&report, "server"), "crypto.seal");
+    let sealed = crypto_bytes(role(&report, Role::Server), "crypto.seal");
     assert!(sealed > 5_000_000 && sealed < 5_300_000, "server sealed {sealed} bytes for 5 MB");
-    let (_, received, _) = syscall(role(&report, "client"), "recvmsg");
-    let opens = calls(role(&report, "client"), "crypto.open");
+    let (_, received, _) = syscall(role(&report, Role::Client), "recvmsg");
+    let opens = calls(role(&report, Role::Client), "crypto.open");
     assert!(opens >= received && opens <= received + 8, "client: {opens} opens for {received} datagrams received");
 }
 
@@ -59,14 +59,14 @@ fn crypto_and_syscalls_are_counted_on_both_sides() {
 fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     ngtcp2();
-    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gso", "server", "sendmsg");
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gso", Role::Server, "sendmsg");
 }
 
 #[test]
 fn gro_off_receives_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     ngtcp2();
-    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gro", "client", "recvmsg");
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("ngtcp2", "gro", Role::Client, "recvmsg");
 }
 
 #[test]
@@ -78,7 +78,7 @@ fn a_certificate_the_client_does_not_trust_fails_the_handshake() {
 fn options_it_has_run() {
     ngtcp2();
     for (cc, cipher) in [("bbr", "chacha20"), ("newreno", "aes256gcm")] {
-        let report = run_json(&["--lut", "ngtcp2", "--size", "2MB", "--cc", cc, "--cipher", cipher]);
+        let report = run_record(&["--lut", "ngtcp2", "--size", "2MB", "--cc", cc, "--cipher", cipher]);
         verified(&report, 2_000_000);
     }
 }

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use common::lut::{client_cmd, exec_run, server_cmd};
-use common::{serial, stderr};
-use serde_json::Value;
+use common::{serial, stderr, RunRecord};
+use nesquic_engine::custom_build::ScriptReport;
 
 fn adapters() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../lut-adapters")
@@ -44,7 +44,7 @@ fn build(lut: &str, checkout: &Path, out_dir: &Path) -> Output {
 }
 
 /// The one JSON line of a build that succeeded, and its stderr.
-fn built(lut: &str, checkout: &Path, out_dir: &Path) -> (Value, String) {
+fn built(lut: &str, checkout: &Path, out_dir: &Path) -> (ScriptReport, String) {
     let out = build(lut, checkout, out_dir);
     assert!(out.status.success(), "{lut}: {}", stderr(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -157,11 +157,11 @@ fn a_checkout_is_what_runs_and_a_broken_one_fails(lut: &str, proof: &[&str]) {
     let (info, _) = built(lut, &src, &out_dir);
     let source = src.canonicalize().expect("canonical").display().to_string();
     let binary = out_dir.canonicalize().expect("out").join(format!("nesquic-lut-{lut}"));
-    assert_eq!(info["binary"].as_str(), binary.to_str(), "{info}");
-    assert_eq!(info["source"].as_str(), Some(source.as_str()), "{info}");
-    assert_eq!(info["version"].as_str(), Some(pinned_version(lut).as_str()), "{info}");
-    assert_eq!((info["revision"].as_str(), info["dirty"].as_bool()), (Some("not a git repository"), Some(false)));
-    let said = info["proof"].as_str().expect("proof");
+    assert_eq!(info.binary, binary, "{info:?}");
+    assert_eq!(info.source.to_str(), Some(source.as_str()), "{info:?}");
+    assert_eq!(info.version, pinned_version(lut), "{info:?}");
+    assert_eq!((info.revision.as_str(), info.dirty), ("not a git repository", false));
+    let said = &info.proof;
     for words in proof.iter().chain([&source.as_str()]) {
         assert!(said.contains(words), "{lut}: proof lacks {words:?}: {said}");
     }
@@ -235,15 +235,15 @@ fn a_git_checkouts_revision_and_dirty_tree_are_reported_and_an_edit_rebuilds() {
     let head = git(&src, &["rev-parse", "HEAD"]);
     let out_dir = dir.path().join("out");
     let (clean, _) = built("quic-go", &src, &out_dir);
-    assert_eq!((clean["revision"].as_str(), clean["dirty"].as_bool()), (Some(head.as_str()), Some(false)), "{clean}");
-    assert_eq!(clean["version"].as_str(), Some(&head[..7]), "git describe --always: no tag, the short hash");
+    assert_eq!((clean.revision.as_str(), clean.dirty), (head.as_str(), false), "{clean:?}");
+    assert_eq!(clean.version, head[..7], "git describe --always: no tag, the short hash");
 
     let log = dir.path().join("loaded-by");
     mark("quic-go", &src, &log);
     let (dirty, err) = built("quic-go", &src, &out_dir);
     assert!(!err.contains("up to date"), "an edit must rebuild: {err}");
-    assert_eq!((dirty["revision"].as_str(), dirty["dirty"].as_bool()), (Some(head.as_str()), Some(true)), "{dirty}");
-    let run = Command::new(dirty["binary"].as_str().expect("binary")).arg("server").output().expect("run it");
+    assert_eq!((dirty.revision.as_str(), dirty.dirty), (head.as_str(), true), "{dirty:?}");
+    let run = Command::new(&dirty.binary).arg("server").output().expect("run it");
     assert!(!run.status.success(), "no --listen: a usage error");
     assert_eq!(loaded_by(&log), ["server"], "the edit is in the rebuilt executable");
 }
@@ -286,10 +286,10 @@ fn a_directory_that_is_not_the_library_is_refused_by_name() {
 struct Cleanup(Vec<PathBuf>);
 
 impl Cleanup {
-    fn of(report: &Value) -> Cleanup {
-        let lut = &report["lut"];
-        let build = lut["binary"].as_str().and_then(|b| Path::new(b).parent()).map(Path::to_path_buf);
-        let worktree = lut["source"]["worktree"].as_str().map(PathBuf::from);
+    fn of(report: &RunRecord) -> Cleanup {
+        let lut = &report.lut;
+        let build = lut.binary.parent().map(Path::to_path_buf);
+        let worktree = lut.source.as_ref().and_then(|s| s.worktree.clone());
         Cleanup(
             build.into_iter().chain(worktree).filter(|p| p.to_string_lossy().contains("/target/lut-builds/")).collect(),
         )
@@ -316,7 +316,7 @@ fn nesquic_run_lut_path_runs_the_checkout_of_every_script_built_lut() {
         let log = dir.path().join("loaded-by");
         mark(lut, &src, &log);
         let path = src.to_str().expect("UTF-8 path");
-        let report = common::run_json(&["--lut", lut, "--lut-path", path, "--size", "2MB"]);
+        let report = common::run_record(&["--lut", lut, "--lut-path", path, "--size", "2MB"]);
         let _cleanup = Cleanup::of(&report);
         common::lut::verified(&report, 2_000_000);
         // The aioquic build imports the library itself (to prove where it loads from), with
@@ -324,18 +324,19 @@ fn nesquic_run_lut_path_runs_the_checkout_of_every_script_built_lut() {
         let roles: Vec<String> = loaded_by(&log).into_iter().filter(|r| r == "server" || r == "client").collect();
         assert_eq!(roles, ["client", "server"], "{lut}: the processes that ran the checkout's library");
         let source = src.canonicalize().expect("canonical").display().to_string();
-        let record = &report["lut"];
-        assert_eq!(record["source"]["path"].as_str(), Some(source.as_str()), "{record}");
-        let said = record["source"]["proof"].as_str().expect("proof");
+        let record = &report.lut;
+        let checkout = record.source.as_ref().unwrap_or_else(|| panic!("no lut.source: {record:?}"));
+        assert_eq!(checkout.path.to_str(), Some(source.as_str()), "{record:?}");
+        let said = &checkout.proof;
         assert!(said.contains(proof) && said.contains(&source), "{lut}: {said}");
-        let binary = record["binary"].as_str().expect("binary");
+        let binary = record.binary.to_str().expect("UTF-8 binary path");
         assert!(binary.contains("/target/lut-builds/") && binary.ends_with(&format!("/nesquic-lut-{lut}")), "{binary}");
         // Each side's own account of its stack names what it linked (quic-go: the replace, not
         // the version go.mod asks for).
-        let sides = report["repetitions"][0]["io_settings"].as_array().expect("io_settings");
+        let sides = &report.repetitions[0].io_settings;
         assert_eq!(sides.len(), 2, "{sides:?}");
-        for side in sides {
-            let stack = side[1]["stack"].as_str().expect("stack");
+        for (_, side) in sides {
+            let stack = &side.stack;
             let named = match lut {
                 "quic-go" => format!("quic-go {} => {source} ", quic_go_required()),
                 "aioquic" => format!("aioquic {} ", pinned_version(lut)),
@@ -360,11 +361,11 @@ fn lut_rev_runs_each_commit_of_a_script_built_lut() {
     let path = src.to_str().expect("UTF-8 path");
     for (rev, roles) in [("HEAD~1", Vec::<&str>::new()), ("HEAD", vec!["client", "server"])] {
         let commit = git(&src, &["rev-parse", rev]);
-        let report = common::run_json(&["--lut", "quic-go", "--lut-path", path, "--lut-rev", rev, "--size", "2MB"]);
+        let report = common::run_record(&["--lut", "quic-go", "--lut-path", path, "--lut-rev", rev, "--size", "2MB"]);
         let _cleanup = Cleanup::of(&report);
         common::lut::verified(&report, 2_000_000);
         assert_eq!(loaded_by(&log), roles, "{rev}: the processes that ran the marker");
-        assert_eq!(report["lut"]["source"]["revision"].as_str(), Some(commit.as_str()), "{}", report["lut"]);
-        assert_eq!(report["lut"]["source"]["dirty"].as_bool(), Some(false), "{}", report["lut"]);
+        let checkout = report.lut.source.as_ref().unwrap_or_else(|| panic!("no lut.source: {:?}", report.lut));
+        assert_eq!((checkout.revision.as_str(), checkout.dirty), (commit.as_str(), false), "{:?}", report.lut);
     }
 }

@@ -8,7 +8,7 @@ mod common;
 use std::path::PathBuf;
 
 use common::lut::{calls, role, syscall, verified};
-use common::{nesquic, run_json, serial, stderr};
+use common::{nesquic, run_record, serial, stderr, Role};
 
 /// The Go executable; `just build` builds it (CI has Go).
 fn quic_go() -> PathBuf {
@@ -26,23 +26,27 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 fn go_crypto_and_syscalls_are_counted_on_both_sides() {
     let _g = serial();
     quic_go();
-    let report = run_json(&["--lut", "quic-go", "--size", "5MB", "--probe", "io,crypto"]);
+    let report = run_record(&["--lut", "quic-go", "--size", "5MB", "--probe", "io,crypto"]);
     verified(&report, 5_000_000);
-    let probes = &report["repetitions"][0]["probes"];
-    assert_eq!(probes["io_mechanism"], "syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)", "static Go binary");
-    let (server, client) = (role(&report, "server"), role(&report, "client"));
-    for (name, r) in [("server", server), ("client", client)] {
+    let probes = common::probes(&report, 0);
+    assert_eq!(
+        common::json_name(&probes.io_mechanism),
+        "syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)",
+        "static Go binary"
+    );
+    let (server, client) = (role(&report, Role::Server), role(&report, Role::Client));
+    for (name, r) in [(Role::Server, server), (Role::Client, client)] {
         for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
-            assert!(calls(r, category) > 0, "{name}: no {category}");
+            assert!(calls(r, category) > 0, "{name:?}: no {category}");
         }
-        for f in r["functions"].as_array().expect("functions") {
-            assert_eq!((f["timed"].as_bool(), f["mechanism"].as_str()), (Some(false), Some("uprobe")), "{f}");
+        for f in &r.functions {
+            assert_eq!((f.timed, common::function_mechanism(f).as_str()), (false, "uprobe"), "{f:?}");
         }
         // Every packet's header is protected or unprotected once per seal or open (a few
         // handshake-time packets aside: coalesced, or dropped before decryption).
         let (seal, open) = (calls(r, "crypto.seal"), calls(r, "crypto.open"));
         let hp = calls(r, "crypto.header_protection");
-        assert!(hp.abs_diff(seal + open) <= 16, "{name}: {hp} header protections for {seal} seals + {open} opens");
+        assert!(hp.abs_diff(seal + open) <= 16, "{name:?}: {hp} header protections for {seal} seals + {open} opens");
     }
     // quic-go sends with sendmsg (GSO) and receives with recvmmsg. One seal per packet: at least
     // one per datagram sent, a few more where handshake packets share a datagram.
@@ -79,7 +83,7 @@ fn timing_go_functions_is_refused_with_the_reason() {
 fn gso_off_sends_one_datagram_per_syscall_and_on_batches() {
     let _g = serial();
     quic_go();
-    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("quic-go", "gso", "server", "sendmsg");
+    common::lut::offload_off_is_one_datagram_per_syscall_and_on_batches("quic-go", "gso", Role::Server, "sendmsg");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use common::lut::{
     lut_binary, one_seal_or_open_per_datagram, only_the_runs_certificate_is_trusted, payloads_agree_with_quinn,
     refused_with_the_reason, role, server_sends, verified,
 };
-use common::{run_json, serial};
+use common::{run_record, serial, Role};
 
 /// `just build` builds it (scripts/build-own-workspace.sh).
 fn s2n_quic() -> PathBuf {
@@ -29,16 +29,16 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 fn aws_lc_crypto_and_syscalls_are_counted_on_both_sides() {
     let _g = serial();
     s2n_quic();
-    let report = run_json(&["--lut", "s2n-quic", "--size", "5MB", "--probe", "io,crypto"]);
+    let report = run_record(&["--lut", "s2n-quic", "--size", "5MB", "--probe", "io,crypto"]);
     verified(&report, 5_000_000);
     // s2n-quic sends GSO runs batched in sendmmsg and receives GRO runs with recvmmsg (the
     // default 208 KiB receive buffer drops some on loopback: the server seals those again).
     one_seal_or_open_per_datagram(&report, "sendmmsg", "recvmmsg");
-    for name in ["server", "client"] {
-        let functions = role(&report, name)["functions"].as_array().expect("functions").clone();
+    for name in [Role::Server, Role::Client] {
+        let functions = &role(&report, name).functions;
         assert!(
-            functions.iter().any(|f| f["name"].as_str().is_some_and(|s| s.contains("EVP_AEAD_CTX_seal"))),
-            "{name}: aws-lc's versioned EVP_AEAD_CTX_seal* attached: {functions:?}"
+            functions.iter().any(|f| f.name.contains("EVP_AEAD_CTX_seal")),
+            "{name:?}: aws-lc's versioned EVP_AEAD_CTX_seal* attached: {functions:?}"
         );
     }
 }

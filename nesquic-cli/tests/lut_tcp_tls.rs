@@ -7,10 +7,8 @@ mod common;
 
 use std::path::PathBuf;
 
-use serde_json::Value;
-
 use common::lut::{calls, role};
-use common::{nesquic, run_json, serial, stderr, Shape};
+use common::{nesquic, run_record, serial, stderr, Role, RoleMetrics, Shape};
 
 /// TLS 1.3 record plaintext limit (rustls' default fragment size).
 const RECORD: u64 = 16_384;
@@ -32,10 +30,9 @@ fn a_wrong_trust_anchor_fails_the_handshake() {
 }
 
 /// (calls, bytes) over one role's I/O rows of one direction.
-fn io(role: &Value, direction: &str) -> (u64, u64) {
-    let rows = role["io"].as_array().expect("io");
-    let rows = rows.iter().filter(|s| s["direction"] == direction);
-    rows.fold((0, 0), |(c, b), s| (c + s["calls"].as_u64().expect("calls"), b + s["bytes"].as_u64().expect("bytes")))
+fn io(role: &RoleMetrics, direction: &str) -> (u64, u64) {
+    let rows = role.io.iter().filter(|s| common::json_name(&s.direction) == direction);
+    rows.fold((0, 0), |(c, b), s| (c + s.timing.calls, b + s.bytes))
 }
 
 /// The payload records: the server writes one pattern period at a time, cut into 16 KiB records.
@@ -51,7 +48,7 @@ fn probes_count_tcp_syscalls_and_tls_records_alike_on_both_backends() {
     let records = payload_records(size);
     let mut seen = Vec::new();
     for backend in ["user", "kernel"] {
-        let report = run_json(&[
+        let report = run_record(&[
             "--lut",
             "tcp-tls",
             "--size",
@@ -61,7 +58,7 @@ fn probes_count_tcp_syscalls_and_tls_records_alike_on_both_backends() {
             "--probe-backend",
             backend,
         ]);
-        let (server, client) = (role(&report, "server"), role(&report, "client"));
+        let (server, client) = (role(&report, Role::Server), role(&report, Role::Client));
         let (server_sends, server_sent) = io(server, "send");
         let (client_recvs, client_received) = io(client, "recv");
         let (_, client_sent) = io(client, "send");
@@ -104,21 +101,21 @@ fn probes_count_tcp_syscalls_and_tls_records_alike_on_both_backends() {
 #[test]
 fn congestion_control_and_buffers_are_applied_and_reported() {
     let _g = serial();
-    let report = run_json(&[
+    let report = run_record(&[
         "--lut", "tcp-tls", "--size", "1MB", "--cc", "newreno", "--rcvbuf", "1000000", "--sndbuf", "600000",
     ]);
-    let settings = report["repetitions"][0]["io_settings"].as_array().expect("io settings");
+    let settings = &report.repetitions[0].io_settings;
     assert_eq!(settings.len(), 2, "{settings:?}");
     for pair in settings {
-        let io = &pair[1];
+        let io = &pair.1;
         // Read back with getsockopt on the connected sockets.
-        assert_eq!(io["congestion_control"], "reno", "{pair}");
-        assert_eq!(io["recv_buffer"].as_u64(), Some(1_000_000), "{pair}");
-        assert_eq!(io["send_buffer"].as_u64(), Some(600_000), "{pair}");
+        assert_eq!(io.congestion_control.as_deref(), Some("reno"), "{pair:?}");
+        assert_eq!(io.recv_buffer, 1_000_000, "{pair:?}");
+        assert_eq!(io.send_buffer, 600_000, "{pair:?}");
     }
-    let report = run_json(&["--lut", "tcp-tls", "--size", "1MB", "--cc", "bbr"]);
-    for pair in report["repetitions"][0]["io_settings"].as_array().expect("io settings") {
-        assert_eq!(pair[1]["congestion_control"], "bbr", "{pair}");
+    let report = run_record(&["--lut", "tcp-tls", "--size", "1MB", "--cc", "bbr"]);
+    for pair in &report.repetitions[0].io_settings {
+        assert_eq!(pair.1.congestion_control.as_deref(), Some("bbr"), "{pair:?}");
     }
 }
 

@@ -13,7 +13,7 @@ use common::lut::{
     lut_binary, one_seal_or_open_per_datagram, only_the_runs_certificate_is_trusted, payloads_agree_with_quinn,
     refused_with_the_reason, server_sends, the_library_qlog_is_merged, verified,
 };
-use common::{run_json, serial};
+use common::{run_record, serial};
 
 /// `just build` builds it (scripts/build-own-workspace.sh; needs cmake).
 fn tquic() -> PathBuf {
@@ -31,12 +31,12 @@ fn bulk_transfers_are_verified_over_loopback_and_veth() {
 fn crypto_and_syscalls_are_counted_on_both_sides() {
     let _g = serial();
     tquic();
-    let report = run_json(&["--lut", "tquic", "--size", "5MB", "--probe", "io,crypto"]);
+    let report = run_record(&["--lut", "tquic", "--size", "5MB", "--probe", "io,crypto"]);
     verified(&report, 5_000_000);
     // Nesquic's I/O layer: GSO runs batched in sendmmsg, GRO with recvmmsg.
     one_seal_or_open_per_datagram(&report, "sendmmsg", "recvmmsg");
     // The probes and the I/O layer's own counters agree (nesquic checks; a disagreement fails).
-    assert!(report["repetitions"][0]["io_layer_counters"].as_array().is_some_and(|c| c.len() == 2), "{report}");
+    assert_eq!(report.repetitions[0].io_layer_counters.len(), 2, "{report:?}");
 }
 
 #[test]

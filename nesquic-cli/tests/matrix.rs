@@ -3,6 +3,12 @@
 
 use std::process::Command;
 
+use common::{json_name, load_json, load_record, Role};
+use nesquic_record::io::IoSource;
+use nesquic_render::matrix::Row;
+
+mod common;
+
 fn nesquic() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
     // Tests ask for the probes they check: `run` turns some on by default as root.
@@ -13,7 +19,7 @@ fn nesquic() -> Command {
 
 /// `nesquic matrix ARGS` with its runs under `dir`; fails the test unless it succeeds; returns its
 /// stdout and the rows of its `--json`.
-fn matrix(dir: &tempfile::TempDir, args: &[&str]) -> (String, Vec<serde_json::Value>) {
+fn matrix(dir: &tempfile::TempDir, args: &[&str]) -> (String, Vec<Row>) {
     let json = dir.path().join("matrix.json");
     let out = nesquic()
         .arg("matrix")
@@ -25,8 +31,7 @@ fn matrix(dir: &tempfile::TempDir, args: &[&str]) -> (String, Vec<serde_json::Va
         .output()
         .expect("run nesquic");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let rows: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    (String::from_utf8_lossy(&out.stdout).into_owned(), rows.as_array().expect("rows").clone())
+    (String::from_utf8_lossy(&out.stdout).into_owned(), load_json(&json))
 }
 
 #[test]
@@ -34,32 +39,29 @@ fn every_io_path_of_two_luts_lands_in_one_table() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (stdout, rows) =
         matrix(&dir, &["--lut", "quinn,quiche", "--io", "native,nesquic,plain", "--size", "2MB", "--repeat", "2"]);
-    let combos: Vec<(String, String)> = rows
-        .iter()
-        .map(|r| (r["lut"].as_str().expect("lut").to_string(), r["io"].as_str().expect("io").to_string()))
-        .collect();
+    let combos: Vec<(String, String)> = rows.iter().map(|r| (r.lut.clone(), json_name(&r.io))).collect();
     let expected =
         [("quinn", "native"), ("quinn", "nesquic"), ("quinn", "plain"), ("quiche", "nesquic"), ("quiche", "plain")];
     assert_eq!(combos, expected.map(|(a, b)| (a.to_string(), b.to_string())).to_vec());
     for r in rows {
-        assert_eq!(r["rounds"], 2, "{r}");
-        assert_eq!(r["run_dirs"].as_array().expect("dirs").len(), 2);
-        for d in r["run_dirs"].as_array().expect("dirs") {
-            assert!(std::path::Path::new(d.as_str().expect("dir")).join("summary.json").exists(), "{d}");
+        assert_eq!(r.rounds, 2, "{r:?}");
+        assert_eq!(r.run_dirs.len(), 2);
+        for d in &r.run_dirs {
+            assert!(d.join("summary.json").exists(), "{}", d.display());
         }
-        let goodput = r["summary"]["goodput_mbps"]["median"].as_f64().expect("goodput");
-        assert!(goodput > 0.0);
-        if r["io"] == "native" {
+        assert!(r.summary.goodput_mbps.median > 0.0);
+        let io = json_name(&r.io);
+        if io == "native" {
             // No probes: quinn-udp's syscalls are not counted by anyone.
-            assert!(r["server_syscalls_per_mb"].is_null(), "{r}");
+            assert!(r.figures.server_syscalls_per_mb.is_none(), "{r:?}");
         } else {
             // The I/O layer counts its own: a plain loop is one datagram per syscall.
-            assert_eq!(r["syscall_source"], "io-layer");
-            let per_send = r["server_datagrams_per_send"].as_f64().expect("per send");
-            if r["io"] == "plain" {
-                assert!((per_send - 1.0).abs() < 1e-9, "{r}");
+            assert_eq!(r.figures.syscall_source.map(IoSource::label), Some("io-layer"));
+            let per_send = r.figures.server_datagrams_per_send.expect("per send");
+            if io == "plain" {
+                assert!((per_send - 1.0).abs() < 1e-9, "{r:?}");
             } else {
-                assert!(per_send > 4.0, "{r}");
+                assert!(per_send > 4.0, "{r:?}");
             }
         }
     }
@@ -82,22 +84,14 @@ fn testcases_are_a_dimension_on_every_lut() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (stdout, rows) =
         matrix(&dir, &["--lut", "quinn,quiche", "--testcase", "bulk,multi-stream", "--size", "1MB", "--repeat", "1"]);
-    let cells: Vec<(String, String, u64)> = rows
-        .iter()
-        .map(|r| {
-            let t = &r["testcase"];
-            (
-                r["lut"].as_str().expect("lut").into(),
-                t["name"].as_str().expect("name").into(),
-                r["summary"]["repetitions"].as_u64().expect("n"),
-            )
-        })
-        .collect();
+    let cells: Vec<(String, String, usize)> =
+        rows.iter().map(|r| (r.lut.clone(), r.testcase.name.clone(), r.summary.repetitions)).collect();
     let expected = [("quinn", "bulk"), ("quinn", "multi-stream"), ("quiche", "bulk"), ("quiche", "multi-stream")];
     assert_eq!(cells, expected.map(|(l, t)| (l.to_string(), t.to_string(), 1)).to_vec());
     for multi in [&rows[1], &rows[3]] {
-        assert_eq!(multi["testcase"]["workload"]["streams"], 8);
-        assert!(multi["summary"]["workload"]["stream_fairness"]["median"].as_f64().expect("fairness") > 0.125);
+        assert_eq!(multi.testcase.workload.streams, 8);
+        let fairness = multi.summary.workload.as_ref().and_then(|w| w.stream_fairness).expect("fairness");
+        assert!(fairness.median > 0.125);
     }
     assert!(!stdout.contains("skipped"), "{stdout}");
     let out = nesquic().args(["matrix", "--testcase", "bulk,nope"]).output().expect("run nesquic");
@@ -108,18 +102,16 @@ fn testcases_are_a_dimension_on_every_lut() {
 fn tcp_tls_is_the_reference_row_and_ratios_come_from_the_medians() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (_, rows) = matrix(&dir, &["--lut", "quinn,tcp-tls", "--size", "2MB", "--repeat", "1"]);
-    let row = |lut: &str| rows.iter().find(|r| r["lut"] == lut).expect("row").clone();
+    let row = |lut: &str| rows.iter().find(|r| r.lut == lut).expect("row");
     let (quinn, tcp) = (row("quinn"), row("tcp-tls"));
-    let f = |r: &serde_json::Value, k: &str| r["versus"][k].as_f64().expect(k);
-    assert_eq!((f(&tcp, "goodput_ratio"), f(&tcp, "cpu_per_byte_ratio")), (1.0, 1.0), "{tcp}");
-    assert_eq!(quinn["versus"]["reference"], "tcp-tls");
-    let goodput = |r: &serde_json::Value| r["summary"]["goodput_mbps"]["median"].as_f64().expect("goodput");
-    let cpu = |r: &serde_json::Value| {
-        r["summary"]["server_cpu_s"]["median"].as_f64().expect("cpu")
-            + r["summary"]["client_cpu_s"]["median"].as_f64().expect("cpu")
-    };
-    assert!((f(&quinn, "goodput_ratio") - goodput(&quinn) / goodput(&tcp)).abs() < 1e-9, "{quinn}");
-    assert!((f(&quinn, "cpu_per_byte_ratio") - cpu(&quinn) / cpu(&tcp)).abs() < 1e-9, "{quinn}");
+    let versus = |r: &Row| r.versus.clone().unwrap_or_else(|| panic!("no versus: {r:?}"));
+    let (quinn_versus, tcp_versus) = (versus(quinn), versus(tcp));
+    assert_eq!((tcp_versus.goodput_ratio, tcp_versus.cpu_per_byte_ratio), (1.0, 1.0), "{tcp:?}");
+    assert_eq!(quinn_versus.reference, "tcp-tls");
+    let goodput = |r: &Row| r.summary.goodput_mbps.median;
+    let cpu = |r: &Row| r.summary.server_cpu_s.median + r.summary.client_cpu_s.median;
+    assert!((quinn_versus.goodput_ratio - goodput(quinn) / goodput(tcp)).abs() < 1e-9, "{quinn:?}");
+    assert!((quinn_versus.cpu_per_byte_ratio - cpu(quinn) / cpu(tcp)).abs() < 1e-9, "{quinn:?}");
 }
 
 /// `--probe profile:9999,io`: one table of CPU ns per datagram by component across LUTs, from each
@@ -132,31 +124,27 @@ fn cost_per_packet_by_component_is_one_table_across_luts() {
     let (stdout, rows) = matrix(&dir, &args);
     assert!(stdout.contains("CPU ns per datagram by component"), "{stdout}");
     for r in &rows {
-        let run_dir = r["run_dirs"][0].as_str().expect("dir");
-        let summary: serde_json::Value = serde_json::from_slice(
-            &std::fs::read(std::path::Path::new(run_dir).join("summary.json")).expect("summary"),
-        )
-        .expect("json");
-        for (side, cpu_field) in [("server", "server"), ("client", "client")] {
-            let cost = &r["packet_cost"][side];
-            let total = cost["ns_per_datagram"].as_f64().unwrap_or_else(|| panic!("{side}: {r}"));
-            let components = cost["components"].as_object().expect("components");
+        let summary = load_record(&r.run_dirs[0].join("summary.json"));
+        let rep = &summary.repetitions[0];
+        let packet_cost = r.packet_cost.as_ref().unwrap_or_else(|| panic!("no packet cost: {r:?}"));
+        for (side, role, cost, cpu) in [
+            ("server", Role::Server, &packet_cost.server, &rep.server),
+            ("client", Role::Client, &packet_cost.client, &rep.client),
+        ] {
+            let cost = cost.as_ref().unwrap_or_else(|| panic!("{side}: {r:?}"));
+            let total = cost.ns_per_datagram;
+            let components = &cost.components;
             // Where every stack must spend: sealing/opening, sending/receiving, the connection.
             for name in ["crypto", "packet_io", "connection"] {
-                assert!(components.get(name).and_then(|v| v.as_f64()).is_some_and(|v| v > 0.0), "{side} {name}: {r}");
+                assert!(components.get(name).is_some_and(|v| *v > 0.0), "{side} {name}: {r:?}");
             }
-            let sum: f64 = components.values().filter_map(|v| v.as_f64()).sum();
+            let sum: f64 = components.values().sum();
             assert!((sum - total).abs() <= 1e-6 * total, "{side}: components {sum} vs total {total}");
             // The figure is the run's own: ns per datagram x datagrams = the side's CPU time.
-            let role = summary["repetitions"][0]["profile"]["roles"]
-                .as_array()
-                .expect("roles")
-                .iter()
-                .find(|x| x["role"] == side)
-                .expect("role")
-                .clone();
-            let datagrams = role["cost"]["datagrams"].as_f64().expect("datagrams");
-            let cpu_s = summary["repetitions"][0][cpu_field]["cpu_total_s"].as_f64().expect("cpu");
+            let profile = rep.profile.as_ref().expect("profile");
+            let role = profile.roles.iter().find(|x| x.role == role).expect("role");
+            let datagrams = role.cost.as_ref().expect("cost").datagrams as f64;
+            let cpu_s = cpu.cpu_total_s;
             assert!(
                 (total * datagrams / 1e9 - cpu_s).abs() <= 1e-6 * cpu_s,
                 "{side}: {total} x {datagrams} vs {cpu_s}"

@@ -5,8 +5,11 @@
 mod common;
 
 use common::lut::{role, syscall, verified};
-use common::{nesquic, run_json, serial, stderr};
-use serde_json::Value;
+use common::{
+    json_name, load_record, nesquic, qlog_trace, run_record, serial, stderr, Role, RoleMetrics, SyscallMetrics,
+};
+use nesquic_record::events::RunStarted;
+use nesquic_render::pairs::PairCell;
 
 /// Payload per run.
 const SIZE: u64 = 5_000_000;
@@ -16,23 +19,14 @@ const SIZE: u64 = 5_000_000;
 const MIN_DATAGRAMS: u64 = SIZE / 1500;
 
 /// Sum of `field` over a side's packet I/O rows in `direction` ("send" or "recv").
-fn io_sum(side: &Value, direction: &str, field: &str) -> u64 {
-    side["io"]
-        .as_array()
-        .expect("io rows")
-        .iter()
-        .filter(|r| r["syscall"].as_str().is_some_and(|s| s.starts_with(direction)))
-        .map(|r| r[field].as_u64().expect("count"))
-        .sum()
+fn io_sum(side: &RoleMetrics, direction: &str, field: fn(&SyscallMetrics) -> u64) -> u64 {
+    side.io.iter().filter(|r| common::syscall_name(r).starts_with(direction)).map(field).sum()
 }
 
 /// The `run_started` event of a run directory's trace for `role`.
-fn run_started(dir: &std::path::Path, role: &str) -> Value {
-    let text = std::fs::read_to_string(dir.join(format!("{role}.sqlog"))).expect("trace");
-    text.split('\u{1e}')
-        .filter_map(|r| serde_json::from_str::<Value>(r.trim()).ok())
-        .find(|e| e["name"] == "nesquic:run_started")
-        .unwrap_or_else(|| panic!("no run_started in {role}.sqlog"))
+fn run_started(dir: &std::path::Path, role: &str) -> RunStarted {
+    let (trace, _) = qlog_trace(&dir.join(format!("{role}.sqlog")));
+    trace.run_started().expect("typed events").unwrap_or_else(|| panic!("no run_started in {role}.sqlog"))
 }
 
 /// Runs `server` against `client` with the io probes and checks what the data guarantee.
@@ -52,24 +46,25 @@ fn pair_is_verified_and_probed_on_both_sides(server: &str, client: &str) {
         .output()
         .expect("run nesquic");
     assert!(out.status.success(), "server {server} x client {client}: {}", stderr(&out));
-    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
+    let report = load_record(&json);
     // The client verified every byte of the pattern the other library's server sent.
     verified(&report, SIZE);
     // The record says which LUT ran on which side.
-    assert_eq!(report["lut"]["name"], server, "{}", report["lut"]);
-    assert_eq!(report["client_side"]["lut"]["name"], client, "{}", report["client_side"]);
+    assert_eq!(report.lut.name, server, "{:?}", report.lut);
+    assert_eq!(report.client_side.as_ref().map(|c| c.lut.name.as_str()), Some(client), "{:?}", report.client_side);
     // Each side's trace names its own LUT.
-    assert_eq!(run_started(&run, "server")["data"]["lut"]["name"], server);
-    assert_eq!(run_started(&run, "client")["data"]["lut"]["name"], client);
+    assert_eq!(run_started(&run, "server").lut.name, server);
+    assert_eq!(run_started(&run, "client").lut.name, client);
     // Both sides' packet I/O was measured: the payload left the server and reached the client.
-    let (s, c) = (role(&report, "server"), role(&report, "client"));
+    let (s, c) = (role(&report, Role::Server), role(&report, Role::Client));
     for (name, side, direction) in [("server", s, "send"), ("client", c, "recv")] {
-        let (bytes, datagrams) = (io_sum(side, direction, "bytes"), io_sum(side, direction, "datagrams"));
+        let (bytes, datagrams) = (io_sum(side, direction, |r| r.bytes), io_sum(side, direction, |r| r.datagrams));
         assert!(bytes >= SIZE, "{name} {server} x {client}: {bytes} bytes {direction}");
         assert!(datagrams >= MIN_DATAGRAMS, "{name}: {datagrams} datagrams {direction}");
     }
     // The requests and acknowledgements went the other way, measured on both sides too.
-    assert!(io_sum(c, "send", "calls") > 0 && io_sum(s, "recv", "calls") > 0, "{report}");
+    let calls = |r: &SyscallMetrics| r.timing.calls;
+    assert!(io_sum(c, "send", calls) > 0 && io_sum(s, "recv", calls) > 0, "{report:?}");
     let page = std::fs::read_to_string(dir.path().join("report.html")).expect("report.html");
     assert!(page.contains(&format!("client LUT</td><td>{client} ")), "the page names the client's LUT");
     assert!(page.contains(&format!("server LUT</td><td>{server} ")), "the page names the server's LUT");
@@ -94,10 +89,10 @@ fn quic_go_and_quiche_talk_both_ways() {
     pair_is_verified_and_probed_on_both_sides("quic-go", "quiche");
     pair_is_verified_and_probed_on_both_sides("quiche", "quic-go");
     // quic-go is a static Go binary: the syscall tracepoints measure both sides alike.
-    let report = run_json(&["--server-lut", "quiche", "--client-lut", "quic-go", "--size", "1MB", "--probe", "io"]);
-    let mechanism = &report["repetitions"][0]["probes"]["io_mechanism"];
+    let report = run_record(&["--server-lut", "quiche", "--client-lut", "quic-go", "--size", "1MB", "--probe", "io"]);
+    let mechanism = json_name(&common::probes(&report, 0).io_mechanism);
     assert_eq!(mechanism, "syscall tracepoints (syscalls:sys_enter_*/sys_exit_*)");
-    assert!(syscall(role(&report, "client"), "recvmmsg").0 > 0, "quic-go receives with recvmmsg");
+    assert!(syscall(role(&report, Role::Client), "recvmmsg").0 > 0, "quic-go receives with recvmmsg");
 }
 
 /// `nesquic run ARGS`, expected to be refused before anything runs: its stderr.
@@ -194,14 +189,13 @@ fn the_pair_matrix_puts_clients_in_rows_and_says_why_a_pair_did_not_run() {
         text.contains("[1] server tcp-tls x client msquic: the server tcp-tls speaks TLS over kernel TCP"),
         "{text}"
     );
-    let cells: Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    let cells = cells.as_array().expect("cells");
+    let cells: Vec<PairCell> = common::load_json(&json);
     assert_eq!(cells.len(), 2);
     // Two rounds of the pair that runs, none of the other.
-    assert_eq!((cells[0]["server"].as_str(), cells[0]["client"].as_str()), (Some("quinn"), Some("msquic")));
-    assert_eq!(cells[0]["rounds"], 2, "{}", cells[0]);
-    assert_eq!(cells[0]["run_dirs"].as_array().map(Vec::len), Some(2));
-    assert_eq!(cells[1]["rounds"], 0);
+    assert_eq!((cells[0].server.as_str(), cells[0].client.as_str()), ("quinn", "msquic"));
+    assert_eq!(cells[0].rounds, 2, "{:?}", cells[0]);
+    assert_eq!(cells[0].run_dirs.len(), 2);
+    assert_eq!(cells[1].rounds, 0);
     let page = std::fs::read_to_string(dir.path().join("pairs.html")).expect("page");
     assert!(page.contains("<td title=\"server tcp-tls x client msquic: the server tcp-tls"), "heat map cell says why");
 }
@@ -210,19 +204,19 @@ fn the_pair_matrix_puts_clients_in_rows_and_says_why_a_pair_did_not_run() {
 fn each_sides_agent_hooks_its_own_crypto_and_reports_no_foreign_function() {
     let _g = serial();
     let report =
-        run_json(&["--server-lut", "quinn", "--client-lut", "msquic", "--size", "5MB", "--probe", "io,crypto"]);
+        run_record(&["--server-lut", "quinn", "--client-lut", "msquic", "--size", "5MB", "--probe", "io,crypto"]);
     verified(&report, SIZE);
-    let agents = report["repetitions"][0]["agents"].as_array().expect("agents");
+    let agents = &report.repetitions[0].agents;
     assert_eq!(agents.len(), 2, "{agents:?}");
     for a in agents {
-        let functions = a["functions"].as_array().expect("functions");
+        let functions = &a.functions;
         // Only the side's own functions, every one hooked (msquic's CxPlat* in the client only).
-        assert!(!functions.is_empty() && functions.iter().all(|f| f["patched"] == true), "{a}");
-        let msquic = functions.iter().any(|f| f["name"].as_str().is_some_and(|n| n.starts_with("CxPlat")));
-        assert_eq!(msquic, a["role"] == "client", "{a}");
+        assert!(!functions.is_empty() && functions.iter().all(|f| f.patched), "{a:?}");
+        let msquic = functions.iter().any(|f| f.name.starts_with("CxPlat"));
+        assert_eq!(msquic, a.role == Role::Client, "{a:?}");
     }
     // Every payload packet is sealed by the server and opened by the client.
-    let (s, c) = (role(&report, "server"), role(&report, "client"));
-    assert!(common::lut::calls(s, "crypto.seal") >= MIN_DATAGRAMS, "{s}");
-    assert!(common::lut::calls(c, "crypto.open") >= MIN_DATAGRAMS, "{c}");
+    let (s, c) = (role(&report, Role::Server), role(&report, Role::Client));
+    assert!(common::lut::calls(s, "crypto.seal") >= MIN_DATAGRAMS, "{s:?}");
+    assert!(common::lut::calls(c, "crypto.open") >= MIN_DATAGRAMS, "{c:?}");
 }

@@ -7,8 +7,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::ssh_host::{nesquic_path, SshHost};
-use common::{assert_nothing_attached, nesquic, our_programs, serial, stderr};
-use serde_json::Value;
+use common::{assert_nothing_attached, json_name, load_record, nesquic, our_programs, serial, stderr, Role, RunRecord};
+use nesquic_record::events::HostInfo;
+use nesquic_record::figures::RepetitionFigures;
 
 /// `nesquic run` with the server on `host`, extra flags after.
 fn remote_run(host: &SshHost, extra: &[&str]) -> Command {
@@ -19,27 +20,24 @@ fn remote_run(host: &SshHost, extra: &[&str]) -> Command {
 }
 
 /// Per direction: (syscalls, datagrams, bytes) the probes counted for one role.
-fn probe_totals(rep: &Value, role: &str, direction: &str) -> (u64, u64, u64) {
-    let roles = rep["probes"]["roles"].as_array().expect("probe roles");
-    let figures = roles.iter().find(|r| r["role"] == role).unwrap_or_else(|| panic!("no probe figures for {role}"));
-    let io = figures["io"].as_array().expect("io");
-    let of = |field: &str| -> u64 {
-        io.iter().filter(|s| s["direction"] == direction).map(|s| s[field].as_u64().expect("number")).sum()
-    };
-    (of("calls"), of("datagrams"), of("bytes"))
+fn probe_totals(rep: &RepetitionFigures, role: Role, direction: &str) -> (u64, u64, u64) {
+    let probes = rep.probes.as_ref().expect("probes");
+    let figures = common::role_in(probes, role);
+    let rows = || figures.io.iter().filter(|s| json_name(&s.direction) == direction);
+    (rows().map(|s| s.timing.calls).sum(), rows().map(|s| s.datagrams).sum(), rows().map(|s| s.bytes).sum())
 }
 
 /// The I/O layer's own counters of `role`: (syscalls, datagrams, bytes) for `direction`.
-fn own_counters(rep: &Value, role: &str, direction: &str) -> (u64, u64, u64) {
-    let pairs = rep["io_layer_counters"].as_array().expect("io layer counters");
-    let pair = pairs.iter().find(|p| p[0] == role).unwrap_or_else(|| panic!("{role} reported no counters: {rep}"));
-    let c = &pair[1][direction];
-    let n = |f: &str| c[f].as_u64().expect("number");
-    (n("syscalls"), n("datagrams"), n("bytes"))
+fn own_counters(rep: &RepetitionFigures, role: Role, direction: &str) -> (u64, u64, u64) {
+    let pair = rep.io_layer_counters.iter().find(|p| p.0 == role);
+    let counters = pair.unwrap_or_else(|| panic!("{role:?} reported no counters: {rep:?}")).1;
+    let c = if direction == "send" { counters.send } else { counters.recv };
+    (c.syscalls, c.datagrams, c.bytes)
 }
 
-fn json_of(path: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(path).expect("json")).expect("json")
+/// One role's host in a record.
+fn host_of(record: &RunRecord, role: Role) -> &HostInfo {
+    &record.hosts.iter().find(|h| h.0 == role).unwrap_or_else(|| panic!("no {role:?} host")).1
 }
 
 #[test]
@@ -63,40 +61,39 @@ fn quinn_server_on_a_remote_host_is_probed_there() {
     let merged = err.lines().find(|l| l.contains("LUT qlog events into") && l.ends_with("server.sqlog"));
     let count = merged.and_then(|l| l.split_whitespace().nth(2)).and_then(|n| n.parse::<u64>().ok());
     assert!(count.is_some_and(|n| n > 1000), "{err}");
-    let record = json_of(&json);
-    for rep in record["repetitions"].as_array().expect("reps") {
-        assert!(rep["server"]["cpu_total_s"].as_f64().expect("server cpu") > 0.0, "{rep}");
-        for role in ["server", "client"] {
+    let record = load_record(&json);
+    for rep in &record.repetitions {
+        assert!(rep.server.cpu_total_s > 0.0, "{rep:?}");
+        for role in [Role::Server, Role::Client] {
             for direction in ["send", "recv"] {
                 let probed = probe_totals(rep, role, direction);
-                assert_eq!(probed, own_counters(rep, role, direction), "{role} {direction}");
-                assert!(probed.1 > 0, "{role} {direction}: nothing counted");
+                assert_eq!(probed, own_counters(rep, role, direction), "{role:?} {direction}");
+                assert!(probed.1 > 0, "{role:?} {direction}: nothing counted");
             }
         }
     }
     // Per host: where it ran, the NIC on the route to the other host, the clock offset.
-    let hosts = record["hosts"].as_array().expect("hosts");
-    let server = hosts.iter().find(|h| h[0] == "server").expect("server host")[1].clone();
-    assert_eq!(server["name"], host.target());
-    assert!(server["nic"].as_str().is_some_and(|n| n.starts_with("nqssh")), "{server}");
-    assert!(!server["offloads"].as_array().expect("offloads").is_empty(), "{server}");
+    let server = host_of(&record, Role::Server);
+    assert_eq!(server.name.as_deref(), Some(host.target().as_str()));
+    assert!(server.nic.as_deref().is_some_and(|n| n.starts_with("nqssh")), "{server:?}");
+    assert!(!server.offloads.is_empty(), "{server:?}");
     // The HTML report names the server's host and its NIC in its Hosts table.
     let page = std::fs::read_to_string(&html).expect("html report");
     let hosts_table = page.split("<h3>Hosts</h3>").nth(1).expect("a Hosts table");
-    let nic = server["nic"].as_str().expect("nic");
+    let nic = server.nic.as_deref().expect("nic");
     assert!(hosts_table.contains(&host.target()) && hosts_table.contains(nic), "{hosts_table:.2000}");
     // One kernel, one clock: the offset measured is within its own uncertainty of zero.
-    let clock = &server["clock"];
-    let (offset, rtt) = (clock["offset_ns"].as_i64().expect("offset"), clock["rtt_ns"].as_i64().expect("rtt"));
-    assert!(offset.abs() <= rtt / 2 + 1_000_000, "clock {clock}");
+    let clock = server.clock.as_ref().expect("clock");
+    let (offset, rtt) = (clock.offset_ns, clock.rtt_ns as i64);
+    assert!(offset.abs() <= rtt / 2 + 1_000_000, "clock {clock:?}");
     assert!(host.processes_named("nesquic").is_empty(), "nesquic or its LUT left on the remote host");
 }
 
 /// Median over the repetitions of a run of the server's send figures: (syscalls, bytes).
-fn median_server_sends(record: &Value) -> (f64, f64) {
-    let reps = record["repetitions"].as_array().expect("reps");
+fn median_server_sends(record: &RunRecord) -> (f64, f64) {
+    let reps = &record.repetitions;
     let median = |pick: fn((u64, u64, u64)) -> u64| {
-        let mut v: Vec<f64> = reps.iter().map(|r| pick(probe_totals(r, "server", "send")) as f64).collect();
+        let mut v: Vec<f64> = reps.iter().map(|r| pick(probe_totals(r, Role::Server, "send")) as f64).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
@@ -117,7 +114,7 @@ fn remote_server_counts_what_the_same_transfer_counts_locally() {
     let out = nesquic().arg("run").args(args).args(["--link", "veth", "--json"]).arg(&local).output();
     let out = out.expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
-    let (remote, local) = (median_server_sends(&json_of(&remote)), median_server_sends(&json_of(&local)));
+    let (remote, local) = (median_server_sends(&load_record(&remote)), median_server_sends(&load_record(&local)));
     // Neither side may count double or miss one of its sockets; beyond that the figures move
     // with timing. Every payload byte leaves the server at least once, but losses on the
     // loaded veth pair add retransmissions: 5.4 to 6.5 MB sent here for 5 MB of payload. How
@@ -128,8 +125,8 @@ fn remote_server_counts_what_the_same_transfer_counts_locally() {
     let same_count = 0.67..=1.5;
     assert!(same_count.contains(&sends), "server sends: remote {remote:?}, local {local:?} (ratio {sends:.3})");
     assert!(same_count.contains(&bytes), "server bytes: remote {remote:?}, local {local:?} (ratio {bytes:.3})");
-    let client = |r: &Value| r["repetitions"][0]["probes"]["roles"].as_array().map(|a| a.len());
-    assert_eq!(client(&json_of(&dir.path().join("remote.json"))), Some(2), "both roles' figures");
+    let roles = |r: &RunRecord| r.repetitions[0].probes.as_ref().map(|p| p.roles.len());
+    assert_eq!(roles(&load_record(&dir.path().join("remote.json"))), Some(2), "both roles' figures");
 }
 
 /// The ssh client the local nesquic (`parent`) started.
@@ -256,31 +253,28 @@ fn client_on_a_remote_host_downloads_from_a_local_server() {
     c.args(["--lut", "quinn", "--size", "5MB", "--probe", "io,crypto.open:time", "--json"]).arg(&json);
     let out = c.output().expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
-    let record = json_of(&json);
-    let rep = &record["repetitions"][0];
+    let record = load_record(&json);
+    let rep = &record.repetitions[0];
     // The remote client's result (its `done` line) and both roles' probe figures arrived.
-    assert_eq!(rep["bytes"].as_u64(), Some(5_000_000), "{rep}");
-    assert!(rep["goodput_mbps"].as_f64().is_some_and(|g| g > 0.0), "{rep}");
-    for role in ["server", "client"] {
-        assert!(probe_totals(rep, role, "send").1 > 0, "{role}: nothing sent");
+    assert_eq!(rep.bytes, 5_000_000, "{rep:?}");
+    assert!(rep.goodput_mbps > 0.0, "{rep:?}");
+    for role in [Role::Server, Role::Client] {
+        assert!(probe_totals(rep, role, "send").1 > 0, "{role:?}: nothing sent");
     }
     // Timed probes: each host calibrated its own, and each role's timed rows were compensated
     // with its own host's figures (the run's `calibration` is the local one).
-    assert!(record["calibration"].is_object(), "no local calibration: {record}");
-    let remote = rep["remote_calibration"].as_array().expect("remote calibration");
-    assert!(remote.len() == 1 && remote[0][0] == "client", "{remote:?}");
-    let roles = rep["probes"]["roles"].as_array().expect("probe roles");
-    let client_rows = roles.iter().find(|r| r["role"] == "client").expect("client rows");
-    let timed: Vec<&Value> =
-        client_rows["functions"].as_array().expect("functions").iter().filter(|f| f["timed"] == true).collect();
-    assert!(!timed.is_empty(), "no timed function on the remote client: {client_rows}");
+    assert!(record.calibration.is_some(), "no local calibration: {record:?}");
+    let remote = &rep.remote_calibration;
+    assert!(remote.len() == 1 && remote[0].0 == Role::Client, "{remote:?}");
+    let client_rows = common::role_in(rep.probes.as_ref().expect("probes"), Role::Client);
+    let timed: Vec<_> = client_rows.functions.iter().filter(|f| f.timed).collect();
+    assert!(!timed.is_empty(), "no timed function on the remote client: {client_rows:?}");
     for f in timed {
-        assert!(f["calls"].as_u64().is_some_and(|n| n > 1000), "{f}");
-        assert!(f["compensated_mean_ns"].as_f64().is_some(), "not compensated: {f}");
+        assert!(f.timing.calls > 1000, "{f:?}");
+        assert!(f.compensated_mean_ns.is_some(), "not compensated: {f:?}");
     }
-    let hosts = record["hosts"].as_array().expect("hosts");
-    let client = hosts.iter().find(|h| h[0] == "client").expect("client host")[1].clone();
-    assert_eq!(client["name"], host.target());
+    let client = host_of(&record, Role::Client);
+    assert_eq!(client.name.as_deref(), Some(host.target().as_str()));
     assert!(host.processes_named("nesquic").is_empty());
 }
 
@@ -294,11 +288,11 @@ fn a_multi_connection_testcase_runs_with_a_remote_server() {
     let out = remote_run(&host, &args).args(["--streams", "2", "--size", "200KB", "--json"]).arg(&json).output();
     let out = out.expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
-    let record = json_of(&json);
-    let rep = &record["repetitions"][0];
+    let record = load_record(&json);
+    let rep = &record.repetitions[0];
     // 3 connections x 2 streams x 200 KB, each stream verified by the local client.
-    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(1_200_000), Some(true)), "{rep}");
-    let w = &rep["workload"];
-    assert_eq!((w["connections"].as_u64(), w["streams_per_connection"].as_u64()), (Some(3), Some(2)), "{w}");
+    assert_eq!((rep.bytes, rep.payload_verified), (1_200_000, true), "{rep:?}");
+    let w = rep.workload.as_ref().expect("workload");
+    assert_eq!((w.connections, w.streams_per_connection), (3, 2), "{w:?}");
     assert!(host.processes_named("nesquic").is_empty());
 }

@@ -6,6 +6,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use common::Role;
+use nesquic_record::run::PinnedCpus;
+
+mod common;
+
 fn nesquic() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nesquic"));
     // Tests ask for the probes they check: `run` turns some on by default as root.
@@ -58,33 +63,30 @@ fn quinn_transfers_verified_payload_with_per_side_figures() {
         .output()
         .expect("run nesquic");
     assert!(out.status.success(), "nesquic run failed: {}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json written")).expect("json");
-    assert_eq!(report["size_bytes"], 5_000_000);
-    assert_eq!(report["lut"]["name"], "quinn");
-    assert!(report["lut"]["version"].as_str().expect("version").starts_with("0.11"));
-    let reps = report["repetitions"].as_array().expect("repetitions");
+    let report = common::load_record(&json);
+    assert_eq!(report.size_bytes, 5_000_000);
+    assert_eq!(report.lut.name, "quinn");
+    assert!(report.lut.version.starts_with("0.11"));
+    let reps = &report.repetitions;
     assert_eq!(reps.len(), 2);
     let cores = std::thread::available_parallelism().expect("cores").get() as f64;
     for rep in reps {
-        assert_eq!(rep["bytes"], 5_000_000);
-        assert_eq!(rep["payload_verified"], true);
-        let goodput = rep["goodput_mbps"].as_f64().expect("goodput");
-        let transfer = rep["transfer_s"].as_f64().expect("transfer");
+        assert_eq!(rep.bytes, 5_000_000);
+        assert!(rep.payload_verified);
+        let (goodput, transfer) = (rep.goodput_mbps, rep.transfer_s);
         // Goodput is recomputed from its inputs: bits (not bytes) per second, 10^6 per Mbit.
         assert!(goodput > 0.0);
         assert!((goodput - 5_000_000.0 * 8.0 / transfer / 1e6).abs() < 1e-6 * goodput);
-        assert!(rep["handshake_ms"].as_f64().expect("handshake") > 0.0);
-        for side in ["server", "client"] {
-            let cpu = rep[side]["cpu_utilisation_pct"].as_f64().expect("cpu pct");
+        assert!(rep.handshake_ms > 0.0);
+        for (side, p) in [("server", &rep.server), ("client", &rep.client)] {
+            let cpu = p.cpu_utilisation_pct;
             assert!(cpu > 0.0 && cpu <= 100.0 * cores, "{side} CPU {cpu}% implausible on {cores} cores");
-            let total = rep[side]["cpu_total_s"].as_f64().expect("cpu total");
-            let user = rep[side]["cpu_user_s"].as_f64().expect("user");
-            let sys = rep[side]["cpu_system_s"].as_f64().expect("sys");
+            let (total, user, sys) = (p.cpu_total_s, p.cpu_user_s, p.cpu_system_s);
             assert!((total - user - sys).abs() < 1e-9 && total > 0.0);
         }
     }
-    let median = report["summary"]["goodput_mbps"]["median"].as_f64().expect("median");
-    let (a, b) = (reps[0]["goodput_mbps"].as_f64().expect("a"), reps[1]["goodput_mbps"].as_f64().expect("b"));
+    let median = report.summary.goodput_mbps.median;
+    let (a, b) = (reps[0].goodput_mbps, reps[1].goodput_mbps);
     assert!((median - (a + b) / 2.0).abs() < 1e-9, "median of two is their mean");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("goodput (Mbit/s)") && stdout.contains("payload verified"), "{stdout}");
@@ -185,17 +187,16 @@ fn quinn_proto_over_nesquic_io_survives_injected_loss_end_to_end() {
         .output()
         .expect("run nesquic");
     assert!(out.status.success(), "{}", stderr(&out));
-    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-    let rep = &report["repetitions"][0];
-    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(3_000_000), Some(true)));
-    let settings = rep["io_settings"].as_array().expect("io settings");
-    assert!(settings.iter().all(|s| s[1]["stack"] == "nesquic-io" && s[1]["gso_max_segments"] == 64), "{settings:?}");
+    let report = common::load_record(&json);
+    let rep = &report.repetitions[0];
+    assert_eq!((rep.bytes, rep.payload_verified), (3_000_000, true));
+    let settings = &rep.io_settings;
+    assert!(settings.iter().all(|(_, s)| s.stack == "nesquic-io" && s.gso_max_segments == 64), "{settings:?}");
     // Both sides dropped four received datagrams (the variable reaches both LUT processes).
-    let server = rep["io_layer_counters"].as_array().expect("counters").iter().find(|p| p[0] == "server");
-    let client = rep["io_layer_counters"].as_array().expect("counters").iter().find(|p| p[0] == "client");
-    let (server, client) = (server.expect("server"), client.expect("client"));
-    assert!(client[1]["recv"]["datagrams"].as_u64().expect("n") > 2000, "{client}");
-    assert!(server[1]["send"]["datagrams"].as_u64().expect("n") >= client[1]["recv"]["datagrams"].as_u64().expect("n"));
+    let counters = |role: Role| rep.io_layer_counters.iter().find(|p| p.0 == role).map(|p| p.1);
+    let (server, client) = (counters(Role::Server).expect("server"), counters(Role::Client).expect("client"));
+    assert!(client.recv.datagrams > 2000, "{client:?}");
+    assert!(server.send.datagrams >= client.recv.datagrams);
 }
 
 #[test]
@@ -228,10 +229,10 @@ fn socket_buffer_knobs_are_applied_or_refused() {
             .output()
             .expect("run nesquic");
         assert!(out.status.success(), "{lut}/{io}: {}", stderr(&out));
-        let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json");
-        for pair in report["repetitions"][0]["io_settings"].as_array().expect("io settings") {
+        let report = common::load_record(&json);
+        for pair in &report.repetitions[0].io_settings {
             // As root the *FORCE option is used, so the kernel grants exactly what was asked.
-            assert_eq!(pair[1]["recv_buffer"].as_u64(), Some(16 * default), "{lut}/{io}: {pair}");
+            assert_eq!(pair.1.recv_buffer, 16 * default, "{lut}/{io}: {pair:?}");
         }
     }
     let out = nesquic().args(["run", "--lut", "msquic", "--rcvbuf", "16x"]).output().expect("run");
@@ -313,8 +314,8 @@ fn pin_puts_each_side_and_all_its_threads_on_its_cpu() {
         let threads = seen.get(role).unwrap_or_else(|| panic!("never saw the {role} running: {seen:?}"));
         assert!(threads.iter().all(|t| *t == cpu.to_string()), "{role} threads on {threads:?}, pinned to {cpu}");
     }
-    let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("parse");
-    assert_eq!(record["pinned_cpus"], serde_json::json!({ "server": server, "client": client }));
+    let record = common::load_record(&json);
+    assert_eq!(record.pinned_cpus, Some(PinnedCpus { server, client }));
 }
 
 #[test]

@@ -55,8 +55,13 @@ fn bpf_programs_of(pid: u32) -> Vec<u64> {
 /// Every BPF program id that exists now.
 fn bpf_program_ids() -> Vec<u64> {
     let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("bpftool");
-    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
-    progs.as_array().expect("a list of programs").iter().filter_map(|p| p["id"].as_u64()).collect()
+    // bpftool's format (one object per program), not nesquic's.
+    #[derive(serde::Deserialize)]
+    struct Prog {
+        id: u64,
+    }
+    let progs: Vec<Prog> = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    progs.into_iter().map(|p| p.id).collect()
 }
 
 /// `tc qdisc show` of the run's server veth end, in its namespace (empty once it is gone).

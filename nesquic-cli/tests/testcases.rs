@@ -6,38 +6,30 @@
 
 mod common;
 
-use serde_json::Value;
-
-use common::{assert_done_adds_up, leaked_namespaces, nesquic, run_json, serial, stderr, Shape};
-
-fn f64_at(v: &Value, pointer: &str) -> f64 {
-    v.pointer(pointer).and_then(Value::as_f64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))
-}
+use common::{assert_done_adds_up, leaked_namespaces, nesquic, run_record, serial, stderr, RunRecord, Shape};
+use nesquic_record::figures::RepetitionFigures;
 
 /// Checks one run of `testcase` (sizes as asked) and returns its first repetition.
-fn check(report: &Value, testcase: &str, connections: u64, streams: u64, size: u64) -> Value {
-    assert_eq!(report["testcase"]["name"], testcase);
-    let total = connections * streams * size;
-    assert_eq!(report["size_bytes"].as_u64(), Some(total), "{testcase}");
-    let rep = report["repetitions"][0].clone();
-    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(total), Some(true)), "{testcase}");
-    assert!(f64_at(&rep, "/goodput_mbps") > 0.0);
+fn check(report: &RunRecord, testcase: &str, connections: u32, streams: u32, size: u64) -> RepetitionFigures {
+    assert_eq!(report.testcase.name, testcase);
+    let total = u64::from(connections * streams) * size;
+    assert_eq!(report.size_bytes, total, "{testcase}");
+    let rep = report.repetitions[0].clone();
+    assert_eq!((rep.bytes, rep.payload_verified), (total, true), "{testcase}");
+    assert!(rep.goodput_mbps > 0.0);
     if connections == 1 && streams == 1 {
-        assert!(rep.get("workload").is_none(), "bulk has no per-connection figures: {rep}");
+        assert!(rep.workload.is_none(), "bulk has no per-connection figures: {rep:?}");
         return rep;
     }
-    let w = &rep["workload"];
-    assert_eq!((w["connections"].as_u64(), w["streams_per_connection"].as_u64()), (Some(connections), Some(streams)));
-    let h = |p: &str| f64_at(w, &format!("/handshake_ms/{p}"));
-    assert!(
-        h("min") > 0.0 && h("min") <= h("p50") && h("p50") <= h("p90") && h("p90") <= h("p99") && h("p99") <= h("max")
-    );
+    let w = rep.workload.as_ref().unwrap_or_else(|| panic!("workload missing in {rep:?}"));
+    assert_eq!((w.connections, w.streams_per_connection), (connections, streams));
+    let h = &w.handshake_ms;
+    assert!(h.min > 0.0 && h.min <= h.p50 && h.p50 <= h.p90 && h.p90 <= h.p99 && h.p99 <= h.max);
     // The repetition's handshake figure is the median connection's.
-    assert_eq!(f64_at(&rep, "/handshake_ms"), h("p50"), "{testcase}");
-    let elapsed = f64_at(w, "/elapsed_s");
-    assert!((f64_at(w, "/handshakes_per_s") - connections as f64 / elapsed).abs() < 1e-6);
+    assert_eq!(rep.handshake_ms, h.p50, "{testcase}");
+    assert!((w.handshakes_per_s - f64::from(connections) / w.elapsed_s).abs() < 1e-6);
     // Aggregate goodput covers all bytes, so it is at least the slowest connection's share.
-    assert!(f64_at(w, "/connection_goodput_mbps/min") <= f64_at(w, "/connection_goodput_mbps/max"));
+    assert!(w.connection_goodput_mbps.min <= w.connection_goodput_mbps.max);
     rep
 }
 
@@ -45,25 +37,26 @@ fn check(report: &Value, testcase: &str, connections: u64, streams: u64, size: u
 fn every_testcase(lut: &[&str]) {
     let _g = serial();
     for link in ["loopback", "veth"] {
-        let run = |args: &[&str]| run_json(&[lut, args, &["--link", link]].concat());
+        let run = |args: &[&str]| run_record(&[lut, args, &["--link", link]].concat());
         let report = run(&["--testcase", "bulk", "--size", "2MB"]);
         check(&report, "bulk", 1, 1, 2_000_000);
 
         let report = run(&["--testcase", "multi-conn", "--size", "2MB"]);
         let rep = check(&report, "multi-conn", 4, 1, 2_000_000);
-        let fairness = f64_at(&rep, "/workload/connection_fairness");
+        let workload = |rep: &RepetitionFigures| rep.workload.clone().expect("workload");
+        let fairness = workload(&rep).connection_fairness.expect("connection fairness");
         assert!(fairness > 0.25 && fairness <= 1.0, "{lut:?} {link}: Jain index {fairness}");
-        assert!(report["summary"]["workload"]["connection_fairness"].is_object());
+        assert!(report.summary.workload.as_ref().and_then(|w| w.connection_fairness).is_some());
 
         let report = run(&["--testcase", "handshakes"]);
         let rep = check(&report, "handshakes", 200, 1, 1_000);
         // 4 at a time out of 200: not a sharing experiment, so no fairness figure.
-        assert!(rep["workload"].get("connection_fairness").is_none(), "{rep}");
-        assert!(f64_at(&rep, "/workload/handshakes_per_s") > 10.0);
+        assert!(workload(&rep).connection_fairness.is_none(), "{rep:?}");
+        assert!(workload(&rep).handshakes_per_s > 10.0);
 
         let report = run(&["--testcase", "multi-stream", "--size", "1MB"]);
         let rep = check(&report, "multi-stream", 1, 8, 1_000_000);
-        let fairness = f64_at(&rep, "/workload/stream_fairness");
+        let fairness = workload(&rep).stream_fairness.expect("stream fairness");
         assert!(fairness > 0.125 && fairness <= 1.0, "{lut:?} {link}: Jain index {fairness}");
     }
     assert!(leaked_namespaces().is_empty(), "namespaces left behind: {:?}", leaked_namespaces());
@@ -125,12 +118,12 @@ fn a_scenario_file_and_overrides_shape_the_run() {
     )
     .expect("write");
     let file = file.to_str().expect("utf-8 path");
-    let report = run_json(&["--testcase-file", file]);
+    let report = run_record(&["--testcase-file", file]);
     let rep = check(&report, "mine", 3, 2, 300_000);
-    assert!(rep["workload"].get("connection_fairness").is_none(), "one at a time: {rep}");
-    assert_eq!(report["testcase"]["origin"], file);
+    assert!(rep.workload.as_ref().expect("workload").connection_fairness.is_none(), "one at a time: {rep:?}");
+    assert_eq!(report.testcase.origin, file);
     // --connections/--streams/--size override the file.
-    let report = run_json(&["--testcase-file", file, "--connections", "2", "--streams", "3", "--size", "100KB"]);
+    let report = run_record(&["--testcase-file", file, "--connections", "2", "--streams", "3", "--size", "100KB"]);
     check(&report, "mine", 2, 3, 100_000);
 }
 

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
-use super::{nesquic, stderr};
+use super::{
+    category_bytes, category_calls, find_syscall, nesquic, role_metrics, stderr, Role, RoleMetrics, RunRecord,
+};
 
 /// The directory `nesquic` and the LUT executables are built into.
 pub fn target_dir() -> PathBuf {
@@ -21,38 +21,30 @@ pub fn lut_binary(name: &str, how: &str) -> PathBuf {
 }
 
 /// The first repetition carried `bytes` and its payload was verified.
-pub fn verified(report: &Value, bytes: u64) {
-    let rep = &report["repetitions"][0];
-    assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(bytes), Some(true)), "{rep}");
+pub fn verified(report: &RunRecord, bytes: u64) {
+    let rep = &report.repetitions[0];
+    assert_eq!((rep.bytes, rep.payload_verified), (bytes, true), "{rep:?}");
 }
 
-/// One side's probe figures (`server` or `client`).
-pub fn role<'a>(report: &'a Value, name: &str) -> &'a Value {
-    let roles = report["repetitions"][0]["probes"]["roles"].as_array().expect("roles");
-    roles.iter().find(|r| r["role"] == name).unwrap_or_else(|| panic!("{name} missing"))
+/// One side's probe figures.
+pub fn role(report: &RunRecord, role: Role) -> &RoleMetrics {
+    role_metrics(report, role)
 }
 
 /// Calls counted for a crypto category on one side.
-pub fn calls(role: &Value, category: &str) -> u64 {
-    category_sum(role, category, "calls")
+pub fn calls(role: &RoleMetrics, category: &str) -> u64 {
+    category_calls(role, category)
 }
 
 /// Bytes recorded for a crypto category on one side (where the catalog names a length argument).
-pub fn crypto_bytes(role: &Value, category: &str) -> u64 {
-    category_sum(role, category, "bytes")
-}
-
-fn category_sum(role: &Value, category: &str, field: &str) -> u64 {
-    let functions = role["functions"].as_array().expect("functions");
-    functions.iter().filter(|f| f["category"] == category).map(|f| f[field].as_u64().expect(field)).sum()
+pub fn crypto_bytes(role: &RoleMetrics, category: &str) -> u64 {
+    category_bytes(role, category)
 }
 
 /// (calls, datagrams, messages) of one syscall row.
-pub fn syscall(role: &Value, name: &str) -> (u64, u64, u64) {
-    let rows = role["io"].as_array().expect("io");
-    let s = rows.iter().find(|s| s["syscall"] == name).unwrap_or_else(|| panic!("no {name} in {role}"));
-    let n = |f: &str| s[f].as_u64().unwrap_or_else(|| panic!("{f} in {s}"));
-    (n("calls"), n("datagrams"), n("messages"))
+pub fn syscall(role: &RoleMetrics, name: &str) -> (u64, u64, u64) {
+    let s = find_syscall(role, name).unwrap_or_else(|| panic!("no {name} in {role:?}"));
+    (s.timing.calls, s.datagrams, s.messages)
 }
 
 /// A self-signed DER certificate for `localhost` that the run did not generate.
@@ -106,10 +98,10 @@ pub fn only_the_runs_certificate_is_trusted(binary: &Path, extra: &str, why: &st
 /// with `version_prefix` in the summary, no namespace left behind.
 pub fn bulk_transfers_are_verified_over_loopback_and_veth(lut: &str, version_prefix: &str) {
     for link in ["loopback", "veth"] {
-        let report = super::run_json(&["--lut", lut, "--size", "5MB", "--link", link]);
+        let report = super::run_record(&["--lut", lut, "--size", "5MB", "--link", link]);
         verified(&report, 5_000_000);
-        assert_eq!(report["lut"]["name"], lut, "{}", report["lut"]);
-        assert!(report["lut"]["version"].as_str().is_some_and(|v| v.starts_with(version_prefix)), "{}", report["lut"]);
+        assert_eq!(report.lut.name, lut, "{:?}", report.lut);
+        assert!(report.lut.version.starts_with(version_prefix), "{:?}", report.lut);
     }
     assert!(super::leaked_namespaces().is_empty(), "left {:?}", super::leaked_namespaces());
 }
@@ -158,10 +150,10 @@ pub fn the_library_qlog_is_merged(lut: &str, marker: &str) {
 /// With `--lut-opt OPTION=off` (gso, gro) `side` moves exactly 1 datagram per message of
 /// `syscall` (calls that moved data: a receive that found nothing, EAGAIN, carries no message),
 /// with `OPTION=on` at least 3.
-pub fn offload_off_is_one_datagram_per_syscall_and_on_batches(lut: &str, option: &str, side: &str, syscall_name: &str) {
+pub fn offload_off_is_one_datagram_per_syscall_and_on_batches(lut: &str, option: &str, side: Role, syscall_name: &str) {
     let mut per_call = Vec::new();
     for value in ["off", "on"] {
-        let report = super::run_json(&[
+        let report = super::run_record(&[
             "--lut",
             lut,
             "--size",
@@ -186,9 +178,9 @@ pub fn server_sends(lut: &str, opts: &[&str], syscall_name: &str) -> (u64, u64, 
     for o in opts {
         args.extend(["--lut-opt", o]);
     }
-    let report = super::run_json(&args);
+    let report = super::run_record(&args);
     verified(&report, 5_000_000);
-    syscall(role(&report, "server"), syscall_name)
+    syscall(role(&report, Role::Server), syscall_name)
 }
 
 /// `nesquic run --lut LUT --size 1MB ARGS` fails, saying `why`, for each pair.
@@ -207,8 +199,8 @@ pub fn refused_with_the_reason(lut: &str, cases: &[(&[&str], &str)]) {
 /// per message) and one open per datagram the client received on `recv`, give or take the
 /// handshake packets that share a datagram. Datagrams a full receive buffer dropped are neither
 /// received nor opened, so this holds with loss too.
-pub fn one_seal_or_open_per_datagram(report: &Value, send: &str, recv: &str) {
-    let (server, client) = (role(report, "server"), role(report, "client"));
+pub fn one_seal_or_open_per_datagram(report: &RunRecord, send: &str, recv: &str) {
+    let (server, client) = (role(report, Role::Server), role(report, Role::Client));
     for (name, r) in [("server", server), ("client", client)] {
         for category in ["crypto.seal", "crypto.open", "crypto.header_protection", "crypto.handshake"] {
             assert!(calls(r, category) > 0, "{name}: no {category}");

@@ -10,6 +10,18 @@ use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+// The types the tests read, in one place (each test file uses a subset).
+#[allow(unused_imports)]
+pub use nesquic_ebpf::profile::Share;
+#[allow(unused_imports)]
+pub use nesquic_ebpf::{FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};
+#[allow(unused_imports)]
+pub use nesquic_protocol::report::{ClientResult, LutEvent};
+#[allow(unused_imports)]
+pub use nesquic_protocol::Role;
+#[allow(unused_imports)]
+pub use nesquic_record::RunRecord;
+
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Serialises the tests of one file that share machine state (namespaces, probes).
@@ -55,8 +67,8 @@ pub fn leaked_namespaces() -> Vec<String> {
 }
 
 /// `nesquic run ARGS` into a scratch run directory; fails the test unless it succeeds; returns
-/// its summary (`--json`).
-pub fn run_json(args: &[&str]) -> serde_json::Value {
+/// its typed record (`--json`).
+pub fn run_record(args: &[&str]) -> RunRecord {
     let dir = tempfile::tempdir().expect("tempdir");
     let json = dir.path().join("run.json");
     let out = nesquic()
@@ -69,7 +81,108 @@ pub fn run_json(args: &[&str]) -> serde_json::Value {
         .output()
         .expect("run nesquic");
     assert!(out.status.success(), "{args:?}: {}", stderr(&out));
-    serde_json::from_slice(&std::fs::read(&json).expect("json")).expect("json")
+    load_record(&json)
+}
+
+/// A run record nesquic wrote (`--json`, or a run directory's summary.json).
+pub fn load_record(path: &Path) -> RunRecord {
+    RunRecord::load(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Any JSON file nesquic wrote, as the type it was written from.
+pub fn load_json<T: serde::de::DeserializeOwned>(path: &Path) -> T {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// A qlog trace nesquic wrote, read strictly (JSON-SEQ framing, event times never decreasing),
+/// and Nesquic's events in it, typed.
+pub fn qlog_trace(path: &Path) -> (nesquic_record::qlog::reader::QlogTrace, Vec<nesquic_record::events::Event>) {
+    let trace = nesquic_record::qlog::reader::read(path).unwrap_or_else(|e| panic!("{e}"));
+    let events = trace.nesquic_events().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    (trace, events)
+}
+
+// Typed reads of the probe figures. The probe rows' direction, syscall and mechanism are read
+// through their JSON names here only, so the tests do not change when those become enums.
+
+/// The probes of repetition `rep` (panics when the run had none).
+pub fn probes(record: &RunRecord, rep: usize) -> &Metrics {
+    record.repetitions[rep].probes.as_ref().unwrap_or_else(|| panic!("repetition {rep} has no probes"))
+}
+
+/// One side's probe figures in a probes section.
+pub fn role_in(metrics: &Metrics, role: Role) -> &RoleMetrics {
+    metrics.roles.iter().find(|r| r.role == role).unwrap_or_else(|| panic!("{role:?} missing"))
+}
+
+/// One side's probe figures in the first repetition.
+pub fn role_metrics(record: &RunRecord, role: Role) -> &RoleMetrics {
+    role_in(probes(record, 0), role)
+}
+
+/// A value's JSON name (`"send"`, `"sendmsg"`, `"uprobe"`): what the file says, whatever the
+/// Rust type holding it.
+pub fn json_name<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        other => panic!("not a name: {other:?}"),
+    }
+}
+
+/// The syscall a row counts.
+pub fn syscall_name(s: &SyscallMetrics) -> String {
+    json_name(&s.syscall)
+}
+
+/// Whether a row counts sends.
+pub fn is_send(s: &SyscallMetrics) -> bool {
+    json_name(&s.direction) == "send"
+}
+
+/// Whether a row counts receives.
+pub fn is_recv(s: &SyscallMetrics) -> bool {
+    json_name(&s.direction) == "recv"
+}
+
+/// Who measured a syscall row.
+pub fn io_mechanism(s: &SyscallMetrics) -> String {
+    json_name(&s.mechanism)
+}
+
+/// Who measured a function row.
+pub fn function_mechanism(f: &FunctionMetrics) -> String {
+    json_name(&f.mechanism)
+}
+
+/// One syscall's row, if it was called.
+pub fn find_syscall<'a>(role: &'a RoleMetrics, name: &str) -> Option<&'a SyscallMetrics> {
+    role.io.iter().find(|s| syscall_name(s) == name)
+}
+
+/// One function's row (panics when missing).
+pub fn function<'a>(role: &'a RoleMetrics, name: &str) -> &'a FunctionMetrics {
+    role.functions.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("{name} missing"))
+}
+
+/// Calls of every function of one probe category.
+pub fn category_calls(role: &RoleMetrics, category: &str) -> u64 {
+    role.functions.iter().filter(|f| f.category == category).map(|f| f.timing.calls).sum()
+}
+
+/// Bytes of every function of one probe category.
+pub fn category_bytes(role: &RoleMetrics, category: &str) -> u64 {
+    role.functions.iter().filter(|f| f.category == category).map(|f| f.bytes).sum()
+}
+
+/// Sum of `field` over one side's send rows.
+pub fn sent(role: &RoleMetrics, field: fn(&SyscallMetrics) -> u64) -> u64 {
+    role.io.iter().filter(|s| is_send(s)).map(field).sum()
+}
+
+/// Sum of `field` over one side's receive rows.
+pub fn received(role: &RoleMetrics, field: fn(&SyscallMetrics) -> u64) -> u64 {
+    role.io.iter().filter(|s| is_recv(s)).map(field).sum()
 }
 
 /// Waits up to `grace` for `child` to exit on its own, kills it otherwise, and says how it ended
@@ -107,12 +220,7 @@ pub struct Shape {
 
 /// Runs a LUT executable's server and client directly (`extra`: arguments both roles get, such
 /// as `--io nesquic`); returns the client's `done` line, or its stderr when it fails.
-pub fn direct(
-    binary: &Path,
-    extra: &[&str],
-    client_ca: Option<&Path>,
-    shape: Shape,
-) -> Result<serde_json::Value, String> {
+pub fn direct(binary: &Path, extra: &[&str], client_ca: Option<&Path>, shape: Shape) -> Result<ClientResult, String> {
     direct_with(binary, extra, client_ca, shape, &[])
 }
 
@@ -123,7 +231,7 @@ pub fn direct_with(
     client_ca: Option<&Path>,
     shape: Shape,
     server_env: &[(&str, &str)],
-) -> Result<serde_json::Value, String> {
+) -> Result<ClientResult, String> {
     let dir = tempfile::tempdir().expect("tempdir");
     let certs = nesquic_lut_adapters::tls::generate(dir.path()).expect("certificate");
     let counts = |client: bool| {
@@ -150,9 +258,9 @@ pub fn direct_with(
     let addr = lines
         .by_ref()
         .map_while(Result::ok)
-        .find_map(|l| {
-            let v: serde_json::Value = serde_json::from_str(&l).ok()?;
-            (v["event"] == "listening").then(|| v["addr"].as_str().map(str::to_string)).flatten()
+        .find_map(|l| match serde_json::from_str(&l) {
+            Ok(LutEvent::Listening { addr }) => Some(addr.to_string()),
+            _ => None,
         })
         .expect("listening line");
     let client = Command::new(binary)
@@ -175,55 +283,51 @@ pub fn direct_with(
     let stdout = String::from_utf8_lossy(&client.stdout);
     let done = stdout
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .find(|v| v["event"] == "done")
+        .find_map(|l| match serde_json::from_str(l) {
+            Ok(LutEvent::Done(result)) => Some(result),
+            _ => None,
+        })
         .expect("done line");
     Ok(done)
-}
-
-fn u64_at(v: &serde_json::Value, pointer: &str) -> u64 {
-    v.pointer(pointer).and_then(serde_json::Value::as_u64).unwrap_or_else(|| panic!("{pointer} missing in {v}"))
 }
 
 /// A `done` line of a multi-connection or multi-stream run: every connection and stream
 /// present with its verified bytes, each stream's time inside its connection's, the per-connection
 /// sums equal to the aggregate, and the aggregate times consistent with the connections'.
-pub fn assert_done_adds_up(done: &serde_json::Value, shape: Shape) {
-    let list = done["connections"].as_array().unwrap_or_else(|| panic!("no connections in {done}"));
-    assert_eq!(list.len(), shape.connections as usize, "{done}");
+pub fn assert_done_adds_up(done: &ClientResult, shape: Shape) {
+    assert_eq!(done.connections.len(), shape.connections as usize, "{done:?}");
     let mut sum = 0;
     let (mut first_request, mut last_byte) = (u64::MAX, 0);
-    for c in list {
-        let s = c["streams"].as_array().expect("streams");
-        assert_eq!(s.len(), shape.streams as usize, "{c}");
-        for stream in s {
-            assert_eq!(stream["bytes"].as_u64(), Some(shape.size), "every stream verified {} B: {c}", shape.size);
-            assert!(u64_at(stream, "/transfer_ns") <= u64_at(c, "/transfer_ns"), "{c}");
+    for c in &done.connections {
+        assert_eq!(c.streams.len(), shape.streams as usize, "{c:?}");
+        for stream in &c.streams {
+            assert_eq!(stream.bytes, shape.size, "every stream verified {} B: {c:?}", shape.size);
+            assert!(stream.transfer_ns <= c.transfer_ns, "{c:?}");
         }
-        assert!(u64_at(c, "/handshake_ns") > 0, "{c}");
-        sum += s.iter().map(|s| u64_at(s, "/bytes")).sum::<u64>();
-        let start = u64_at(c, "/start_ns") + u64_at(c, "/handshake_ns");
+        assert!(c.handshake_ns > 0, "{c:?}");
+        sum += c.bytes();
+        let start = c.start_ns + c.handshake_ns;
         first_request = first_request.min(start);
-        last_byte = last_byte.max(start + u64_at(c, "/transfer_ns"));
+        last_byte = last_byte.max(start + c.transfer_ns);
     }
-    assert_eq!(u64_at(done, "/bytes"), sum);
+    assert_eq!(done.bytes, sum);
     assert_eq!(sum, shape.size * u64::from(shape.connections * shape.streams));
-    assert_eq!(u64_at(done, "/transfer_ns"), last_byte - first_request);
-    assert!(u64_at(done, "/elapsed_ns") >= last_byte, "{done}");
+    assert_eq!(done.transfer_ns, last_byte - first_request);
+    assert!(done.elapsed_ns >= last_byte, "{done:?}");
+}
+
+/// One program in `bpftool -j prog show` (bpftool's format, not nesquic's).
+#[derive(serde::Deserialize)]
+struct BpfProg {
+    #[serde(default)]
+    name: Option<String>,
 }
 
 /// Names of loaded BPF programs that are ours (`nq_` prefix).
 pub fn our_programs() -> Vec<String> {
     let out = Command::new("bpftool").args(["-j", "prog", "show"]).output().expect("bpftool");
-    let progs: serde_json::Value = serde_json::from_slice(&out.stdout).expect("bpftool json");
-    progs
-        .as_array()
-        .expect("array")
-        .iter()
-        .filter_map(|p| p["name"].as_str())
-        .filter(|n| n.starts_with("nq_"))
-        .map(String::from)
-        .collect()
+    let progs: Vec<BpfProg> = serde_json::from_slice(&out.stdout).expect("bpftool json");
+    progs.into_iter().filter_map(|p| p.name).filter(|n| n.starts_with("nq_")).collect()
 }
 
 /// Fails unless every probe of ours is gone (within 5 s).
