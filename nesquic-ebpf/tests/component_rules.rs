@@ -76,6 +76,33 @@ fn the_translation_loop_itself_is_packet_io_not_the_adapter() {
     assert_eq!(c.classify(&under_loop(&[verify[0], verify[1], drive_app]), &[]), "app.harness");
 }
 
+/// The ngtcp2 adapter's event loop and its per-datagram calls into ngtcp2 are the sans-IO
+/// stack's I/O loop, its `nq_now` the clock; the verifier stays the harness, ngtcp2's frames
+/// ngtcp2's (stacks from an ngtcp2 client run).
+#[test]
+fn the_ngtcp2_adapters_loop_is_packet_io_and_its_verifier_the_harness() {
+    let c = classifier();
+    let stack = |frames: &[&str]| -> Vec<String> {
+        frames.iter().chain(&["main", "__libc_start_call_main"]).map(|f| f.to_string()).collect()
+    };
+    assert_eq!(c.classify(&stack(&["nq_run_client"]), &[]), "packet_io.user");
+    assert_eq!(c.classify(&stack(&["nq_conn_read", "nq_run_client"]), &[]), "packet_io.user");
+    assert_eq!(c.classify(&stack(&["nq_now", "nq_conn_read", "nq_run_client"]), &[]), "runtime.clock");
+    let verify = stack(&[
+        "__memcmp_evex_movbe",
+        "nq_payload_verify",
+        "stream_data",
+        "recv_stream_data",
+        "conn_recv_pkt",
+        "ngtcp2_conn_read_pkt_versioned",
+        "nq_conn_read",
+        "nq_run_client",
+    ]);
+    assert_eq!(c.classify(&verify, &[]), "app.harness");
+    // Without the verifier, the stream-data callback under ngtcp2's receive path is ngtcp2's.
+    assert!(c.classify(&verify[2..], &[]).starts_with("connection"));
+}
+
 /// Lines of a perf map CPython 3.13 (frame pointers, `sys.activate_stack_trampoline("perf")`)
 /// wrote during an aioquic client run, the venv's and the interpreter's paths put under
 /// `{ROOT}`.
