@@ -45,14 +45,29 @@ class Verifier:
         self._phase = 0
 
     def update(self, chunk: bytes) -> None:
-        pos, phase = 0, self._phase
+        n = len(chunk)
+        phase = self._phase
+        # A chunk of at most PERIOD bytes (every packet's stream data) is one window: one memcmp
+        # and no slicing, min() or modulo, as this runs once per packet in the interpreter.
+        if n <= PERIOD:
+            if not BLOCK2.startswith(chunk, phase):
+                self._mismatch(chunk, 0, phase)
+            phase += n
+            self._phase = phase - PERIOD if phase >= PERIOD else phase
+            self.received += n
+            return
+        pos = 0
         while pos < len(chunk):
             n = min(len(chunk) - pos, PERIOD)
             piece = chunk if n == len(chunk) else chunk[pos : pos + n]
             if not BLOCK2.startswith(piece, phase):
-                i = next(i for i in range(n) if piece[i] != BLOCK2[phase + i])
-                raise PayloadMismatch(f"payload mismatch at byte offset {self.received + pos + i}")
+                self._mismatch(piece, pos, phase)
             pos += n
             phase = (phase + n) % PERIOD
         self.received += len(chunk)
         self._phase = phase
+
+    def _mismatch(self, piece: bytes, pos: int, phase: int) -> None:
+        """Raises for the first byte of `piece` (at `pos` in its chunk) that differs."""
+        i = next(i for i in range(len(piece)) if piece[i] != BLOCK2[phase + i])
+        raise PayloadMismatch(f"payload mismatch at byte offset {self.received + pos + i}")
