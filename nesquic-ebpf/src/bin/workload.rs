@@ -47,6 +47,8 @@ use std::io::IoSliceMut;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
+#[cfg(target_arch = "x86_64")]
+use nesquic_ebpf::workload_report::{to_lines, AgentCalibrateRound, CalibrateLine};
 use nesquic_io::{IoConfig, IoSwitches, RecvMeta, Transmit, UdpIo};
 
 pub const TICKS: u64 = 50;
@@ -241,11 +243,12 @@ fn agent_calibrate_mode(calls: u64, rounds: u64, out: &str) -> std::io::Result<(
         }
         start.elapsed().as_nanos() as f64
     };
-    let lines: Vec<String> = rounds::alternating_rounds::<3>(rounds, calls, BATCH, |k| time_batch(functions[k]))
-        .iter()
-        .map(|[count, time, twin]| format!("{{\"count_ns\":{count},\"time_ns\":{time},\"twin_ns\":{twin}}}"))
-        .collect();
-    std::fs::write(out, lines.join("\n") + "\n")
+    let lines: Vec<AgentCalibrateRound> =
+        rounds::alternating_rounds::<3>(rounds, calls, BATCH, |k| time_batch(functions[k]))
+            .into_iter()
+            .map(|[count_ns, time_ns, twin_ns]| AgentCalibrateRound { count_ns, time_ns, twin_ns })
+            .collect();
+    std::fs::write(out, to_lines(&lines)?)
 }
 
 /// Two integers returned in rax:rdx.
@@ -593,13 +596,14 @@ fn calibrate_mode(iterations: u64, calls: u64, out: &str) -> std::io::Result<()>
             twin_ns += time_batch(nesquic_twin_loop);
             n += BATCH;
         }
-        lines.push(format!(
-            "{{\"function\":\"{name}\",\"calls\":{n},\"ns_per_call\":{},\"twin_ns_per_call\":{}}}",
-            probed_ns / n as f64,
-            twin_ns / n as f64
-        ));
+        lines.push(CalibrateLine {
+            function: name.into(),
+            calls: n,
+            ns_per_call: probed_ns / n as f64,
+            twin_ns_per_call: twin_ns / n as f64,
+        });
     }
-    std::fs::write(out, lines.join("\n") + "\n")
+    std::fs::write(out, to_lines(&lines)?)
 }
 
 /// `--steady MS PERIOD_US OUT`: calls `nesquic_workload_tick` once every PERIOD_US for MS

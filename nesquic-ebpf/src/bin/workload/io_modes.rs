@@ -4,6 +4,8 @@
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
 
+use nesquic_ebpf::workload_report::{to_lines, IoCalibrateRound};
+
 /// Bytes of each datagram the modes send.
 pub const DATAGRAM: usize = 100;
 
@@ -113,13 +115,15 @@ pub fn io_calibrate_mode(calls: u64, rounds: u64, out: &str) -> std::io::Result<
     };
     let kinds: [&dyn Fn() -> isize; 4] =
         [&|| send(tx, true), &|| send(tx, false), &|| recv_nothing(rx, true), &|| recv_nothing(rx, false)];
-    let lines: Vec<String> = super::rounds::alternating_rounds::<4>(rounds, calls, BATCH, |k| batch(kinds[k]))
-        .iter()
-        .map(|[send_libc, send_kernel, recv_libc, recv_kernel]| {
-            format!(
-                "{{\"sendmsg_libc_ns\":{send_libc},\"sendmsg_kernel_ns\":{send_kernel},\"recvmsg_libc_ns\":{recv_libc},\"recvmsg_kernel_ns\":{recv_kernel}}}"
-            )
-        })
-        .collect();
-    std::fs::write(out, lines.join("\n") + "\n")
+    let lines: Vec<IoCalibrateRound> =
+        super::rounds::alternating_rounds::<4>(rounds, calls, BATCH, |k| batch(kinds[k]))
+            .into_iter()
+            .map(|[sendmsg_libc_ns, sendmsg_kernel_ns, recvmsg_libc_ns, recvmsg_kernel_ns]| IoCalibrateRound {
+                sendmsg_libc_ns,
+                sendmsg_kernel_ns,
+                recvmsg_libc_ns,
+                recvmsg_kernel_ns,
+            })
+            .collect();
+    std::fs::write(out, to_lines(&lines)?)
 }
