@@ -1,20 +1,31 @@
-//! Probe-overhead calibration: what a uprobe + uretprobe pair adds to the durations it measures,
-//! on this machine, per kind of probe site, so timed figures can be compensated.
+//! Calibration, the one module that owns it: the procedure and the arithmetic of what Nesquic's
+//! own probes add to what they measure, on this machine, so timed figures can be compensated.
+//! The record keeps the figures (`nesquic_record::calibration`, which also applies them); the
+//! workload writes its clock's figures as typed lines (`nesquic_ebpf::workload_report`); the
+//! eBPF crate provides the probes and the agent, not the procedure.
 //!
-//! The shipped workload (`nesquic-workload --calibrate`) runs the same busy loop behind three
-//! prologues (`push`, 5-byte NOP, `mov`: emulated, emulated, single-stepped), with timing probes
-//! on all three, alternating batches with a never-probed twin of the loop timed by the workload's
-//! own clock: the true cost, measured in the same run under the same conditions (this VM's speed
-//! drifts by tens of percent between runs). The probes' mean is the true cost plus the overhead
-//! that falls between their two timestamps; the difference, over several rounds, is the overhead
-//! and its spread.
+//! Kernel uprobes, per kind of probe site: the shipped workload (`nesquic-workload --calibrate`)
+//! runs the same busy loop behind three prologues (`push`, 5-byte NOP, `mov`: emulated,
+//! emulated, single-stepped), with timing probes on all three, alternating batches with a
+//! never-probed twin of the loop timed by the workload's own clock: the true cost, measured in
+//! the same run under the same conditions (this VM's speed drifts by tens of percent between
+//! runs). The probes' mean is the true cost plus the overhead that falls between their two
+//! timestamps; the difference, over several rounds, is the overhead (median) and its spread.
+//!
+//! The user-space agent (`--agent-calibrate`): two identical tiny functions, one hooked in count
+//! mode and one in time mode, against a never-hooked twin, in alternating batches. Rounds run
+//! with and without the agent, alternating too; the cost is (hooked - twin) with the agent minus
+//! the same difference without it (the layout noise of the three copies), as a mean over rounds.
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
-use nesquic_ebpf::sites::SiteKind;
-use nesquic_ebpf::Metrics;
+use nesquic_ebpf::catalog::ResolvedFunction;
+use nesquic_ebpf::sites::{ProbeSite, SiteKind};
+use nesquic_ebpf::user::{AgentProcess, UserBackend, UserError};
+use nesquic_ebpf::workload_report::{from_lines, AgentCalibrateRound, CalibrateLine};
+use nesquic_ebpf::{Metrics, ObjectSymbols};
 
 use crate::error::StepExt;
 use crate::lifecycle::{start, Launch, ProbeTracker, Supervisor};
@@ -23,6 +34,9 @@ use crate::process::Role;
 use crate::EngineError;
 
 pub use nesquic_record::calibration::{Calibration, KindCalibration};
+
+/// What a hooked call costs (the model's type, as the record keeps it).
+pub use nesquic_ebpf::user::AgentCost;
 
 type Result<T> = std::result::Result<T, EngineError>;
 
@@ -69,15 +83,15 @@ pub fn workload_binary() -> Result<PathBuf> {
 }
 
 /// The agent's cost per call on this machine: measured on first use (~1 s), then reused.
-fn agent_cost() -> Result<nesquic_ebpf::user::calibrate::AgentCost> {
-    static CACHE: std::sync::Mutex<Option<nesquic_ebpf::user::calibrate::AgentCost>> = std::sync::Mutex::new(None);
+fn agent_cost() -> Result<AgentCost> {
+    static CACHE: std::sync::Mutex<Option<AgentCost>> = std::sync::Mutex::new(None);
     let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = *cached {
         return Ok(c);
     }
     let workload = workload_binary()?;
     let scratch = tempfile::tempdir().map_err(EngineError::os("agent calibration scratch directory"))?;
-    let c = nesquic_ebpf::user::calibrate::measure_cost(&workload, scratch.path(), AGENT_ROUNDS, AGENT_CALLS)?;
+    let c = measure_agent_cost(&workload, scratch.path(), AGENT_ROUNDS, AGENT_CALLS)?;
     *cached = Some(c);
     Ok(c)
 }
@@ -111,27 +125,16 @@ fn measure() -> Result<Calibration> {
                 .ok_or_else(|| EngineError::msg(format!("{name} missing from the workload's report")))?;
             let measured =
                 probe_mean(&metrics, name).ok_or_else(|| EngineError::msg(format!("probes saw no call of {name}")))?;
-            per_kind[i].0.push(r.twin_ns);
+            per_kind[i].0.push(r.twin_ns_per_call);
             per_kind[i].1.push(measured);
-            per_kind[i].2.push(r.self_ns);
+            per_kind[i].2.push(r.ns_per_call);
         }
     }
     drop(session);
     let kinds = FUNCTIONS
         .iter()
         .zip(per_kind)
-        .map(|((_, kind), (truth, measured, self_probed))| {
-            let diffs: Vec<f64> = measured.iter().zip(&truth).map(|(m, t)| m - t).collect();
-            let costs: Vec<f64> = self_probed.iter().zip(&truth).map(|(p, t)| p - t).collect();
-            KindCalibration {
-                kind: *kind,
-                true_ns: median(&truth),
-                measured_ns: median(&measured),
-                overhead_ns: median(&diffs),
-                uncertainty_ns: stddev(&diffs),
-                pair_cost_ns: median(&costs),
-            }
-        })
+        .map(|((_, kind), (truth, measured, self_probed))| kind_figures(*kind, &truth, &measured, &self_probed))
         .collect();
     Ok(Calibration { kinds, rounds: ROUNDS, agent: None })
 }
@@ -156,26 +159,12 @@ fn probed_run(session: &mut nesquic_ebpf::ProbeSession, workload: &Path, out: &P
     probed.metrics.ok_or_else(|| EngineError::msg("the calibration probes measured nothing"))
 }
 
-/// One calibration function's figures from the workload's own clock.
-struct SelfTimed {
-    /// Per probed call, everything included.
-    self_ns: f64,
-    /// Per call of the never-probed twin: the true cost.
-    twin_ns: f64,
-}
-
-fn read_results(path: &Path) -> Result<std::collections::HashMap<String, SelfTimed>> {
+/// The workload's `--calibrate` report: its own clock's figures per calibration function.
+fn read_results(path: &Path) -> Result<std::collections::HashMap<String, CalibrateLine>> {
     let text = std::fs::read_to_string(path).map_err(EngineError::os(format!("read {}", path.display())))?;
-    let mut out = std::collections::HashMap::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let bad = |what: &str| EngineError::msg(format!("{}: {what} in {line}", path.display()));
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|_| bad("not JSON"))?;
-        let name = v["function"].as_str().ok_or_else(|| bad("no function name"))?.to_string();
-        let self_ns = v["ns_per_call"].as_f64().ok_or_else(|| bad("no ns_per_call"))?;
-        let twin_ns = v["twin_ns_per_call"].as_f64().ok_or_else(|| bad("no twin_ns_per_call"))?;
-        out.insert(name, SelfTimed { self_ns, twin_ns });
-    }
-    Ok(out)
+    let lines: Vec<CalibrateLine> = from_lines(&text)
+        .map_err(|e| EngineError::msg(format!("{}: not the workload's calibration lines ({e})", path.display())))?;
+    Ok(lines.into_iter().map(|l| (l.function.clone(), l)).collect())
 }
 
 fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
@@ -184,16 +173,165 @@ fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
     Some(f.timing.mean_ns())
 }
 
-fn median(v: &[f64]) -> f64 {
-    nesquic_record::stats::median(v).unwrap_or(0.0)
+/// The agent's cost per call: runs `workload` (`nesquic-workload`) `rounds` times with the agent
+/// and as many without, alternating, `calls` calls per function per round; `scratch` receives
+/// the workload's reports. Every figure is measured or the calibration is an error
+/// ([`UserError::Calibration`]): a round in which the agent did not start or did not time its
+/// function has no figure to stand in.
+pub fn measure_agent_cost(workload: &Path, scratch: &Path, rounds: usize, calls: u64) -> Result<AgentCost> {
+    if rounds == 0 {
+        return Err(UserError::Calibration("no rounds asked for".into()).into());
+    }
+    let symbols = ObjectSymbols::load(workload)
+        .map_err(|e| UserError::Io { what: e.to_string(), source: std::io::Error::other("symbols") })?;
+    let pick = |name: &str, timed: bool| {
+        symbols.functions.iter().find(|f| f.raw == name).map(|f| ResolvedFunction {
+            category: "calibration".into(),
+            backend: "custom".into(),
+            object: workload.to_path_buf(),
+            name: name.into(),
+            raw_name: name.into(),
+            address: f.address,
+            file_offset: f.file_offset,
+            site: ProbeSite { skip: 0, kind: SiteKind::SingleStep },
+            bytes_arg: 0,
+            timed,
+            size: f.size,
+        })
+    };
+    let missing = || UserError::Io {
+        what: format!("{}: calibration functions", workload.display()),
+        source: std::io::Error::other("nesquic_agent_cal_* not found"),
+    };
+    let functions = [
+        pick("nesquic_agent_cal_count", false).ok_or_else(missing)?,
+        pick("nesquic_agent_cal_time", true).ok_or_else(missing)?,
+    ];
+    let (backend, refused) = UserBackend::prepare(scratch, &functions, false)?;
+    if let Some((f, why)) = refused.first() {
+        return Err(UserError::Io {
+            what: format!("calibration site {}", f.name),
+            source: std::io::Error::other(why.clone()),
+        }
+        .into());
+    }
+    let (mut hooked, mut bare, mut window) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..rounds {
+        let agent = backend.process(i, Role::Process)?;
+        let round = agent_round(workload, scratch, calls, Some(&agent))?;
+        let measured =
+            agent_mean(&agent, workload).map_err(|why| UserError::Calibration(format!("round {}: {why}", i + 1)))?;
+        window.push(measured - round.twin_ns);
+        hooked.push(round);
+        bare.push(agent_round(workload, scratch, calls, None)?);
+    }
+    Ok(agent_figures(&hooked, &bare, &window))
 }
 
-fn stddev(v: &[f64]) -> f64 {
-    if v.len() < 2 {
-        return 0.0;
+/// The agent's mean for the timed calibration function in one round, or why there is none.
+fn agent_mean(agent: &AgentProcess, workload: &Path) -> std::result::Result<f64, String> {
+    const TIMED: &str = "nesquic_agent_cal_time";
+    let state = agent.state();
+    if !state.ready {
+        return Err(format!(
+            "the agent did not start in {} (is {} a current build of the agent?)",
+            workload.display(),
+            nesquic_ebpf::user::agent_library().map_or_else(|e| e.to_string(), |p| p.display().to_string())
+        ));
     }
-    let mean = v.iter().sum::<f64>() / v.len() as f64;
-    (v.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (v.len() - 1) as f64).sqrt()
+    if let Some(s) = agent.patch_status().into_iter().find(|s| s.name == TIMED && !s.patched) {
+        return Err(format!("the agent did not hook {TIMED}: {}", s.reason));
+    }
+    agent
+        .snapshot()
+        .functions
+        .into_iter()
+        .find(|f| f.name == TIMED && f.timing.calls > 0)
+        .map(|f| f.timing.mean_ns())
+        .ok_or_else(|| format!("the agent timed no call of {TIMED}"))
+}
+
+/// One `--agent-calibrate` round, under `agent` when given: the workload's clock's figures.
+fn agent_round(
+    workload: &Path,
+    scratch: &Path,
+    calls: u64,
+    agent: Option<&AgentProcess>,
+) -> std::result::Result<AgentCalibrateRound, UserError> {
+    let out = scratch.join("agent-calibration.json");
+    let mut cmd = std::process::Command::new(workload);
+    cmd.args(["--agent-calibrate", &calls.to_string(), "1"]).arg(&out);
+    if let Some(a) = agent {
+        a.apply_to(&mut cmd);
+    }
+    let io = |source| UserError::Io { what: format!("calibration run of {}", workload.display()), source };
+    let status = cmd.status().map_err(io)?;
+    if !status.success() {
+        return Err(io(std::io::Error::other(format!("exited with {status}"))));
+    }
+    let text = std::fs::read_to_string(&out).map_err(io)?;
+    let no_figures = |why: String| {
+        UserError::Calibration(format!("{} reported no figures in {} ({why})", workload.display(), out.display()))
+    };
+    let round = from_lines::<AgentCalibrateRound>(&text)
+        .map_err(|e| no_figures(e.to_string()))?
+        .into_iter()
+        .next()
+        .ok_or_else(|| no_figures("no line".into()))?;
+    if ![round.count_ns, round.time_ns, round.twin_ns].iter().all(|v| v.is_finite()) {
+        return Err(no_figures(format!("{round:?}")));
+    }
+    Ok(round)
+}
+
+/// One site kind's figures from its rounds: the twin's true cost, the probes' mean and the
+/// program's probed cost per round (medians), the overhead (probes - truth, median) and its
+/// standard deviation.
+fn kind_figures(kind: SiteKind, truth: &[f64], measured: &[f64], self_probed: &[f64]) -> KindCalibration {
+    let diffs: Vec<f64> = measured.iter().zip(truth).map(|(m, t)| m - t).collect();
+    let costs: Vec<f64> = self_probed.iter().zip(truth).map(|(p, t)| p - t).collect();
+    KindCalibration {
+        kind,
+        true_ns: median(truth),
+        measured_ns: median(measured),
+        overhead_ns: median(&diffs),
+        uncertainty_ns: std_dev(&diffs),
+        pair_cost_ns: median(&costs),
+    }
+}
+
+/// The agent's figures from its rounds with (`hooked`) and without it (`bare`, same length) and
+/// the in-window time per hooked round: means over rounds and their standard deviations.
+fn agent_figures(hooked: &[AgentCalibrateRound], bare: &[AgentCalibrateRound], window: &[f64]) -> AgentCost {
+    let diffs = |pick: fn(&AgentCalibrateRound) -> f64| -> Vec<f64> {
+        hooked.iter().zip(bare).map(|(h, b)| (pick(h) - h.twin_ns) - (pick(b) - b.twin_ns)).collect()
+    };
+    let (count, time) = (diffs(|r| r.count_ns), diffs(|r| r.time_ns));
+    AgentCost {
+        count_ns: mean(&count),
+        count_sd_ns: std_dev(&count),
+        time_ns: mean(&time),
+        time_sd_ns: std_dev(&time),
+        window_ns: mean(window),
+        window_sd_ns: std_dev(window),
+        bare_ns: mean(&bare.iter().map(|r| r.twin_ns).collect::<Vec<_>>()),
+        rounds: hooked.len(),
+    }
+}
+
+/// Median over rounds; 0 without rounds (a calibration always has at least one).
+fn median(v: &[f64]) -> f64 {
+    nesquic_stats::median(v).unwrap_or(0.0)
+}
+
+/// Mean over rounds; 0 without rounds (a calibration always has at least one).
+fn mean(v: &[f64]) -> f64 {
+    nesquic_stats::mean(v).unwrap_or(0.0)
+}
+
+/// Standard deviation over rounds; 0 below two rounds (no spread measured).
+fn std_dev(v: &[f64]) -> f64 {
+    nesquic_stats::std_dev(v).unwrap_or(0.0)
 }
 
 #[cfg(test)]
@@ -201,9 +339,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn stddev_and_median() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
-        assert!((stddev(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]) - 2.138).abs() < 1e-3);
-        assert_eq!(stddev(&[1.0]), 0.0);
+    fn kind_figures_are_medians_of_the_rounds_and_the_spread_of_the_overhead() {
+        // Overheads per round: 10, 12, 20 (measured - truth); program's costs: 30, 33, 40.
+        let k = kind_figures(SiteKind::Push, &[100.0, 101.0, 99.0], &[110.0, 113.0, 119.0], &[130.0, 134.0, 139.0]);
+        assert_eq!((k.true_ns, k.measured_ns, k.overhead_ns, k.pair_cost_ns), (100.0, 113.0, 12.0, 33.0));
+        // Sample sd of 10, 12, 20: mean 14, squares 16 + 4 + 36 = 56, / 2 = 28.
+        assert!((k.uncertainty_ns - 28.0_f64.sqrt()).abs() < 1e-12, "{k:?}");
+        let one = kind_figures(SiteKind::Nop, &[1.0], &[3.0], &[4.0]);
+        assert_eq!((one.overhead_ns, one.uncertainty_ns), (2.0, 0.0));
+    }
+
+    #[test]
+    fn agent_figures_subtract_the_layout_noise_and_average_over_rounds() {
+        let r = |count_ns, time_ns, twin_ns| AgentCalibrateRound { count_ns, time_ns, twin_ns };
+        // With the agent: count 5, 7, 12 above the twin, time 30, 34, 41; without: 1 and 2 each
+        // round. Means, not medians: count 7 (median 6), time 33 (median 32), window 25 (24).
+        let hooked = [r(15.0, 40.0, 10.0), r(17.0, 44.0, 10.0), r(22.0, 51.0, 10.0)];
+        let bare = [r(11.0, 12.0, 10.0), r(12.0, 13.0, 11.0), r(11.0, 12.0, 10.0)];
+        let a = agent_figures(&hooked, &bare, &[20.0, 24.0, 31.0]);
+        assert_eq!((a.count_ns, a.time_ns, a.window_ns, a.rounds), (7.0, 33.0, 25.0, 3));
+        assert!((a.bare_ns - 31.0 / 3.0).abs() < 1e-12, "{a:?}");
+        // count diffs 4, 6, 11: squares 9 + 1 + 16 = 26, / 2; time 28, 32, 39 and window 20, 24,
+        // 31: 25 + 1 + 36 = 62, / 2.
+        assert!((a.count_sd_ns - 13.0_f64.sqrt()).abs() < 1e-12, "{a:?}");
+        assert!((a.time_sd_ns - 31.0_f64.sqrt()).abs() < 1e-12 && (a.window_sd_ns - 31.0_f64.sqrt()).abs() < 1e-12);
     }
 }

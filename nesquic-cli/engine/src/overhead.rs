@@ -36,8 +36,10 @@ pub struct SetResult {
     /// Median CPU per GB relative to the baseline's median (1.0 = no extra CPU).
     pub cpu_ratio: f64,
     /// Goodput against the same round's unprobed run, over rounds (95%); none below two rounds.
+    #[serde(default, with = "nesquic_record::compare::ratio_json")]
     pub goodput_paired: Option<RatioEstimate>,
     /// CPU per GB against the same round's unprobed run, over rounds (95%).
+    #[serde(default, with = "nesquic_record::compare::ratio_json")]
     pub cpu_paired: Option<RatioEstimate>,
     /// Every round of this set.
     pub repetitions: Vec<RepetitionFigures>,

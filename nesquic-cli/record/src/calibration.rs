@@ -33,7 +33,7 @@ pub struct Calibration {
     /// The user-space agent's cost per counted and per timed call, when the agent times
     /// functions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub agent: Option<nesquic_ebpf::user::calibrate::AgentCost>,
+    pub agent: Option<nesquic_model::agent::AgentCost>,
 }
 
 impl Calibration {

@@ -1,18 +1,9 @@
-//! The one median every command shares, and the median/min/max spread of a figure over
-//! repetitions (the gate's ratio statistics live in `compare`).
+//! The median/min/max spread of a figure over repetitions, as recorded; the arithmetic (the one
+//! median every command shares, re-exported here) is `nesquic-stats`'.
 
 use serde::{Deserialize, Serialize};
 
-/// Median (mean of the middle two for an even count); `None` when empty.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.to_vec();
-    if v.is_empty() {
-        return None;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
-}
+pub use nesquic_stats::median;
 
 /// Median, minimum and maximum of one figure over repetitions.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -33,17 +24,5 @@ impl Spread {
         let min = v.iter().copied().fold(f64::INFINITY, f64::min);
         let max = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         Some(Self { median, min, max })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
-        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), Some(2.5));
-        assert_eq!(median(&[]), None);
     }
 }

@@ -71,13 +71,9 @@ pub struct Percentiles {
 impl Percentiles {
     /// Of `values` (at least one).
     pub fn of(mut values: Vec<f64>) -> Option<Self> {
-        if values.is_empty() {
-            return None;
-        }
         values.sort_by(f64::total_cmp);
-        let n = values.len();
-        let rank = |p: f64| values[((p / 100.0 * n as f64).ceil() as usize).clamp(1, n) - 1];
-        Some(Self { min: values[0], p50: rank(50.0), p90: rank(90.0), p99: rank(99.0), max: values[n - 1] })
+        let rank = |p: f64| nesquic_stats::nearest_rank(&values, p);
+        Some(Self { min: *values.first()?, p50: rank(50.0)?, p90: rank(90.0)?, p99: rank(99.0)?, max: *values.last()? })
     }
 }
 

@@ -8,7 +8,6 @@
 //! The CLI calls [`UserBackend::prepare`], then [`UserBackend::process`] per LUT process (adding
 //! [`AgentProcess::env`] to its environment), then [`AgentProcess::snapshot`].
 
-pub mod calibrate;
 mod counters;
 pub mod site;
 mod tsc;
@@ -22,7 +21,8 @@ use std::sync::Arc;
 use crate::Role;
 use nesquic_agent_abi::{self as abi, plan_status, slot_status, CountersHeader, PlanHeader, PlanTarget, Stats};
 
-pub use calibrate::{measure_cost, AgentCost};
+// The calibration that measures it is the engine's (`nesquic_engine::calibrate`).
+pub use nesquic_model::agent::AgentCost;
 pub use counters::CountersMap;
 pub use nesquic_agent_abi::SHADOW_DEPTH;
 pub use nesquic_model::agent::PatchStatus;

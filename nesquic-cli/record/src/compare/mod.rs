@@ -8,16 +8,14 @@
 //! from the other, a rule names nothing measured, or a side's probes were not all in place.
 //! Rendering is the caller's.
 
-mod family;
 #[cfg(test)]
 mod gate_tests;
-mod ratio;
+pub mod ratio_json;
 mod samples;
 
 use serde::{Deserialize, Serialize};
 
-pub use family::holm;
-pub use ratio::RatioEstimate;
+pub use nesquic_stats::{holm, RatioEstimate};
 pub use samples::{def, from_record, load, DefaultGate, Kind, MetricDef, RunSamples, Unmeasured, METRICS};
 
 use crate::{stats, RecordError};
@@ -266,6 +264,7 @@ pub struct Row {
     /// Paired or not, for this metric (paired runs with missing samples fall back).
     pub pairing: Pairing,
     /// Noisy figures: head/base with its (1 - alpha) interval.
+    #[serde(default, with = "ratio_json")]
     pub interval: Option<RatioEstimate>,
     /// Noisy figures: Holm-adjusted one-sided p-value that the change is worse than the limit.
     pub p_value: Option<f64>,
