@@ -12,6 +12,7 @@ use common::{
     json_name, load_json, load_record, our_programs, role_in, sent, syscall_name, Metrics, Role, RoleMetrics,
     RunRecord, Share, SyscallMetrics,
 };
+use nesquic_ebpf::workload_report::{from_lines, CalibrateLine};
 use nesquic_engine::overhead::OverheadReport;
 use nesquic_engine::trace::TraceReport;
 use nesquic_record::events::Event;
@@ -731,10 +732,9 @@ fn calibrated_timing_recovers_a_known_cost_on_every_site_kind() {
     // The true cost: the workload's own clock on the never-probed twin of the same loop, timed
     // in alternating batches in the same run.
     let mut truth = std::collections::HashMap::new();
-    // The workload's own lines (no serde type for them yet: read by key).
-    for line in std::fs::read_to_string(dir.path().join("probed.json")).expect("workload report").lines() {
-        let v: Value = serde_json::from_str(line).expect("json line");
-        truth.insert(v["function"].as_str().expect("name").to_string(), v["twin_ns_per_call"].as_f64().expect("ns"));
+    let text = std::fs::read_to_string(dir.path().join("probed.json")).expect("workload report");
+    for line in from_lines::<CalibrateLine>(&text).expect("the workload's calibration lines") {
+        truth.insert(line.function, line.twin_ns_per_call);
     }
     let report = load_trace(&json);
     let kinds = &report.calibration.as_ref().expect("calibration").kinds;
