@@ -91,7 +91,7 @@ bench-crypto: build
 bench-perf: build
     ./scripts/perf-agreement.sh
 
-# How much of each side's CPU the profile names, all nine LUTs at profile:999,io and 500 MB (~15 min;
+# How much of each side's CPU the profile names, all nine LUTs at profile:999,io and 500 MB, 2 rounds (~4 min;
 # LUTS, SIZE, ROUNDS override): unnamed, app, unsymbolised leaf against issue 36's goals -> bench/profile-coverage.md
 bench-profile: build
     ./scripts/profile-coverage.sh

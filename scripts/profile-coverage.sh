@@ -2,16 +2,22 @@
 # How much of each side's CPU the profile names, for every LUT (issue 36 goals, per side:
 # other + unknown + kernel_other <= 10% of samples, app <= 3%, unsymbolised leaf <= 2%).
 # `scripts/profile-coverage.sh` -> bench/profile-coverage.md (one table).
-# LUTS (all nine), SIZE (500MB) and ROUNDS (1; samples pooled over rounds) can be overridden.
+# LUTS (all nine), SIZE (500MB) and ROUNDS (2; samples pooled over rounds; ~4 min here) can be overridden.
 # A LUT whose run fails gets a row saying so; the script then exits 1.
 set -euo pipefail
 bin=${CARGO_TARGET_DIR:-target}/release
-rounds=${ROUNDS:-1}
+rounds=${ROUNDS:-2}
 size=${SIZE:-500MB}
 luts=${LUTS:-quinn quiche msquic s2n-quic quic-go tcp-tls tquic ngtcp2 aioquic}
 out=${OUT:-bench/profile-coverage.md}
-scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+# RUNS_DIR keeps the runs (summary.json, profile-*.folded) for a look at the stacks.
+if [ -n "${RUNS_DIR:-}" ]; then
+    scratch=$RUNS_DIR
+    mkdir -p "$scratch"
+else
+    scratch=$(mktemp -d)
+    trap 'rm -rf "$scratch"' EXIT
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 started=$(date -u +%FT%TZ)
 for round in $(seq 1 "$rounds"); do
@@ -67,7 +73,8 @@ print("so other processes' load moves them less than it moves times.\n")
 print("Goals (issue 36), per side: **unnamed** = other + unknown + kernel_other <= 10%; **app** (the")
 print("benchmark harness and the LUT executable's glue) <= 3%; **unsym. leaf** = samples whose innermost")
 print("frame has no name <= 2%. **lost stack** = samples that lost a stack to a stack-map collision (their")
-print("user leaf is kept and named, so they are not unsymbolised). Largest component: its 95% Wilson interval.\n")
+print("user leaf is kept and named, so they are not unsymbolised). app and the largest component: with")
+print("their 95% Wilson interval.\n")
 print("| LUT | side | samples | unnamed | app | unsym. leaf | lost stack | largest component (95% interval) | unnamed <= 10% | app <= 3% | leaf <= 2% |")
 print("|---|---|---|---|---|---|---|---|---|---|---|")
 ok = lambda v, goal: "pass" if v <= goal else "**FAIL**"
@@ -88,8 +95,9 @@ for lut in luts:
         lo, hi = wilson(top_n, n)
         verdicts = [ok(unnamed, 10), ok(app, 3), ok(unsym, 2)]
         all_pass &= all(v == "pass" for v in verdicts)
+        alo, ahi = wilson(p["c:app"], n)
         print(
-            f"| {lut} | {role} | {n} | {unnamed:.1f}% | {app:.1f}% | {unsym:.1f}% | {lost:.1f}% | "
+            f"| {lut} | {role} | {n} | {unnamed:.1f}% | {app:.1f}% ({100 * alo:.1f}-{100 * ahi:.1f}%) | {unsym:.1f}% | {lost:.1f}% | "
             f"{top} {100 * top_n / n:.1f}% ({100 * lo:.1f}-{100 * hi:.1f}%) | " + " | ".join(verdicts) + " |"
         )
 print()
