@@ -11,6 +11,7 @@ pub use nesquic_model::profile::{Profile, RoleProfile, SamplerCost, Share};
 pub use crate::stack_rules::Classifier;
 use crate::symbols::ObjectSymbols;
 
+mod blaze;
 mod frameless;
 pub mod packet_cost;
 
@@ -317,6 +318,7 @@ pub fn build(
     classifier: &Classifier,
     frequency_hz: u64,
 ) -> Profile {
+    blaze::compare_if_asked(samples, maps, roles, classifier);
     let mut symbolizer = Symbolizer::new();
     let mut perf_maps = crate::symbols::PerfMaps::default();
     let empty = ProcessMaps::default();
