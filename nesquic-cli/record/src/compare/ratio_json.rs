@@ -52,7 +52,11 @@ mod tests {
         assert_eq!(text, want);
         let back: Row = serde_json::from_str(&text).expect("read back");
         let b = back.interval.expect("an interval");
-        assert_eq!((b.ratio, b.low, b.high, b.confidence, b.df), (e.ratio, e.low, e.high, e.confidence, e.df));
+        // serde_json's default float parsing may miss the last bit: equal to 1e-12.
+        for (x, y) in [(b.ratio, e.ratio), (b.low, e.low), (b.high, e.high), (b.confidence, e.confidence), (b.df, e.df)]
+        {
+            assert!((x - y).abs() < 1e-12, "{b:?} vs {e:?}");
+        }
         assert!((b.p_above(1.01) - e.p_above(1.01)).abs() < 1e-9);
         assert_eq!(serde_json::to_string(&Row { interval: None }).expect("json"), "{\"interval\":null}");
         assert!(serde_json::from_str::<Row>("{}").expect("missing is none").interval.is_none());
