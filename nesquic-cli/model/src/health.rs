@@ -35,11 +35,25 @@ impl HealthCounts {
         self.truncated_batches += o.truncated_batches;
         self.events_dropped += o.events_dropped;
         self.stack_collisions += o.stack_collisions;
-        self.stack_collisions += o.stack_collisions;
     }
 
     /// Nothing was lost.
     pub fn is_clean(&self) -> bool {
         *self == HealthCounts::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn add_sums_every_count_once() {
+        let mut a = HealthCounts { events_dropped: 1, stack_collisions: 3, ..HealthCounts::default() };
+        a.add(&HealthCounts { inflight_full: 4, stack_collisions: 2, ..HealthCounts::default() });
+        assert_eq!(
+            a,
+            HealthCounts { inflight_full: 4, events_dropped: 1, stack_collisions: 5, ..HealthCounts::default() }
+        );
     }
 }
