@@ -194,7 +194,7 @@ mod attach_tests {
         }
         add_role(&mut io, Role::Server, &stats);
 
-        let send = io.breakdown(Role::Server, "send", 1000).expect("rows");
+        let send = io.breakdown(Role::Server, nesquic_model::Direction::Send, 1000).expect("rows");
         let copy = send.parts.iter().find(|p| p.stage == "copy").expect("copy part");
         assert_eq!(copy.ns, None);
         assert_eq!(copy.not_measured.as_deref(), Some("ip_generic_getfrag: load: Invalid argument (os error 22)"));
@@ -213,7 +213,7 @@ mod attach_tests {
             ]
         );
 
-        let recv = io.breakdown(Role::Server, "recv", 700).expect("rows");
+        let recv = io.breakdown(Role::Server, nesquic_model::Direction::Recv, 700).expect("rows");
         assert_eq!(
             parts(&recv),
             [("syscall entry/exit", Some(100), none()), ("udp", Some(200), none()), ("copy", Some(400), none())]
@@ -236,7 +236,7 @@ mod attach_tests {
             row("__udp_gso_segment", 50),
             row("ip_generic_getfrag", 200),
         ];
-        let b = io.breakdown(Role::Server, "send", 1000).expect("rows");
+        let b = io.breakdown(Role::Server, nesquic_model::Direction::Send, 1000).expect("rows");
         let none = Vec::<&str>::new;
         assert_eq!(
             parts(&b),

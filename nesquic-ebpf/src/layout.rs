@@ -1,6 +1,8 @@
 //! Rust mirrors of `bpf/nesquic.h`: the map value layouts and limits. Both sides assert the same
 //! sizes at compile time, so a change on one side without the other fails the build.
 
+use nesquic_model::{DatagramEvent, Direction, Role, Syscall};
+
 /// Roles the maps have room for.
 pub const MAX_ROLES: u32 = 4;
 /// log2 latency buckets per aggregate (the model's histogram length; `nesquic.h` must agree).
@@ -17,9 +19,15 @@ pub const SYSCALLS: [&str; 11] = [
     "sendmsg", "sendmmsg", "sendto", "recvmsg", "recvmmsg", "recvfrom", "write", "writev", "sendfile", "read", "readv",
 ];
 
+/// The syscall [`SYSCALLS`]`[kind]` as the model's type (`Syscall::ALL` has the same order,
+/// checked below).
+pub fn syscall(kind: usize) -> Option<Syscall> {
+    Syscall::ALL.get(kind).copied()
+}
+
 /// Whether [`SYSCALLS`]`[kind]` sends (the others receive).
 pub fn is_send(kind: usize) -> bool {
-    matches!(SYSCALLS.get(kind), Some(&("sendmsg" | "sendmmsg" | "sendto" | "write" | "writev" | "sendfile")))
+    syscall(kind).is_some_and(|s| s.direction() == Direction::Send)
 }
 
 /// The kernel's tracepoint name for [`SYSCALLS`]`[kind]` (`sys_enter_<name>`): x86-64's sendfile
@@ -138,6 +146,21 @@ pub struct NqDatagramEvent {
     pub segment: u32,
 }
 
+impl NqDatagramEvent {
+    /// The event as the model has it; `None` for a role or syscall index outside the known ones.
+    pub fn to_model(&self) -> Option<DatagramEvent> {
+        let role = [Role::Server, Role::Client, Role::Process].into_iter().find(|r| r.index() == self.role)?;
+        Some(DatagramEvent {
+            ts_ns: self.ts_ns,
+            bytes: self.bytes,
+            role,
+            syscall: syscall(self.kind as usize)?,
+            datagrams: self.datagrams,
+            segment: self.segment,
+        })
+    }
+}
+
 /// `struct nq_sample_key`: one sampled (process, user stack, kernel stack).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -217,3 +240,18 @@ const _: () = assert!(std::mem::size_of::<NqHealth>() == 56);
 const _: () = assert!(std::mem::size_of::<NqDatagramEvent>() == 32);
 const _: () = assert!(std::mem::size_of::<NqSettings>() == 16);
 const _: () = assert!(std::mem::size_of::<NqSampleKey>() == 24);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_names_the_syscalls_in_map_order() {
+        assert_eq!(Syscall::ALL.map(Syscall::as_str), SYSCALLS);
+        assert_eq!((0..SYSCALLS.len()).filter(|&k| is_send(k)).count(), 6);
+        let e = NqDatagramEvent { ts_ns: 5, bytes: 2904, role: 1, kind: 4, datagrams: 2, segment: 1452 };
+        let m = e.to_model().expect("known role and syscall");
+        assert_eq!((m.role, m.syscall, m.bytes, m.datagrams), (Role::Client, Syscall::Recvmmsg, 2904, 2));
+        assert_eq!(NqDatagramEvent { kind: 11, ..e }.to_model(), None);
+    }
+}

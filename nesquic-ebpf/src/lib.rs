@@ -30,7 +30,7 @@ pub mod workload_report;
 
 use std::path::PathBuf;
 
-pub use nesquic_model::{HealthCounts, Role};
+pub use nesquic_model::{DatagramEvent, HealthCounts, Role};
 
 pub use catalog::{Catalog, ProbeRequest, ProbeSpec, Resolution, ResolvedFunction};
 pub use metrics::{DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};

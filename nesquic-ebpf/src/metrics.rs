@@ -3,18 +3,11 @@
 
 use crate::Role;
 
-use crate::layout::{NqStats, SYSCALLS};
+use crate::layout::NqStats;
 pub use crate::timing::{quantile_upper_bound, Timing};
-pub use nesquic_model::metrics::{AgentLost, DutyScaled, FunctionMetrics, Metrics, RoleMetrics, SyscallMetrics};
-
-/// `mechanism` of I/O measured by the syscall tracepoints.
-pub const MECHANISM_TRACEPOINT: &str = "tracepoint";
-/// `mechanism` of functions measured by kernel uprobes.
-pub const MECHANISM_UPROBE: &str = "uprobe";
-/// `mechanism` of functions measured by the agent's inline hooks.
-pub const MECHANISM_INLINE_HOOK: &str = "user (inline hook)";
-/// `mechanism` of I/O measured by the agent's libc interposition.
-pub const MECHANISM_INTERPOSITION: &str = "user (libc interposition)";
+pub use nesquic_model::metrics::{
+    AgentLost, Direction, DutyScaled, FunctionMetrics, Mechanism, Metrics, RoleMetrics, Syscall, SyscallMetrics,
+};
 
 /// A function as the session knows it (index = attach cookie).
 #[derive(Debug, Clone)]
@@ -33,13 +26,14 @@ pub struct FunctionLabel {
 
 /// Builds one role's metrics from summed per-syscall and per-function stats.
 pub fn role_metrics(role: Role, io: &[NqStats], functions: &[(FunctionLabel, NqStats)]) -> RoleMetrics {
+    // `io` is in map order, which `Syscall::ALL` follows (layout.rs checks it).
     let io = io
         .iter()
-        .enumerate()
-        .filter(|(_, s)| s.calls > 0)
-        .map(|(i, s)| SyscallMetrics {
-            syscall: SYSCALLS[i].to_string(),
-            direction: if crate::layout::is_send(i) { "send" } else { "recv" }.to_string(),
+        .zip(Syscall::ALL)
+        .filter(|(s, _)| s.calls > 0)
+        .map(|(s, syscall)| SyscallMetrics {
+            syscall,
+            direction: syscall.direction(),
             timing: crate::timing::from_stats(s),
             errors: s.errors,
             eagain: s.eagain,
@@ -47,7 +41,7 @@ pub fn role_metrics(role: Role, io: &[NqStats], functions: &[(FunctionLabel, NqS
             datagrams: s.datagrams,
             messages: s.messages,
             segmented_messages: s.segmented,
-            mechanism: MECHANISM_TRACEPOINT.to_string(),
+            mechanism: Mechanism::Tracepoint,
         })
         .collect();
     let functions = functions
@@ -64,7 +58,7 @@ pub fn role_metrics(role: Role, io: &[NqStats], functions: &[(FunctionLabel, NqS
             compensated_mean_ns: None,
             compensation_uncertainty_ns: None,
             duty: None,
-            mechanism: MECHANISM_UPROBE.to_string(),
+            mechanism: Mechanism::Uprobe,
         })
         .collect();
     RoleMetrics { role, io, functions, io_crosscheck: Vec::new(), agent_lost: None }

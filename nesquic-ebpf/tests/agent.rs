@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use nesquic_ebpf::metrics::{FunctionMetrics, RoleMetrics, SyscallMetrics};
+use nesquic_ebpf::metrics::{FunctionMetrics, Mechanism, RoleMetrics, SyscallMetrics};
 use nesquic_ebpf::sites::choose;
 use nesquic_ebpf::user::{AgentProcess, UserBackend};
 use nesquic_ebpf::{ObjectSymbols, ResolvedFunction};
@@ -68,7 +68,7 @@ fn func<'a>(role: &'a RoleMetrics, name: &str) -> Option<&'a FunctionMetrics> {
 }
 
 fn io<'a>(role: &'a RoleMetrics, name: &str) -> &'a SyscallMetrics {
-    role.io.iter().find(|s| s.syscall == name).unwrap_or_else(|| panic!("{name} missing: {:?}", role.io))
+    role.io.iter().find(|s| s.syscall.as_str() == name).unwrap_or_else(|| panic!("{name} missing: {:?}", role.io))
 }
 
 #[test]
@@ -103,7 +103,7 @@ fn counts_times_and_io_match_what_the_workload_did() {
     // Counted: every call, and the byte argument (tick(i) for i in 0..50).
     let tick = func(&role, "nesquic_workload_tick").expect("tick");
     assert_eq!((tick.timing.calls, tick.bytes), (50, (0..50).sum::<u64>()));
-    assert_eq!(tick.mechanism, "user (inline hook)");
+    assert_eq!(tick.mechanism, Mechanism::InlineHook);
     assert!(!tick.timed && tick.timing.total_ns == 0);
 
     // Timed: the 1 ms sleeps agree with the workload's own clock within 5%.
@@ -156,7 +156,7 @@ fn counts_times_and_io_match_what_the_workload_did() {
             "{name}: agent {s:?} vs workload {w}"
         );
         assert_eq!(s.errors, 0, "{name}");
-        assert_eq!(s.mechanism, "user (libc interposition)");
+        assert_eq!(s.mechanism, Mechanism::Interposition);
     }
     let mmsg = io(&role, "sendmmsg");
     assert_eq!((mmsg.messages, mmsg.segmented_messages), (6, 6));
@@ -403,7 +403,7 @@ fn objects_loaded_by_dlopen_after_start_up_are_hooked() {
     let role = agent.snapshot();
     let work = func(&role, "nesquic_fixture_work").expect("fixture work");
     assert_eq!((work.timing.calls, work.bytes), (calls, (0..calls).sum::<u64>()));
-    assert_eq!(work.mechanism, "user (inline hook)");
+    assert_eq!(work.mechanism, Mechanism::InlineHook);
     let plugin_work = func(&role, "nesquic_plugin_work").expect("plugin work");
     assert_eq!(plugin_work.timing.calls, calls);
     assert!(plugin_work.timed && plugin_work.timing.total_ns > 0);

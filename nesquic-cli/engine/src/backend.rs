@@ -7,7 +7,12 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION, MECHANISM_UPROBE};
+use nesquic_ebpf::metrics::Mechanism;
+
+// The mechanisms' labels, for the lines and summaries that name several at once.
+const MECHANISM_INLINE_HOOK: &str = Mechanism::InlineHook.as_str();
+const MECHANISM_INTERPOSITION: &str = Mechanism::Interposition.as_str();
+const MECHANISM_UPROBE: &str = Mechanism::Uprobe.as_str();
 use nesquic_ebpf::user::UserBackend;
 use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics};
 use serde::Serialize;

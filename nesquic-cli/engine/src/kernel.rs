@@ -65,3 +65,36 @@ impl KernelProbes for ProbeSession {
         Ok(self.reset_profile()?)
     }
 }
+
+/// The link's tc-bpf filters, from the eBPF loader (`nesquic-link` takes them through its
+/// [`nesquic_link::FilterAttacher`] and does not depend on the loader).
+pub struct TcFilters;
+
+/// One attached filter.
+struct TcFilter(nesquic_ebpf::impair::LossFilter);
+
+impl nesquic_link::PacketFilter for TcFilter {
+    fn counts(&self) -> Result<(u64, u64), nesquic_link::BoxError> {
+        Ok(self.0.counts()?)
+    }
+}
+
+impl nesquic_link::FilterAttacher for TcFilters {
+    fn loss(
+        &self,
+        netns: &std::path::Path,
+        iface: &str,
+        per_million: u32,
+    ) -> Result<Box<dyn nesquic_link::PacketFilter>, nesquic_link::BoxError> {
+        Ok(Box::new(TcFilter(nesquic_ebpf::impair::LossFilter::attach(netns, iface, per_million)?)))
+    }
+
+    fn counter(
+        &self,
+        netns: &std::path::Path,
+        iface: &str,
+        ingress: bool,
+    ) -> Result<Box<dyn nesquic_link::PacketFilter>, nesquic_link::BoxError> {
+        Ok(Box::new(TcFilter(nesquic_ebpf::impair::LossFilter::attach_counter(netns, iface, ingress)?)))
+    }
+}

@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use nesquic_ebpf::metrics::Direction;
 use nesquic_protocol::role::{Role, LUT_ROLES};
 use nesquic_record::events::{Event, IoConfigured, IoLayerCounters, MetricsUpdated};
 use nesquic_record::figures::RepetitionFigures;
@@ -44,7 +45,7 @@ pub fn measure(
     let rcvbuf_drops_cost = Some(observer.drops.cost()).filter(|c| c.reads > 0);
     if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.probes.session.as_deref_mut())
     {
-        recorder.datagram_events(&session.drain_datagram_events())?;
+        recorder.datagram_events(&model_events(session.drain_datagram_events()))?;
     }
     let here: Vec<Role> =
         LUT_ROLES.into_iter().filter(|r| spec.remote.is_none_or(|s| s.roles.target(*r).is_none())).collect();
@@ -79,11 +80,11 @@ pub fn measure(
         // Cost per datagram: the probes' datagram count, else the LUT's own I/O counters.
         let (server_cpu, client_cpu) = (figures.server.cpu_total_s, figures.client.cpu_total_s);
         let (probes, counters) = (&figures.probes, &figures.io_layer_counters);
-        let datagrams = |role: Role, direction: &str| {
+        let datagrams = |role: Role, direction: Direction| {
             let probed = probes.as_ref().and_then(|m| nesquic_ebpf::packet_cost::datagrams_probed(m, role, direction));
             probed.map(|n| (n, "io probes".to_string())).or_else(|| {
                 let (_, c) = counters.iter().find(|(r, _)| *r == role)?;
-                let n = if direction == "send" { c.send.datagrams } else { c.recv.datagrams };
+                let n = if direction == Direction::Send { c.send.datagrams } else { c.recv.datagrams };
                 Some((n, "the LUT's I/O counters".to_string()))
             })
         };
@@ -156,7 +157,7 @@ impl ProcessObserver for RunObserver<'_> {
         self.last = Instant::now();
         let kernel = match self.probes.session.as_deref_mut() {
             Some(s) => {
-                recorder.datagram_events(&s.drain_datagram_events())?;
+                recorder.datagram_events(&model_events(s.drain_datagram_events()))?;
                 Some(s.snapshot(&LUT_ROLES)?)
             }
             None => None,
@@ -174,4 +175,10 @@ impl ProcessObserver for RunObserver<'_> {
         }
         Ok(())
     }
+}
+
+/// The kernel's per-message events as the recorder takes them (an event of an unknown role or
+/// syscall index has no trace to go to).
+fn model_events(events: Vec<nesquic_ebpf::layout::NqDatagramEvent>) -> Vec<nesquic_ebpf::DatagramEvent> {
+    events.iter().filter_map(|e| e.to_model()).collect()
 }

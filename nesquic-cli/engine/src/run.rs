@@ -149,7 +149,7 @@ impl Stage {
             launched_by_shell: launcher != plan.binary || client_launcher != plan.client_binary(),
         };
         let topology = match plan.link {
-            LinkKind::Veth => Some(Topology::create(&plan.conditions)?),
+            LinkKind::Veth => Some(Topology::create(&plan.conditions, &crate::kernel::TcFilters)?),
             LinkKind::Loopback if plan.conditions.any() => {
                 return Err(EngineError::msg(
                     "--rate/--loss/--delay/--jitter/--reorder apply to a link: add --link veth",
@@ -406,18 +406,18 @@ fn run_started(
     user: Option<&crate::backend::UserProbes>,
 ) -> RunStarted {
     let (lut, testcase, io) = (plan.lut.as_ref(), &plan.testcase, plan.io);
-    use nesquic_ebpf::metrics::{MECHANISM_INLINE_HOOK, MECHANISM_UPROBE};
-    let describe = |f: &nesquic_ebpf::ResolvedFunction, by: &str| ProbedFunction {
+    use nesquic_ebpf::metrics::Mechanism;
+    let describe = |f: &nesquic_ebpf::ResolvedFunction, by: Mechanism| ProbedFunction {
         category: f.category.clone(),
         name: f.name.clone(),
         object: f.object.clone(),
         address: f.address,
-        mechanism: by.into(),
+        mechanism: by,
     };
     let functions = user
         .into_iter()
-        .flat_map(|u| u.planned().map(|f| describe(f, MECHANISM_INLINE_HOOK)))
-        .chain(session.into_iter().flat_map(|s| s.functions().iter().map(|f| describe(f, MECHANISM_UPROBE))))
+        .flat_map(|u| u.planned().map(|f| describe(f, Mechanism::InlineHook)))
+        .chain(session.into_iter().flat_map(|s| s.functions().iter().map(|f| describe(f, Mechanism::Uprobe))))
         .collect();
     let io_mechanism =
         user.and_then(|u| u.io_mechanism()).map(String::from).or_else(|| session.and_then(|s| s.io_mechanism()));

@@ -13,10 +13,11 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use nesquic_ebpf::layout::NqDatagramEvent;
-use nesquic_ebpf::metrics::{
-    AgentLost, FunctionMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION,
-    MECHANISM_UPROBE,
-};
+use nesquic_ebpf::metrics::{AgentLost, Direction, FunctionMetrics, Mechanism, Syscall, SyscallMetrics, Timing};
+
+const MECHANISM_INLINE_HOOK: &str = Mechanism::InlineHook.as_str();
+const MECHANISM_INTERPOSITION: &str = Mechanism::Interposition.as_str();
+const MECHANISM_UPROBE: &str = Mechanism::Uprobe.as_str();
 use nesquic_ebpf::profile::{ProcessMaps, Profile};
 use nesquic_ebpf::sites::{ProbeSite, SiteKind};
 use nesquic_ebpf::user::{PatchStatus, PlannedFunction, UserError};
@@ -297,7 +298,7 @@ impl KernelProbes for FakeKernel {
                 compensated_mean_ns: None,
                 compensation_uncertainty_ns: None,
                 duty: None,
-                mechanism: "uprobe".into(),
+                mechanism: Mechanism::Uprobe,
             }],
             io_crosscheck: Vec::new(),
             agent_lost: None,
@@ -422,8 +423,8 @@ impl UserAgent for FakeAgent {
         RoleMetrics {
             role: self.role,
             io: vec![SyscallMetrics {
-                syscall: "sendmmsg".into(),
-                direction: "send".into(),
+                syscall: Syscall::Sendmmsg,
+                direction: Direction::Send,
                 timing: timing(AGENT_SENDS),
                 errors: 0,
                 eagain: 0,
@@ -431,7 +432,7 @@ impl UserAgent for FakeAgent {
                 datagrams: AGENT_SENDS * 10,
                 messages: AGENT_SENDS,
                 segmented_messages: AGENT_SENDS,
-                mechanism: MECHANISM_INTERPOSITION.into(),
+                mechanism: Mechanism::Interposition,
             }],
             functions: vec![FunctionMetrics {
                 category: "crypto.open".into(),
@@ -444,7 +445,7 @@ impl UserAgent for FakeAgent {
                 compensated_mean_ns: None,
                 compensation_uncertainty_ns: None,
                 duty: None,
-                mechanism: MECHANISM_INLINE_HOOK.into(),
+                mechanism: Mechanism::InlineHook,
             }],
             io_crosscheck: Vec::new(),
             // Its process's health counters: a known loss per process.

@@ -1,7 +1,7 @@
 //! What the probes measured, summed over repetitions: syscall latency (log2 histograms and
 //! their CDFs), crypto calls, and offload (datagrams per syscall).
 
-use nesquic_ebpf::metrics::{Metrics, Timing};
+use nesquic_model::metrics::{Metrics, Timing};
 use nesquic_record::RunRecord;
 
 use crate::page::{num, Page};
@@ -83,7 +83,7 @@ fn syscalls(page: &mut Page, m: &Metrics) -> Result<(), HtmlError> {
                 duration(s.timing.p50_le_ns as f64)
             );
             page.raw(&plot::vbars(&id, &title, "time inside", "calls", &histogram(&s.timing))?);
-            curves.push(Series { name: s.syscall.clone(), points: cdf(&s.timing) });
+            curves.push(Series { name: s.syscall.to_string(), points: cdf(&s.timing) });
         }
         page.raw(&plot::lines(
             &format!("syscall-cdf-{}", role.role),
@@ -148,7 +148,7 @@ fn crypto(page: &mut Page, m: &Metrics) -> Result<(), HtmlError> {
                     f.bytes.to_string(),
                     if f.timed { num(Some(f.timing.mean_ns()), 0) } else { "counted only".into() },
                     num(f.compensated_mean_ns, 0),
-                    f.mechanism.clone(),
+                    f.mechanism.to_string(),
                 ]
             })
             .collect();
@@ -171,7 +171,7 @@ fn short(name: &str) -> String {
 }
 
 fn offload(page: &mut Page, m: &Metrics) -> Result<(), HtmlError> {
-    let rows: Vec<(nesquic_ebpf::Role, &nesquic_ebpf::metrics::SyscallMetrics)> = m
+    let rows: Vec<(nesquic_model::Role, &nesquic_model::metrics::SyscallMetrics)> = m
         .roles
         .iter()
         .flat_map(|r| r.io.iter().map(move |s| (r.role, s)))
@@ -182,7 +182,7 @@ fn offload(page: &mut Page, m: &Metrics) -> Result<(), HtmlError> {
     }
     page.h2("Offload: datagrams per syscall");
     page.note("More than one datagram per call means batching (sendmmsg/recvmmsg) or segmentation offload (GSO on send, GRO on receive).");
-    let per_call = |s: &nesquic_ebpf::metrics::SyscallMetrics| s.datagrams as f64 / s.timing.calls as f64;
+    let per_call = |s: &nesquic_model::metrics::SyscallMetrics| s.datagrams as f64 / s.timing.calls as f64;
     let bars: Vec<Bar> = rows
         .iter()
         .map(|(role, s)| Bar { label: format!("{role} {}", s.syscall), value: per_call(s), interval: None })

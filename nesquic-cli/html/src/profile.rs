@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use nesquic_ebpf::profile::Share;
-use nesquic_ebpf::Role;
+use nesquic_model::profile::Share;
+use nesquic_model::Role;
 use nesquic_record::RunRecord;
 
 use crate::input::RunInput;
@@ -77,7 +77,7 @@ pub fn section(page: &mut Page, input: &RunInput) -> Result<(), HtmlError> {
 
 /// CPU ns per datagram by component (median over repetitions), where a datagram count exists.
 fn cost(page: &mut Page, r: &RunRecord, side: Role) -> Result<(), HtmlError> {
-    let costs: Vec<&nesquic_ebpf::packet_cost::PacketCost> = r
+    let costs: Vec<&nesquic_model::packet_cost::PacketCost> = r
         .repetitions
         .iter()
         .filter_map(|x| x.profile.as_ref())

@@ -79,7 +79,7 @@ pub(crate) fn header(page: &mut Page, input: &RunInput) {
     let functions: Vec<Vec<String>> = started
         .into_iter()
         .flat_map(|s| &s.probes.functions)
-        .map(|f| vec![f.category.clone(), f.name.clone(), f.object.display().to_string(), f.mechanism.clone()])
+        .map(|f| vec![f.category.clone(), f.name.clone(), f.object.display().to_string(), f.mechanism.to_string()])
         .collect();
     if !functions.is_empty() {
         page.h3("Probed functions and the mechanism behind each");

@@ -3,6 +3,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Timed calls in flight per thread in the agent (its shadow stack's depth): a call nested
+/// deeper is neither counted nor timed ([`crate::AgentLost::shadow_full`]). The agent's ABI
+/// defines it; `nesquic-ebpf` asserts at compile time that the two agree.
+pub const SHADOW_DEPTH: usize = 256;
+
 /// A function's patch outcome in one process, as the agent reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PatchStatus {

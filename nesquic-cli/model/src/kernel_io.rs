@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::Direction;
 use crate::timing::Timing;
 use crate::Role;
 
@@ -91,7 +92,7 @@ pub struct Unprobed {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Breakdown {
     /// `send` or `recv`.
-    pub direction: String,
+    pub direction: Direction,
     /// The syscalls' time, ns (what is split).
     pub syscall_ns: u64,
     /// The exclusive parts, in path order.
@@ -128,8 +129,8 @@ fn node(stage: &'static str, function: &'static str, children: Vec<Node>) -> Nod
 }
 
 /// Who calls whom on each direction's path (see [`KernelIo::breakdown`]).
-fn path(direction: &str) -> Node {
-    let children = if direction == "send" {
+fn path(direction: Direction) -> Node {
+    let children = if direction == Direction::Send {
         vec![node(
             "udp",
             "udp_sendmsg",
@@ -199,13 +200,13 @@ impl KernelIo {
     ///
     /// A function that is not probed is not 0 ns: its part is "not measured", and its time stays
     /// in its caller's part, which says it includes that stage.
-    pub fn breakdown(&self, role: Role, direction: &str, syscall_ns: u64) -> Option<Breakdown> {
+    pub fn breakdown(&self, role: Role, direction: Direction, syscall_ns: u64) -> Option<Breakdown> {
         if !self.rows.iter().any(|r| r.role == role) {
             return None;
         }
         let mut parts = Vec::new();
         self.split(role, &path(direction), syscall_ns, &mut parts);
-        let coalescing_outside = (direction != "send").then(|| match self.why_unprobed("udp_gro_receive") {
+        let coalescing_outside = (direction != Direction::Send).then(|| match self.why_unprobed("udp_gro_receive") {
             Some(why) => {
                 Part { stage: "GRO coalescing".into(), ns: None, not_measured: Some(why), includes: Vec::new() }
             }
@@ -216,7 +217,7 @@ impl KernelIo {
                 includes: Vec::new(),
             },
         });
-        Some(Breakdown { direction: direction.to_string(), syscall_ns, parts, coalescing_outside })
+        Some(Breakdown { direction, syscall_ns, parts, coalescing_outside })
     }
 
     /// Summed time of `function` in `role` (0: probed and never called).
@@ -309,7 +310,7 @@ mod breakdown_tests {
             ],
             ..Default::default()
         };
-        let b = io.breakdown(Role::Server, "send", 1000).expect("rows");
+        let b = io.breakdown(Role::Server, Direction::Send, 1000).expect("rows");
         let none = Vec::<&str>::new;
         assert_eq!(
             parts(&b),
@@ -324,6 +325,6 @@ mod breakdown_tests {
         );
         assert_eq!(b.parts.iter().filter_map(|p| p.ns).sum::<u64>(), 1000);
         assert!(b.coalescing_outside.is_none());
-        assert!(io.breakdown(Role::Client, "send", 1000).is_none());
+        assert!(io.breakdown(Role::Client, Direction::Send, 1000).is_none());
     }
 }

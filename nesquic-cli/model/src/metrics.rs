@@ -72,9 +72,9 @@ impl AgentLost {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SyscallMetrics {
     /// `sendmsg`, `recvmmsg`, ...
-    pub syscall: String,
+    pub syscall: Syscall,
     /// `send` or `recv`.
-    pub direction: String,
+    pub direction: Direction,
     /// Calls and time.
     #[serde(flatten)]
     pub timing: Timing,
@@ -95,7 +95,7 @@ pub struct SyscallMetrics {
     pub segmented_messages: u64,
     /// What measured it: `tracepoint` or `user (libc interposition)`.
     #[serde(default)]
-    pub mechanism: String,
+    pub mechanism: Mechanism,
 }
 
 /// One probed function of one role.
@@ -131,7 +131,184 @@ pub struct FunctionMetrics {
     pub duty: Option<DutyScaled>,
     /// What measured it: `uprobe` or `user (inline hook)`.
     #[serde(default)]
-    pub mechanism: String,
+    pub mechanism: Mechanism,
+}
+
+/// A system call the I/O probes follow. The JSON form is the call's name (`sendmsg`); a name
+/// outside this list is an error, not a silently dropped row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Syscall {
+    /// `sendmsg`.
+    Sendmsg,
+    /// `sendmmsg`.
+    Sendmmsg,
+    /// `sendto`.
+    Sendto,
+    /// `recvmsg`.
+    Recvmsg,
+    /// `recvmmsg`.
+    Recvmmsg,
+    /// `recvfrom`.
+    Recvfrom,
+    /// `write` on an IPv4/IPv6 socket (TCP stacks).
+    Write,
+    /// `writev` on a socket.
+    Writev,
+    /// `sendfile` to a socket.
+    Sendfile,
+    /// `read` on a socket.
+    Read,
+    /// `readv` on a socket.
+    Readv,
+}
+
+impl Syscall {
+    /// Every syscall, in the order of the kernel's `enum nq_syscall` (the map index).
+    pub const ALL: [Syscall; 11] = [
+        Syscall::Sendmsg,
+        Syscall::Sendmmsg,
+        Syscall::Sendto,
+        Syscall::Recvmsg,
+        Syscall::Recvmmsg,
+        Syscall::Recvfrom,
+        Syscall::Write,
+        Syscall::Writev,
+        Syscall::Sendfile,
+        Syscall::Read,
+        Syscall::Readv,
+    ];
+
+    /// The call's name, as in the JSON (`sendmsg`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Syscall::Sendmsg => "sendmsg",
+            Syscall::Sendmmsg => "sendmmsg",
+            Syscall::Sendto => "sendto",
+            Syscall::Recvmsg => "recvmsg",
+            Syscall::Recvmmsg => "recvmmsg",
+            Syscall::Recvfrom => "recvfrom",
+            Syscall::Write => "write",
+            Syscall::Writev => "writev",
+            Syscall::Sendfile => "sendfile",
+            Syscall::Read => "read",
+            Syscall::Readv => "readv",
+        }
+    }
+
+    /// The syscall named `name`, if it is one the probes follow.
+    pub fn from_name(name: &str) -> Option<Syscall> {
+        Syscall::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// Whether it sends or receives.
+    pub fn direction(self) -> Direction {
+        match self {
+            Syscall::Sendmsg
+            | Syscall::Sendmmsg
+            | Syscall::Sendto
+            | Syscall::Write
+            | Syscall::Writev
+            | Syscall::Sendfile => Direction::Send,
+            Syscall::Recvmsg | Syscall::Recvmmsg | Syscall::Recvfrom | Syscall::Read | Syscall::Readv => {
+                Direction::Recv
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Syscall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// Which way a syscall moves data. JSON: `send` or `recv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    /// Sends.
+    Send,
+    /// Receives.
+    Recv,
+}
+
+impl Direction {
+    /// Both, sends first.
+    pub const BOTH: [Direction; 2] = [Direction::Send, Direction::Recv];
+
+    /// `send` or `recv`, as in the JSON.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Direction::Send => "send",
+            Direction::Recv => "recv",
+        }
+    }
+}
+
+impl std::fmt::Display for Direction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// What measured a syscall or function row. The JSON strings are the ones records have always
+/// held; a row from a record written before rows named their mechanism reads as `""`
+/// ([`Mechanism::Unrecorded`]) and is written back the same way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Mechanism {
+    /// I/O by the kernel's syscall tracepoints.
+    #[serde(rename = "tracepoint")]
+    Tracepoint,
+    /// Functions by kernel uprobes.
+    #[serde(rename = "uprobe")]
+    Uprobe,
+    /// Functions by the user-space agent's inline hooks.
+    #[serde(rename = "user (inline hook)")]
+    InlineHook,
+    /// I/O by the user-space agent's libc interposition.
+    #[serde(rename = "user (libc interposition)")]
+    Interposition,
+    /// Not recorded (records older than the field).
+    #[default]
+    #[serde(rename = "")]
+    Unrecorded,
+}
+
+impl Mechanism {
+    /// The label, as in the JSON (`user (inline hook)`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Mechanism::Tracepoint => "tracepoint",
+            Mechanism::Uprobe => "uprobe",
+            Mechanism::InlineHook => "user (inline hook)",
+            Mechanism::Interposition => "user (libc interposition)",
+            Mechanism::Unrecorded => "",
+        }
+    }
+}
+
+impl std::fmt::Display for Mechanism {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// One message of a send/receive syscall, as the kernel reported it (`--qlog-datagrams`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatagramEvent {
+    /// CLOCK_MONOTONIC at syscall exit, ns.
+    pub ts_ns: u64,
+    /// Bytes of the message.
+    pub bytes: u64,
+    /// Which process.
+    pub role: Role,
+    /// The syscall (its direction says sent or received).
+    pub syscall: Syscall,
+    /// Datagrams in the message.
+    pub datagrams: u32,
+    /// Datagram size (the last may be shorter).
+    pub segment: u32,
 }
 
 /// Counts of a duty-cycled function, extrapolated to the whole run.

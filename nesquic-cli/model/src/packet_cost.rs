@@ -6,6 +6,7 @@
 use crate::Role;
 use serde::{Deserialize, Serialize};
 
+use crate::metrics::Direction;
 use crate::profile::{RoleProfile, Share};
 
 /// One component's cost.
@@ -79,9 +80,9 @@ impl PacketCost {
     }
 }
 
-/// Datagrams `role` moved in `direction` (`send`/`recv`) by the io probes' syscall rows; `None`
-/// when the probes saw no such row (io not probed).
-pub fn datagrams_probed(metrics: &crate::metrics::Metrics, role: Role, direction: &str) -> Option<u64> {
+/// Datagrams `role` moved in `direction` by the io probes' syscall rows; `None` when the probes
+/// saw no such row (io not probed).
+pub fn datagrams_probed(metrics: &crate::metrics::Metrics, role: Role, direction: Direction) -> Option<u64> {
     let rows: Vec<_> = metrics
         .roles
         .iter()
@@ -98,11 +99,12 @@ pub fn datagrams_probed(metrics: &crate::metrics::Metrics, role: Role, direction
 pub fn attach(
     profile: &mut crate::profile::Profile,
     cpu_s: impl Fn(Role) -> f64,
-    datagrams: impl Fn(Role, &str) -> Option<(u64, String)>,
+    datagrams: impl Fn(Role, Direction) -> Option<(u64, String)>,
     payload_bytes: u64,
 ) {
     for role in &mut profile.roles {
-        let (direction, label) = if role.role == Role::Client { ("recv", "received") } else { ("send", "sent") };
+        let (direction, label) =
+            if role.role == Role::Client { (Direction::Recv, "received") } else { (Direction::Send, "sent") };
         role.cost = datagrams(role.role, direction)
             .and_then(|(n, source)| PacketCost::of(role, cpu_s(role.role), label, n, &source, payload_bytes));
     }

@@ -2,8 +2,8 @@
 //! what a probe adds to each duration it measures, per kind of probe site, and the user-space
 //! agent's cost per call. How it is measured is the engine's business.
 
-use nesquic_ebpf::sites::SiteKind;
-use nesquic_ebpf::Metrics;
+use nesquic_model::sites::SiteKind;
+use nesquic_model::Metrics;
 use serde::{Deserialize, Serialize};
 
 /// The calibration of one site kind.
@@ -65,7 +65,7 @@ impl Calibration {
                 if !f.timed || f.timing.calls == 0 {
                     continue;
                 }
-                let (overhead, uncertainty) = if f.mechanism == nesquic_ebpf::metrics::MECHANISM_INLINE_HOOK {
+                let (overhead, uncertainty) = if f.mechanism == nesquic_model::metrics::Mechanism::InlineHook {
                     let Some(a) = &self.agent else { continue };
                     (a.window_ns, a.window_sd_ns)
                 } else {

@@ -4,10 +4,10 @@
 
 use std::path::PathBuf;
 
-use nesquic_ebpf::HealthCounts;
-use nesquic_ebpf::metrics::{FunctionMetrics, SyscallMetrics};
-use nesquic_ebpf::profile::RoleProfile;
-use nesquic_ebpf::Metrics;
+use nesquic_model::metrics::{FunctionMetrics, Mechanism, SyscallMetrics};
+use nesquic_model::profile::RoleProfile;
+use nesquic_model::HealthCounts;
+use nesquic_model::Metrics;
 use nesquic_protocol::cli::IoMode;
 use nesquic_protocol::report::IoSettings;
 use nesquic_protocol::Role;
@@ -178,8 +178,8 @@ pub struct ProbedFunction {
     pub object: PathBuf,
     /// Its address in that file.
     pub address: u64,
-    /// `inline hook` (the agent) or `uprobe + uretprobe`.
-    pub mechanism: String,
+    /// `user (inline hook)` (the agent) or `uprobe`.
+    pub mechanism: Mechanism,
 }
 
 /// The tool.

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use nesquic_protocol::Role;
 
 pub use crate::stats::Spread;
-use nesquic_ebpf::user::PatchStatus;
+use nesquic_model::agent::PatchStatus;
 
 /// CPU accounting of one process, from the kernel (`wait4` rusage).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
@@ -70,11 +70,11 @@ pub struct RepetitionFigures {
     pub workload: Option<crate::workload::WorkloadFigures>,
     /// The sampling profile of this repetition (with `--probe profile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub profile: Option<nesquic_ebpf::profile::Profile>,
+    pub profile: Option<nesquic_model::profile::Profile>,
     /// What the probes measured in this repetition (with `--probe`); each row names its
     /// mechanism (user-space agent, uprobe, tracepoint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub probes: Option<nesquic_ebpf::Metrics>,
+    pub probes: Option<nesquic_model::Metrics>,
     /// The user-space agent in each LUT process: initialised or not, each function patched or
     /// why not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -2,8 +2,8 @@
 //! probes (any LUT) or the I/O layer's own counters (LUTs on Nesquic's I/O layer). Every ratio
 //! Nesquic prints (syscalls per MB, datagrams per syscall, crypto calls per datagram) starts here.
 
-use nesquic_ebpf::metrics::{SyscallMetrics, MECHANISM_TRACEPOINT};
-use nesquic_ebpf::RoleMetrics;
+use nesquic_model::metrics::{Direction, Mechanism, Syscall, SyscallMetrics};
+use nesquic_model::RoleMetrics;
 use nesquic_protocol::Role;
 use serde::{Deserialize, Serialize};
 
@@ -65,7 +65,7 @@ impl IoSource {
 impl IoTotals {
     /// Summed over the syscalls the probes saw for one role.
     pub fn of(role: &RoleMetrics) -> Self {
-        let sum = |dir: &str| {
+        let sum = |dir: Direction| {
             role.io.iter().filter(|s| s.direction == dir).fold(DirectionTotals::default(), |t, s| DirectionTotals {
                 calls: t.calls + s.timing.calls,
                 eagain: t.eagain + s.eagain,
@@ -74,7 +74,7 @@ impl IoTotals {
                 bytes: t.bytes + s.bytes,
             })
         };
-        Self { send: sum("send"), recv: sum("recv") }
+        Self { send: sum(Direction::Send), recv: sum(Direction::Recv) }
     }
 
     /// From the I/O layer's counters.
@@ -206,7 +206,7 @@ fn ratio(a: u64, b: u64) -> Option<f64> {
 
 /// Where the probes' per-direction totals for `role` differ from the I/O layer's own counters
 /// (empty: they agree exactly).
-pub fn disagreements(role: Role, layer: &nesquic_io::Counters, probes: &nesquic_ebpf::Metrics) -> Vec<String> {
+pub fn disagreements(role: Role, layer: &nesquic_io::Counters, probes: &nesquic_model::Metrics) -> Vec<String> {
     let Some(m) = probes.roles.iter().find(|r| r.role == role) else {
         return vec!["no probe figures for this role".into()];
     };
@@ -231,9 +231,10 @@ pub fn crosscheck_differences(role: &RoleMetrics) -> Vec<String> {
     if role.io_crosscheck.is_empty() && role.io.is_empty() {
         return Vec::new();
     }
-    let key = |s: &SyscallMetrics| (s.syscall.clone(), s.direction.clone());
-    let mut names: Vec<(String, String)> = role.io.iter().chain(&role.io_crosscheck).map(key).collect();
-    names.sort();
+    let key = |s: &SyscallMetrics| (s.syscall, s.direction);
+    let mut names: Vec<(Syscall, Direction)> = role.io.iter().chain(&role.io_crosscheck).map(key).collect();
+    // By name, as the listing has always been ordered.
+    names.sort_by_key(|(s, d)| (s.as_str(), d.as_str()));
     names.dedup();
     let mut out = Vec::new();
     for (syscall, direction) in names {
@@ -246,8 +247,16 @@ pub fn crosscheck_differences(role: &RoleMetrics) -> Vec<String> {
         let (kf, uf) = (figures(&k), figures(&u));
         if kf != uf {
             out.push(format!(
-                "{syscall}: {MECHANISM_TRACEPOINT} calls/bytes/datagrams/messages {}/{}/{}/{}, agent {}/{}/{}/{}",
-                kf.0, kf.1, kf.2, kf.3, uf.0, uf.1, uf.2, uf.3
+                "{syscall}: {} calls/bytes/datagrams/messages {}/{}/{}/{}, agent {}/{}/{}/{}",
+                Mechanism::Tracepoint,
+                kf.0,
+                kf.1,
+                kf.2,
+                kf.3,
+                uf.0,
+                uf.1,
+                uf.2,
+                uf.3
             ));
         }
     }

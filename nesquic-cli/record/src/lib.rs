@@ -1,4 +1,6 @@
-//! The one run model. Owns the typed run record (`run::RunRecord`, summary.json, with
+//! The run record and what is derived from it. The measurement types it is built from (metrics,
+//! profile, packet cost, health counts, roles) are `nesquic-model`'s, below every crate that
+//! measures; this crate owns the typed run record around them (`run::RunRecord`, summary.json, with
 //! `schema_version`), the figures derived from measurements (`figures`, `workload`), the timing
 //! calibration as recorded (`calibration`), Nesquic's qlog events (`events`, typed both ways), the
 //! qlog traces (`qlog`: writer and strict reader;

@@ -1,7 +1,7 @@
 //! CPU ns per datagram by component for one configuration over its repetitions (medians): the
 //! cross-LUT view `nesquic matrix` prints ("quinn spends X ns per packet on crypto, msquic Y").
 //! Each repetition's figure comes from its sampling profile's measured cost
-//! (`nesquic_ebpf::packet_cost`): CPU time x the component's share / datagrams.
+//! (`nesquic_model::packet_cost`): CPU time x the component's share / datagrams.
 
 use std::collections::BTreeMap;
 
@@ -43,7 +43,7 @@ impl PacketCostFigures {
 }
 
 fn side(reps: &[RepetitionFigures], role: Role) -> Option<SideCost> {
-    let costs: Vec<&nesquic_ebpf::packet_cost::PacketCost> = reps
+    let costs: Vec<&nesquic_model::packet_cost::PacketCost> = reps
         .iter()
         .filter_map(|r| r.profile.as_ref())
         .filter_map(|p| p.roles.iter().find(|x| x.role == role))

@@ -59,18 +59,19 @@ impl Recorder {
         self.client.event(&event(Role::Client))
     }
 
-    /// Writes per-message kernel events as `quic:udp_datagrams_sent` / `_received`.
-    pub fn datagram_events(&mut self, events: &[nesquic_ebpf::layout::NqDatagramEvent]) -> Result<()> {
+    /// Writes per-message kernel events as `quic:udp_datagrams_sent` / `_received` (only the LUT
+    /// roles have a trace).
+    pub fn datagram_events(&mut self, events: &[nesquic_model::DatagramEvent]) -> Result<()> {
         for e in events {
-            let Some(role) = LUT_ROLES.into_iter().find(|r| r.index() == e.role) else { continue };
-            let Some(syscall) = nesquic_ebpf::layout::SYSCALLS.get(e.kind as usize) else { continue };
+            let Some(role) = LUT_ROLES.into_iter().find(|r| *r == e.role) else { continue };
+            let syscall = e.syscall;
             let segment = u64::from(e.segment.max(1));
             let n = u64::from(e.datagrams.max(1));
             let raw = (0..n)
                 .map(|i| RawInfo { length: if i + 1 < n { segment } else { e.bytes - segment * (n - 1) } })
                 .collect();
             let data = UdpDatagrams { count: n, raw, syscall: syscall.to_string() };
-            let event = if nesquic_ebpf::layout::is_send(e.kind as usize) {
+            let event = if syscall.direction() == nesquic_model::Direction::Send {
                 Event::UdpDatagramsSent(data)
             } else {
                 Event::UdpDatagramsReceived(data)

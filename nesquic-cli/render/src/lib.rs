@@ -5,7 +5,7 @@
 //! `grep-printer` is beside its searcher.
 //!
 //! Must not know the command line, files, processes or probes: it receives what was measured
-//! (`nesquic_record`, `nesquic_ebpf`'s metrics) and writes text to stdout/stderr or returns it.
+//! (`nesquic_record`, `nesquic_model`'s metrics) and writes text to stdout/stderr or returns it.
 
 pub mod compare;
 pub mod findings;

@@ -29,8 +29,8 @@ pub fn summary(r: &RunRecord) -> String {
     for (label, sp, digits) in s.rows(r.testcase.workload.connections) {
         let _ = writeln!(out, "| {label} | {:.digits$} | {:.digits$} | {:.digits$} |", sp.median, sp.min, sp.max);
     }
-    let all: Vec<nesquic_ebpf::Metrics> = r.repetitions.iter().filter_map(|x| x.probes.clone()).collect();
-    if let Some(m) = nesquic_ebpf::Metrics::merge(&all) {
+    let all: Vec<nesquic_model::Metrics> = r.repetitions.iter().filter_map(|x| x.probes.clone()).collect();
+    if let Some(m) = nesquic_model::Metrics::merge(&all) {
         let io: Vec<_> = m.roles.iter().flat_map(|role| role.io.iter().map(move |x| (&role.role, x))).collect();
         if !io.is_empty() {
             out.push_str("\n| syscall (all repetitions) | calls | datagrams/call | bytes/call | p50 ns <= |\n|---|---:|---:|---:|---:|\n");

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use nesquic_ebpf::metrics::Timing;
-use nesquic_ebpf::{Metrics, Role, RoleMetrics};
+use nesquic_model::metrics::{Direction, Mechanism, Timing};
+use nesquic_model::{Metrics, Role, RoleMetrics};
 
 use crate::text::{duration, ratio, share, truncate};
 
@@ -54,7 +54,7 @@ pub fn agent_lost_lines(metrics: &Metrics) -> Vec<String> {
             parts.push(format!(
                 "{} call(s) neither counted nor timed (nested deeper than {} timed calls in a thread)",
                 lost.shadow_full,
-                nesquic_ebpf::user::SHADOW_DEPTH
+                nesquic_model::agent::SHADOW_DEPTH
             ));
         }
         if lost.shadow_dropped > 0 {
@@ -88,7 +88,7 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
         "EAGAIN",
         "%CPU"
     );
-    for dir in ["send", "recv"] {
+    for dir in Direction::BOTH {
         for s in role.io.iter().filter(|s| s.direction == dir) {
             let t = &s.timing;
             println!(
@@ -106,7 +106,7 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
                 ratio(t.total_ns as f64, s.datagrams as f64),
                 s.eagain,
                 share(t.total_ns as f64, cpu_ns),
-                mechanism_label(&s.mechanism),
+                mechanism_label(s.mechanism),
             );
         }
     }
@@ -122,12 +122,12 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
 }
 
 /// Short name of what measured a row, for the terminal.
-pub(crate) fn mechanism_label(mechanism: &str) -> &str {
+pub(crate) fn mechanism_label(mechanism: Mechanism) -> &'static str {
     match mechanism {
-        nesquic_ebpf::metrics::MECHANISM_INLINE_HOOK => "user hook",
-        nesquic_ebpf::metrics::MECHANISM_INTERPOSITION => "user libc",
-        "" => "-",
-        other => other,
+        Mechanism::InlineHook => "user hook",
+        Mechanism::Interposition => "user libc",
+        Mechanism::Unrecorded => "-",
+        other => other.as_str(),
     }
 }
 
@@ -161,16 +161,16 @@ pub fn print_agent_problems(agents: &[nesquic_record::run::AgentReport]) {
 
 /// The syscalls' time per direction split into exclusive parts of the kernel's path. A stage
 /// whose function is not probed says so, and the part that holds its time says it includes it.
-fn print_packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) {
+fn print_packet_io_split(kernel: &nesquic_model::kernel_io::KernelIo, role: &RoleMetrics) {
     for line in packet_io_split(kernel, role) {
         println!("  {line}");
     }
 }
 
 /// The lines of [`print_packet_io_split`].
-fn packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetrics) -> Vec<String> {
+fn packet_io_split(kernel: &nesquic_model::kernel_io::KernelIo, role: &RoleMetrics) -> Vec<String> {
     let mut lines = Vec::new();
-    for direction in ["send", "recv"] {
+    for direction in Direction::BOTH {
         let syscall_ns: u64 = role.io.iter().filter(|s| s.direction == direction).map(|s| s.timing.total_ns).sum();
         let Some(b) = kernel.breakdown(role.role, direction, syscall_ns) else { break };
         if syscall_ns == 0 {
@@ -215,7 +215,7 @@ fn packet_io_split(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: &RoleMetric
 
 /// The kernel functions of the UDP path that are not probed while others are (their stages
 /// are not measured), with the kernel's answer.
-pub fn unprobed_line(kernel: &nesquic_ebpf::kernel_io::KernelIo) -> Option<String> {
+pub fn unprobed_line(kernel: &nesquic_model::kernel_io::KernelIo) -> Option<String> {
     let mechanism = kernel.mechanism?;
     if kernel.unprobed.is_empty() {
         return None;
@@ -224,7 +224,7 @@ pub fn unprobed_line(kernel: &nesquic_ebpf::kernel_io::KernelIo) -> Option<Strin
     Some(format!("kernel UDP path: not probed by {}, not measured: {}", mechanism.label(), each.join("; ")))
 }
 
-fn print_kernel_io(kernel: &nesquic_ebpf::kernel_io::KernelIo, role: Role, cpu_ns: f64) {
+fn print_kernel_io(kernel: &nesquic_model::kernel_io::KernelIo, role: Role, cpu_ns: f64) {
     let rows: Vec<_> = kernel.rows.iter().filter(|r| r.role == role).collect();
     if rows.is_empty() {
         return;
@@ -282,7 +282,7 @@ pub fn print_compensated(metrics: &Metrics, calibration: &nesquic_record::calibr
             let (Some(mean), Some(err)) = (f.compensated_mean_ns, f.compensation_uncertainty_ns) else { continue };
             let site = match f.site {
                 Some(k) => format!("{} site", k.label()),
-                None => mechanism_label(&f.mechanism).to_string(),
+                None => mechanism_label(f.mechanism).to_string(),
             };
             lines.push(format!(
                 "  {:<7} {:<26} {:>10} ± {:<8} per call (raw {}; {}) {}",
@@ -306,7 +306,7 @@ pub fn print_compensated(metrics: &Metrics, calibration: &nesquic_record::calibr
 
 /// Whether GSO/GRO were in use, from what the probes saw: messages carrying several datagrams.
 pub fn offload_line(role: &RoleMetrics) -> String {
-    let seen = |dir: &str, name: &str| -> String {
+    let seen = |dir: Direction, name: &str| -> String {
         let (messages, segmented, datagrams) = role
             .io
             .iter()
@@ -321,7 +321,7 @@ pub fn offload_line(role: &RoleMetrics) -> String {
             datagrams as f64 / messages as f64
         )
     };
-    format!("offload seen: {}; {}", seen("send", "GSO"), seen("recv", "GRO"))
+    format!("offload seen: {}; {}", seen(Direction::Send, "GSO"), seen(Direction::Recv, "GRO"))
 }
 
 fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
@@ -338,7 +338,7 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
         e.0.absorb(&f.timing);
         e.1 += f.bytes;
         e.2 &= f.timed;
-        let by = mechanism_label(&f.mechanism).to_string();
+        let by = mechanism_label(f.mechanism).to_string();
         if !e.3.contains(&by) {
             e.3.push(by);
         }
@@ -374,15 +374,15 @@ fn print_functions(role: &RoleMetrics, cpu_ns: f64) {
 
 #[cfg(test)]
 mod kernel_path_tests {
-    use nesquic_ebpf::kernel_io::{KernelFunctionMetrics, KernelIo, Mechanism, Stage, Unprobed};
+    use nesquic_model::kernel_io::{KernelFunctionMetrics, KernelIo, Mechanism as KernelMechanism, Stage, Unprobed};
 
     use super::*;
 
     #[test]
     fn an_unprobed_stage_prints_not_measured_and_the_part_holding_its_time_says_so() {
         let sendmsg = nesquic_model::SyscallMetrics {
-            syscall: "sendmsg".into(),
-            direction: "send".into(),
+            syscall: nesquic_model::Syscall::Sendmsg,
+            direction: Direction::Send,
             timing: Timing { calls: 1, total_ns: 1000, ..Timing::empty() },
             errors: 0,
             eagain: 0,
@@ -390,7 +390,7 @@ mod kernel_path_tests {
             datagrams: 0,
             messages: 0,
             segmented_messages: 0,
-            mechanism: "tracepoint".into(),
+            mechanism: Mechanism::Tracepoint,
         };
         let role = RoleMetrics {
             role: Role::Server,
@@ -407,7 +407,7 @@ mod kernel_path_tests {
             timing: Timing { calls: 1, total_ns, p50_le_ns: 0, p99_le_ns: 0, hist: Vec::new() },
         };
         let kernel = KernelIo {
-            mechanism: Some(Mechanism::Fentry),
+            mechanism: Some(KernelMechanism::Fentry),
             notes: Vec::new(),
             rows: vec![row("udp_sendmsg", Stage::Udp, 800), row("ip_output", Stage::Ip, 500)],
             unprobed: vec![Unprobed {

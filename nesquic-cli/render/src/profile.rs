@@ -8,7 +8,7 @@ const FEW_SAMPLES: u64 = 100;
 
 /// Prints a sampling profile (components with 95% intervals, then the hottest functions); `cpu_s` is the profiled processes' CPU time, to put the sampler's cost in
 /// proportion.
-pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu_s: f64) {
+pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cpu_s: f64) {
     println!();
     println!("sampling profile ({} Hz per CPU, CPU-clock), {window}:", profile.frequency_hz);
     if let Some(c) = profile.sampler.filter(|c| c.samples + c.inserts > 0) {
@@ -62,7 +62,7 @@ pub fn print_profile(profile: &nesquic_ebpf::profile::Profile, window: &str, cpu
         }
         println!("  {:<26} {:>6}  {:>13}  {:>8}  {:>8}", "component", "share", "95% interval", "ns/dgram", "ns/byte");
         let line =
-            |name: &str, s: &nesquic_ebpf::profile::Share, c: Option<&nesquic_ebpf::packet_cost::ComponentCost>| {
+            |name: &str, s: &nesquic_model::profile::Share, c: Option<&nesquic_model::packet_cost::ComponentCost>| {
                 let (per_dgram, per_byte) = c.map_or((String::new(), String::new()), |c| {
                     (format!("{:.0}", c.ns_per_datagram), format!("{:.3}", c.ns_per_byte))
                 });

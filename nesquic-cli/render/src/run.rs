@@ -10,7 +10,7 @@ use nesquic_record::RunRecord as RunReport;
 
 /// Everything `nesquic run` prints once the repetitions are over: the summary, then with probes
 /// the probe tables over all repetitions (`merged`), the calibrated times and each profile.
-pub fn print_run(report: &RunReport, merged: Option<&nesquic_ebpf::Metrics>) {
+pub fn print_run(report: &RunReport, merged: Option<&nesquic_model::Metrics>) {
     print_summary(report);
     if let Some(m) = merged {
         print_probe_summary(report, m);
@@ -30,10 +30,10 @@ pub fn print_run(report: &RunReport, merged: Option<&nesquic_ebpf::Metrics>) {
 }
 
 /// Prints the probe tables (totals over repetitions).
-pub fn print_probe_summary(report: &RunReport, merged: &nesquic_ebpf::Metrics) {
+pub fn print_probe_summary(report: &RunReport, merged: &nesquic_model::Metrics) {
     let mut cpu = std::collections::HashMap::new();
-    cpu.insert(nesquic_ebpf::Role::Server, report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
-    cpu.insert(nesquic_ebpf::Role::Client, report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
+    cpu.insert(nesquic_model::Role::Server, report.repetitions.iter().map(|r| r.server.cpu_total_s).sum());
+    cpu.insert(nesquic_model::Role::Client, report.repetitions.iter().map(|r| r.client.cpu_total_s).sum());
     let n = report.repetitions.iter().filter(|r| r.probes.is_some()).count();
     let window = format!("totals over {n} repetition(s); %CPU = time inside / the process's CPU time");
     crate::probes::print_summary(merged, &cpu, &window);
@@ -169,7 +169,7 @@ pub fn print_summary(report: &RunReport) {
 /// probes saw the same syscalls and datagrams in every repetition.
 fn print_io_layer_counters(report: &RunReport) {
     for role in nesquic_protocol::role::LUT_ROLES {
-        let per_rep: Vec<(&nesquic_io::Counters, Option<&nesquic_ebpf::Metrics>)> = report
+        let per_rep: Vec<(&nesquic_io::Counters, Option<&nesquic_model::Metrics>)> = report
             .repetitions
             .iter()
             .filter_map(|r| r.io_layer_counters.iter().find(|(x, _)| *x == role).map(|(_, c)| (c, r.probes.as_ref())))

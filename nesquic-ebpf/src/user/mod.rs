@@ -22,16 +22,16 @@ use crate::Role;
 use nesquic_agent_abi::{self as abi, plan_status, slot_status, CountersHeader, PlanHeader, PlanTarget, Stats};
 
 // The calibration that measures it is the engine's (`nesquic_engine::calibrate`).
-pub use nesquic_model::agent::AgentCost;
 pub use counters::CountersMap;
 pub use nesquic_agent_abi::SHADOW_DEPTH;
+// Renderers read the depth from the model; the agent uses the ABI's.
+const _: () = assert!(SHADOW_DEPTH == nesquic_model::agent::SHADOW_DEPTH);
+pub use nesquic_model::agent::AgentCost;
 pub use nesquic_model::agent::PatchStatus;
 pub use tsc::tsc_mult;
 
 use crate::catalog::ResolvedFunction;
-use crate::metrics::{
-    AgentLost, FunctionMetrics, RoleMetrics, SyscallMetrics, Timing, MECHANISM_INLINE_HOOK, MECHANISM_INTERPOSITION,
-};
+use crate::metrics::{AgentLost, FunctionMetrics, Mechanism, RoleMetrics, Syscall, SyscallMetrics, Timing};
 
 /// Env var overriding where the agent library is.
 pub const AGENT_LIB_ENV: &str = "NESQUIC_AGENT_LIB";
@@ -329,13 +329,16 @@ fn syscall_rows(slots: &[Stats]) -> Vec<Stats> {
 fn metrics_of(role: Role, c: &CountersMap, planned: &[PlannedFunction], io: bool) -> RoleMetrics {
     let valid = c.header().is_valid();
     let io_rows = if io && valid { syscall_rows(&c.io()) } else { Vec::new() };
+    // Every slot with calls is a system call by now: `syscall_rows` moved libc's `send`/`recv`
+    // (the only other names) into `sendto`/`recvfrom`.
     let io = io_rows
         .iter()
-        .enumerate()
-        .filter(|(_, s)| s.calls > 0)
-        .map(|(i, s)| SyscallMetrics {
-            syscall: abi::IO_CALLS[i].to_string(),
-            direction: if i < abi::IO_SENDS { "send" } else { "recv" }.to_string(),
+        .zip(abi::IO_CALLS)
+        .filter(|(s, _)| s.calls > 0)
+        .filter_map(|(s, name)| Some((s, Syscall::from_name(name)?)))
+        .map(|(s, syscall)| SyscallMetrics {
+            syscall,
+            direction: syscall.direction(),
             timing: timing(s),
             errors: s.errors,
             eagain: s.eagain,
@@ -343,7 +346,7 @@ fn metrics_of(role: Role, c: &CountersMap, planned: &[PlannedFunction], io: bool
             datagrams: s.datagrams,
             messages: s.messages,
             segmented_messages: s.segmented,
-            mechanism: MECHANISM_INTERPOSITION.to_string(),
+            mechanism: Mechanism::Interposition,
         })
         .collect();
     let functions = planned
@@ -362,7 +365,7 @@ fn metrics_of(role: Role, c: &CountersMap, planned: &[PlannedFunction], io: bool
             compensated_mean_ns: None,
             compensation_uncertainty_ns: None,
             duty: None,
-            mechanism: MECHANISM_INLINE_HOOK.to_string(),
+            mechanism: Mechanism::InlineHook,
         })
         .collect();
     // Read after the rows: a call lost meanwhile is reported rather than missed.

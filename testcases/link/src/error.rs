@@ -40,8 +40,8 @@ pub enum LinkError {
         what: &'static str,
         /// The veth end.
         iface: String,
-        /// Why (boxed: the eBPF error is large and this path is cold).
-        source: Box<nesquic_ebpf::EbpfError>,
+        /// Why, as the loader said.
+        source: crate::BoxError,
     },
     /// The userspace relay could not start.
     #[error("relay: {0}")]

@@ -9,12 +9,13 @@
 //! ([`relay`]) in the client's namespace, which measures what it applied.
 //!
 //! Must not know LUTs, probes' meaning, runs or how results are printed: it builds the link,
-//! applies conditions, and reports what it applied and measured.
+//! applies conditions, and reports what it applied and measured. It loads no eBPF itself: the
+//! tc-bpf filters come from whoever creates the topology, through [`FilterAttacher`].
 
 pub mod relay;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde::{Deserialize, Serialize};
@@ -104,6 +105,29 @@ impl Host {
     }
 }
 
+/// A tc-bpf filter attached to one veth end: it drops a share of the IPv4 datagrams leaving
+/// it (a loss filter) or none (a counter), and counts both.
+pub trait PacketFilter: Send {
+    /// (passed, dropped) IPv4 datagrams so far (a GSO batch counts as its segments).
+    fn counts(&self) -> std::result::Result<(u64, u64), BoxError>;
+}
+
+/// Why a filter could not be attached or read (the loader's error).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Attaches the tc-bpf filters the link needs where netem cannot do the job; the engine gives
+/// the eBPF loader's, so this crate does not depend on it.
+pub trait FilterAttacher {
+    /// A filter dropping `per_million` of the IPv4 packets leaving `iface` in the network
+    /// namespace `netns` (a file like /var/run/netns/NAME).
+    fn loss(&self, netns: &Path, iface: &str, per_million: u32)
+        -> std::result::Result<Box<dyn PacketFilter>, BoxError>;
+    /// A filter that drops nothing and counts the IPv4 datagrams crossing `iface` (ingress or
+    /// egress).
+    fn counter(&self, netns: &Path, iface: &str, ingress: bool)
+        -> std::result::Result<Box<dyn PacketFilter>, BoxError>;
+}
+
 /// What was applied, by which mechanism, and what was measured.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Applied {
@@ -119,9 +143,9 @@ pub struct Topology {
     pub client: Host,
     /// What was applied.
     pub applied: Applied,
-    loss_filters: Vec<nesquic_ebpf::impair::LossFilter>,
+    loss_filters: Vec<Box<dyn PacketFilter>>,
     /// With netem applying loss: counting filters, (egress, ingress) per end.
-    loss_counters: Vec<(nesquic_ebpf::impair::LossFilter, nesquic_ebpf::impair::LossFilter)>,
+    loss_counters: Vec<(Box<dyn PacketFilter>, Box<dyn PacketFilter>)>,
     /// Delay/jitter/reorder without netem.
     relay: Option<relay::Relay>,
 }
@@ -190,8 +214,9 @@ pub fn qdisc_support() -> Vec<(&'static str, std::result::Result<(), String>)> {
 }
 
 impl Topology {
-    /// Creates the namespaces and the veth pair and applies `conditions`.
-    pub fn create(conditions: &Conditions) -> Result<Self> {
+    /// Creates the namespaces and the veth pair and applies `conditions`, with `filters`'
+    /// tc-bpf programs where loss needs one.
+    pub fn create(conditions: &Conditions, filters: &dyn FilterAttacher) -> Result<Self> {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(LinkError::NotRoot);
@@ -213,7 +238,7 @@ impl Topology {
         };
         // From here on, Drop removes whatever exists.
         topology.build().map_err(|e| e.during("set up --link veth"))?;
-        topology.impair(conditions).map_err(|e| e.during("apply the link conditions"))?;
+        topology.impair(conditions, filters).map_err(|e| e.during("apply the link conditions"))?;
         Ok(topology)
     }
 
@@ -235,7 +260,7 @@ impl Topology {
         Ok(())
     }
 
-    fn impair(&mut self, cond: &Conditions) -> Result<()> {
+    fn impair(&mut self, cond: &Conditions, filters: &dyn FilterAttacher) -> Result<()> {
         let hosts = [self.server.clone(), self.client.clone()];
         let needs_netem = cond.delay_ms.is_some() || cond.jitter_ms.is_some() || cond.reorder_pct.is_some();
         let netem = (needs_netem || cond.loss_pct.is_some()) && netem_available(&self.server);
@@ -287,13 +312,11 @@ impl Topology {
                 // netem counts its drops in skbs; these count datagrams offered and received.
                 for h in &hosts {
                     let count = |ingress| {
-                        nesquic_ebpf::impair::LossFilter::attach_counter(&h.netns_path(), &h.iface, ingress).map_err(
-                            |source| LinkError::Filter {
-                                what: "tc-bpf counting filter",
-                                iface: h.iface.clone(),
-                                source: Box::new(source),
-                            },
-                        )
+                        filters.counter(&h.netns_path(), &h.iface, ingress).map_err(|source| LinkError::Filter {
+                            what: "tc-bpf counting filter",
+                            iface: h.iface.clone(),
+                            source,
+                        })
                     };
                     self.loss_counters.push((count(false)?, count(true)?));
                 }
@@ -320,13 +343,9 @@ impl Topology {
         if let Some(loss) = cond.loss_pct {
             let per_million = (loss * 10_000.0).round() as u32;
             for h in &hosts {
-                let filter = nesquic_ebpf::impair::LossFilter::attach(&h.netns_path(), &h.iface, per_million).map_err(
-                    |source| LinkError::Filter {
-                        what: "tc-bpf loss filter",
-                        iface: h.iface.clone(),
-                        source: Box::new(source),
-                    },
-                )?;
+                let filter = filters.loss(&h.netns_path(), &h.iface, per_million).map_err(|source| {
+                    LinkError::Filter { what: "tc-bpf loss filter", iface: h.iface.clone(), source }
+                })?;
                 self.loss_filters.push(filter);
             }
             self.applied.mechanisms.push(format!(

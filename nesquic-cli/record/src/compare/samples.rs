@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use nesquic_ebpf::{Metrics, RoleMetrics};
+use nesquic_model::{Metrics, RoleMetrics};
 
 use crate::io::IoTotals;
 use crate::workload::{TestcaseInfo, WorkloadFigures};

@@ -5,7 +5,7 @@
 //! stake. A rule without the measurement it needs says nothing: no finding rests on a guess.
 //! docs/findings.md lists every rule, its evidence and its threshold; keep both in step.
 
-use nesquic_ebpf::metrics::SyscallMetrics;
+use nesquic_model::metrics::{Direction as Dir, SyscallMetrics};
 use nesquic_protocol::Role;
 
 use crate::figures::RepetitionFigures;
@@ -114,10 +114,9 @@ impl Side {
     fn add_repetition(&mut self, rep: &RepetitionFigures, role: Role) {
         for m in rep.probes.iter().flat_map(|p| &p.roles).filter(|r| r.role == role) {
             for s in &m.io {
-                match s.direction.as_str() {
-                    "send" => self.send.add(s),
-                    "recv" => self.recv.add(s),
-                    _ => {}
+                match s.direction {
+                    Dir::Send => self.send.add(s),
+                    Dir::Recv => self.recv.add(s),
                 }
             }
         }

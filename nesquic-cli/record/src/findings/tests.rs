@@ -333,7 +333,9 @@ fn losses_declared_for_datagrams_that_arrived_are_misread_congestion() {
     // The client's receives of one datagram each are the relay's forwarding, not its GRO.
     let mut r = reordered(tmp.path(), 600, 17_599);
     let client = r.repetitions[0].probes.as_mut().and_then(|p| p.roles.iter_mut().find(|r| r.role == Role::Client));
-    let recv = client.and_then(|c| c.io.iter_mut().find(|s| s.direction == "recv")).expect("client recv row");
+    let recv = client
+        .and_then(|c| c.io.iter_mut().find(|s| s.direction == nesquic_model::Direction::Recv))
+        .expect("client recv row");
     recv.messages = recv.datagrams;
     assert!(!rules(&r).contains(&(Rule::GroIneffective, Role::Client)));
     r.link = None;
@@ -360,7 +362,7 @@ fn with_crypto(mean_ns: f64, crypto: u64, leaf: &str) -> RunRecord {
     let mut rep = serde_json::to_value(&r.repetitions[0]).expect("rep");
     rep["probes"]["roles"][0]["functions"] = json!([{ "category": "crypto.seal", "name": "encrypt_in_place",
         "object": "/lut", "calls": 10_000, "total_ns": 10_000 * 300, "p50_le_ns": 512, "p99_le_ns": 512,
-        "hist": [], "bytes": 14_250_000, "timed": true, "compensated_mean_ns": mean_ns, "mechanism": "user" }]);
+        "hist": [], "bytes": 14_250_000, "timed": true, "compensated_mean_ns": mean_ns, "mechanism": "user (inline hook)" }]);
     let profile = &mut rep["profile"]["roles"][0];
     profile["components"] = json!([share("crypto", crypto, 1_000), share("packet_io", 300, 1_000)]);
     profile["top_functions"] = json!([share(leaf, crypto, 1_000)]);
