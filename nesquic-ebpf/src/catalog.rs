@@ -479,7 +479,7 @@ mod tests {
 
     fn objects(names: &[&str]) -> Vec<ObjectSymbols> {
         let functions = names.iter().enumerate().map(|(i, n)| sym(n, 0x1000 + 16 * i as u64)).collect();
-        vec![ObjectSymbols { path: "/bin/lut".into(), functions, segments: Vec::new() }]
+        vec![ObjectSymbols { path: "/bin/lut".into(), functions }]
     }
 
     #[test]

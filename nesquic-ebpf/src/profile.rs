@@ -9,7 +9,6 @@ use crate::Role;
 pub use nesquic_model::profile::{Profile, RoleProfile, SamplerCost, Share};
 
 pub use crate::stack_rules::Classifier;
-use crate::symbols::ObjectSymbols;
 
 mod blaze;
 mod frameless;
@@ -113,98 +112,6 @@ impl ProcessMaps {
     }
 }
 
-/// Turns addresses into function names.
-#[derive(Default)]
-pub struct Symbolizer {
-    kernel: Vec<(u64, String)>,
-    objects: HashMap<PathBuf, Option<ObjectSymbols>>,
-    /// Code bytes read from mapped files, per (file, offset): to tell frameless functions and
-    /// return addresses (`frameless`).
-    code: HashMap<(PathBuf, u64), Option<[u8; frameless::CODE_BYTES]>>,
-}
-
-impl Symbolizer {
-    /// Loads the kernel's symbols from /proc/kallsyms (empty if hidden).
-    pub fn new() -> Self {
-        let text = std::fs::read_to_string("/proc/kallsyms").unwrap_or_default();
-        let mut kernel: Vec<(u64, String)> = text
-            .lines()
-            .filter_map(|l| {
-                let mut p = l.split_whitespace();
-                let addr = u64::from_str_radix(p.next()?, 16).ok()?;
-                let kind = p.next()?;
-                let name = p.next()?;
-                (addr != 0 && matches!(kind, "t" | "T" | "w" | "W")).then(|| (addr, name.to_string()))
-            })
-            .collect();
-        kernel.sort_unstable_by_key(|(a, _)| *a);
-        Self { kernel, objects: HashMap::new(), code: HashMap::new() }
-    }
-
-    /// The kernel function containing `ip`.
-    pub fn kernel_name(&self, ip: u64) -> Option<&str> {
-        let i = self.kernel.partition_point(|(a, _)| *a <= ip);
-        i.checked_sub(1).map(|i| self.kernel[i].1.as_str())
-    }
-
-    /// The user function containing `ip` in a process with `maps`.
-    pub fn user_name(&mut self, maps: &ProcessMaps, ip: u64) -> Option<String> {
-        self.user_frame(maps, ip).ok()
-    }
-
-    /// The user function containing `ip`, or why there is none.
-    pub fn user_frame(&mut self, maps: &ProcessMaps, ip: u64) -> Result<String, Unresolved> {
-        self.function_at(maps, ip).map(|f| f.name)
-    }
-
-    /// The user function containing `ip`: its name, file, and where it and `ip` are in the file.
-    fn function_at(&mut self, maps: &ProcessMaps, ip: u64) -> Result<FoundFunction, Unresolved> {
-        let (path, file_offset) = maps.find(ip).ok_or(Unresolved::NoMapping)?;
-        if path.as_os_str() == VDSO {
-            return Ok(FoundFunction { name: VDSO.to_string(), path: None, start_offset: 0, ip_offset: 0 });
-        }
-        let object = self
-            .objects
-            .entry(path.to_path_buf())
-            .or_insert_with(|| {
-                // Sorted by address once, so each lookup is a binary search.
-                ObjectSymbols::load(path).ok().map(|mut o| {
-                    // A distribution's stripped library (libc: no .symtab, so its memcpy variants
-                    // have no name) has its symbols in a separate debug file found by build-id.
-                    if let Some(debug) = debug_file(path) {
-                        let known: std::collections::HashSet<u64> = o.functions.iter().map(|f| f.address).collect();
-                        o.functions.extend(debug_functions(&debug).into_iter().filter(|f| !known.contains(&f.address)));
-                    }
-                    o.functions.sort_by_key(|f| f.address);
-                    o
-                })
-            })
-            .as_ref()
-            .ok_or(Unresolved::UnreadableObject)?;
-        let (va, off, _) = object
-            .segments
-            .iter()
-            .find(|(_, off, size)| file_offset >= *off && file_offset < off + size)
-            .copied()
-            .ok_or(Unresolved::NoSymbol)?;
-        let vaddr = file_offset - off + va;
-        // The function with the highest start at or below vaddr that still contains it.
-        let below = object.functions.partition_point(|f| f.address <= vaddr);
-        let best = object.functions[..below]
-            .iter()
-            .rev()
-            .find(|f| f.size == 0 || vaddr < f.address + f.size)
-            .ok_or(Unresolved::NoSymbol)?;
-        Ok(FoundFunction {
-            name: best.demangled.clone(),
-            path: Some(path.to_path_buf()),
-            // Symbols from a debug file carry no file offset: the segment gives it.
-            start_offset: (best.address + off).saturating_sub(va),
-            ip_offset: file_offset,
-        })
-    }
-}
-
 /// Where a sampled address is: its function's name, and for a mapped file, the file and the
 /// file offsets of the function's start and of the address.
 struct FoundFunction {
@@ -212,42 +119,6 @@ struct FoundFunction {
     path: Option<PathBuf>,
     start_offset: u64,
     ip_offset: u64,
-}
-
-/// The separate debug file of `path` by its build-id (`/usr/lib/debug/.build-id/ab/cdef….debug`,
-/// as Debian's `-dbg` packages install them), if there is one.
-fn debug_file(path: &Path) -> Option<PathBuf> {
-    use object::Object;
-    let data = std::fs::read(path).ok()?;
-    let id = object::File::parse(&*data).ok()?.build_id().ok()??;
-    let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
-    let (dir, rest) = hex.split_at(2.min(hex.len()));
-    let candidate = PathBuf::from(format!("/usr/lib/debug/.build-id/{dir}/{rest}.debug"));
-    candidate.exists().then_some(candidate)
-}
-
-/// The function symbols of a separate debug file: its code sections hold no bytes (NOBITS), so
-/// only names, addresses and sizes, for symbolising.
-fn debug_functions(path: &Path) -> Vec<crate::symbols::FunctionSymbol> {
-    use object::{Object, ObjectSymbol, SymbolKind};
-    let Ok(data) = std::fs::read(path) else { return Vec::new() };
-    let Ok(file) = object::File::parse(&*data) else { return Vec::new() };
-    file.symbols()
-        .filter(|s| s.kind() == SymbolKind::Text && s.is_definition() && s.address() != 0)
-        .filter_map(|s| {
-            let raw = s.name().ok()?.to_string();
-            let demangled = crate::symbols::demangle(&raw);
-            Some(crate::symbols::FunctionSymbol {
-                normalized: crate::symbols::strip_version_prefix(&demangled).to_string(),
-                demangled,
-                raw,
-                address: s.address(),
-                size: s.size(),
-                file_offset: 0,
-                prologue: [0; 8],
-            })
-        })
-        .collect()
 }
 
 /// Why a sampled address has no function name.
@@ -318,8 +189,8 @@ pub fn build(
     classifier: &Classifier,
     frequency_hz: u64,
 ) -> Profile {
-    blaze::compare_if_asked(samples, maps, roles, classifier);
-    let mut symbolizer = Symbolizer::new();
+    let mut symbolizer = blaze::BlazeSymbolizer::new();
+    symbolizer.prefetch(samples, maps);
     let mut perf_maps = crate::symbols::PerfMaps::default();
     let empty = ProcessMaps::default();
     let mut out = Vec::new();
@@ -356,12 +227,8 @@ pub fn build(
                     })
                 })
                 .collect();
-            let kernel: Vec<Result<String, Unresolved>> = s
-                .kernel
-                .iter()
-                .enumerate()
-                .map(|(i, ip)| symbolizer.kernel_name(caller(i, *ip)).map(String::from).ok_or(Unresolved::Kernel))
-                .collect();
+            let kernel: Vec<Result<String, Unresolved>> =
+                s.kernel.iter().enumerate().map(|(i, ip)| symbolizer.kernel_frame(caller(i, *ip))).collect();
             fn names(v: &[Result<String, Unresolved>]) -> Vec<Option<&str>> {
                 v.iter().map(|f| f.as_deref().ok()).collect()
             }

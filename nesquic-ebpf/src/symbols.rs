@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use object::{Object, ObjectSection, ObjectSegment, ObjectSymbol, SymbolKind};
+use object::{Object, ObjectSection, ObjectSymbol, SymbolKind};
 
 use crate::EbpfError;
 
@@ -36,8 +36,6 @@ pub struct ObjectSymbols {
     pub path: PathBuf,
     /// Its functions, one per address (aliases folded, first name kept).
     pub functions: Vec<FunctionSymbol>,
-    /// Loadable segments: (virtual address, file offset, file size), to map a sampled address.
-    pub segments: Vec<(u64, u64, u64)>,
 }
 
 impl ObjectSymbols {
@@ -84,13 +82,7 @@ impl ObjectSymbols {
         if file.symbol_table().is_none() && functions.is_empty() {
             return Err(EbpfError::Stripped { path: path.to_path_buf() });
         }
-        let segments = file
-            .segments()
-            .filter_map(|seg| {
-                seg.file_range().1.gt(&0).then(|| (seg.address(), seg.file_range().0, seg.file_range().1))
-            })
-            .collect();
-        Ok(Self { path: path.to_path_buf(), functions, segments })
+        Ok(Self { path: path.to_path_buf(), functions })
     }
 }
 

@@ -11,13 +11,13 @@ use std::path::Path;
 
 use iced_x86::{Code, Decoder, DecoderOptions, FlowControl, Mnemonic, Register};
 
-use super::{ProcessMaps, Symbolizer};
+use super::{blaze::BlazeSymbolizer, ProcessMaps};
 
 /// Bytes read at a function's start (enough for `endbr64; push rbp`) and before a return
 /// address (the longest call encoding, `ff 94 24 disp32` with a prefix, is 8).
 pub(super) const CODE_BYTES: usize = 8;
 
-impl Symbolizer {
+impl BlazeSymbolizer {
     /// The return address to insert after the leaf of `user` (innermost first), if the leaf
     /// had no frame when sampled and `sp_word` (the word at its stack pointer) is a return
     /// address the walk does not already hold.
