@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use nesquic_model::metrics::{Direction, Mechanism, Timing};
-use nesquic_model::{Metrics, Role, RoleMetrics};
+use nesquic_model::{HealthCounts, Metrics, Role, RoleMetrics};
 
 use crate::text::{duration, ratio, share, truncate};
 
@@ -36,11 +36,26 @@ pub fn print_summary(metrics: &Metrics, cpu_s: &HashMap<Role, f64>, window: &str
     if metrics.lost.is_clean() && agent_lost.is_empty() {
         println!("lost: nothing (every call entered was matched with its return)");
     } else if !metrics.lost.is_clean() {
-        println!("lost: {:?}", metrics.lost);
+        println!("lost: {}", kernel_lost_line(&metrics.lost));
     }
     for line in agent_lost {
         println!("lost: {line}");
     }
+}
+
+/// The kernel side's losses in words, the non-zero ones only.
+pub fn kernel_lost_line(lost: &HealthCounts) -> String {
+    let counts = [
+        (lost.inflight_full, "call(s) not timed (the in-flight map was full)"),
+        (lost.exit_without_entry, "return(s) seen without their entry"),
+        (lost.nested_overwrites, "re-entered call(s) whose outer call was lost"),
+        (lost.user_read_failures, "user-memory read(s) failed"),
+        (lost.truncated_batches, "mmsg batch(es) larger than the parsed maximum (the rest not counted)"),
+        (lost.events_dropped, "per-message event(s) or profile sample(s) with no room left"),
+        (lost.stack_collisions, "sampled stack(s) lost to a stack-map collision (their user leaf kept)"),
+    ];
+    let parts: Vec<String> = counts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+    parts.join("; ")
 }
 
 /// Per role, the calls of timed functions the user-space agents could not record (none when
@@ -424,6 +439,21 @@ mod kernel_path_tests {
         assert_eq!(
             unprobed_line(&kernel).as_deref(),
             Some("kernel UDP path: not probed by fentry/fexit, not measured: ip_generic_getfrag (load: Invalid argument (os error 22))")
+        );
+    }
+}
+
+#[cfg(test)]
+mod lost_tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_lost_line_names_each_non_zero_count_in_words() {
+        let lost = HealthCounts { stack_collisions: 31, truncated_batches: 2, ..HealthCounts::default() };
+        assert_eq!(
+            kernel_lost_line(&lost),
+            "2 mmsg batch(es) larger than the parsed maximum (the rest not counted); \
+             31 sampled stack(s) lost to a stack-map collision (their user leaf kept)"
         );
     }
 }
