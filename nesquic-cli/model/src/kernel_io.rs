@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::metrics::Direction;
+use crate::syscall::Direction;
 use crate::timing::Timing;
 use crate::Role;
 

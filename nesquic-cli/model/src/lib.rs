@@ -20,6 +20,7 @@ pub mod packet_cost;
 pub mod profile;
 pub mod role;
 pub mod sites;
+pub mod syscall;
 pub mod timing;
 
 pub use health::HealthCounts;

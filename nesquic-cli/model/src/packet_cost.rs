@@ -4,46 +4,10 @@
 //! without one there is no per-packet figure, never an estimate.
 
 use crate::Role;
-use serde::{Deserialize, Serialize};
 
-use crate::metrics::Direction;
+pub use crate::profile::{ComponentCost, PacketCost};
 use crate::profile::{RoleProfile, Share};
-
-/// One component's cost.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ComponentCost {
-    /// Component (`crypto`, `packet_io.kernel`, ...).
-    pub name: String,
-    /// CPU ns per datagram: cpu time x share / datagrams.
-    pub ns_per_datagram: f64,
-    /// The same from the share's 95% interval, low end.
-    pub ns_per_datagram_ci95_low: f64,
-    /// High end.
-    pub ns_per_datagram_ci95_high: f64,
-    /// CPU ns per payload byte.
-    pub ns_per_byte: f64,
-}
-
-/// A role's cost per datagram and per byte, by component.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PacketCost {
-    /// `sent` (server) or `received` (client).
-    pub direction: String,
-    /// Datagrams in that direction.
-    pub datagrams: u64,
-    /// Where `datagrams` comes from (`io probes (syscall tracepoints)`, `LUT I/O counters`).
-    pub datagram_source: String,
-    /// Payload bytes of the window.
-    pub payload_bytes: u64,
-    /// The role's CPU time (user + system) the shares are applied to.
-    pub cpu_s: f64,
-    /// CPU ns per datagram over all components.
-    pub ns_per_datagram: f64,
-    /// Per top-level component, largest first.
-    pub components: Vec<ComponentCost>,
-    /// Per component as the rules name it (`packet_io.kernel`), largest first.
-    pub split: Vec<ComponentCost>,
-}
+use crate::syscall::Direction;
 
 impl PacketCost {
     /// The cost of `profile`'s components given the role's CPU time and datagram count; `None`

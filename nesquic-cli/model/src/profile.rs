@@ -1,6 +1,7 @@
 //! The sampling profile as measured: per role, the shares of CPU-clock samples by component and
 //! by function, each with its 95% Wilson interval (a share from n samples is an estimate, and
-//! says how good), and what the sampler itself cost. Sampling, symbolising and classifying are
+//! says how good), what the sampler itself cost, and the CPU cost per datagram by component
+//! ([`PacketCost`], computed in [`crate::packet_cost`]). Sampling, symbolising and classifying are
 //! `nesquic-ebpf`'s.
 
 use serde::{Deserialize, Serialize};
@@ -100,7 +101,7 @@ pub struct RoleProfile {
     pub lost_stacks: u64,
     /// CPU cost per datagram and per payload byte by component, when a datagram count exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost: Option<crate::packet_cost::PacketCost>,
+    pub cost: Option<PacketCost>,
     /// Every sampled stack, folded (`outer;...;leaf` with user frames first, then kernel
     /// frames) with its count, sorted by stack: what a flame graph draws. Counts sum to
     /// `samples`. Not in the record (large): the engine writes it beside it.
@@ -125,6 +126,42 @@ pub struct Profile {
     /// What the sampling program itself cost, from the kernel's BPF statistics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampler: Option<SamplerCost>,
+}
+
+/// One component's cost.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ComponentCost {
+    /// Component (`crypto`, `packet_io.kernel`, ...).
+    pub name: String,
+    /// CPU ns per datagram: cpu time x share / datagrams.
+    pub ns_per_datagram: f64,
+    /// The same from the share's 95% interval, low end.
+    pub ns_per_datagram_ci95_low: f64,
+    /// High end.
+    pub ns_per_datagram_ci95_high: f64,
+    /// CPU ns per payload byte.
+    pub ns_per_byte: f64,
+}
+
+/// A role's cost per datagram and per byte, by component.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PacketCost {
+    /// `sent` (server) or `received` (client).
+    pub direction: String,
+    /// Datagrams in that direction.
+    pub datagrams: u64,
+    /// Where `datagrams` comes from (`io probes (syscall tracepoints)`, `LUT I/O counters`).
+    pub datagram_source: String,
+    /// Payload bytes of the window.
+    pub payload_bytes: u64,
+    /// The role's CPU time (user + system) the shares are applied to.
+    pub cpu_s: f64,
+    /// CPU ns per datagram over all components.
+    pub ns_per_datagram: f64,
+    /// Per top-level component, largest first.
+    pub components: Vec<ComponentCost>,
+    /// Per component as the rules name it (`packet_io.kernel`), largest first.
+    pub split: Vec<ComponentCost>,
 }
 
 #[cfg(test)]
