@@ -135,7 +135,8 @@ fn compare(perf: &BTreeMap<u32, ProcessShares>, run: &std::path::Path) -> Result
         for (name, (ours, theirs)) in rows {
             let (p1, p2) = (ours / ours_n.max(1.0), theirs / theirs_n.max(1.0));
             let difference = 100.0 * (p1 - p2);
-            let noise = 100.0 * nesquic_stats::two_proportion_half_width(p1, *ours_n, p2, *theirs_n, nesquic_stats::Z95);
+            let noise =
+                100.0 * nesquic_stats::two_proportion_half_width(p1, *ours_n, p2, *theirs_n, nesquic_stats::Z95);
             let beyond_chance = difference.abs() > noise;
             let mark = if beyond_chance { " beyond chance" } else { "" };
             if beyond_chance {
