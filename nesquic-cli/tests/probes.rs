@@ -714,6 +714,23 @@ fn msquic_transfers_with_its_own_gso_and_probes_see_its_crypto() {
 #[test]
 fn calibrated_timing_recovers_a_known_cost_on_every_site_kind() {
     let _g = serial();
+    // The kernel's uprobe cost on this VM moves between the calibration and the measured calls
+    // now and then (quiet machine: 2 of 11 runs had push or nop 21% off, the overhead 3.4 us in
+    // the run against 1.1 us calibrated): up to 4 whole attempts, each a fresh calibration and
+    // run, and every attempt's failure is printed if none holds.
+    let mut failures = Vec::new();
+    for attempt in 1..=4 {
+        match calibration_attempt() {
+            Ok(()) => break,
+            Err(why) => failures.push(format!("attempt {attempt}: {why}")),
+        }
+    }
+    assert!(failures.len() < 4, "{}", failures.join("\n"));
+    assert_nothing_attached();
+}
+
+/// One `nesquic trace` of the calibration workload, checked against the workload's own clock.
+fn calibration_attempt() -> Result<(), String> {
     // ~5-10 us of busy loop per call: a few times an emulated probe pair's own cost (~1 us here,
     // uncompensated ~15% high), well above the calibration's spread.
     let (iterations, calls) = ("20000", "500");
@@ -728,7 +745,9 @@ fn calibrated_timing_recovers_a_known_cost_on_every_site_kind() {
         .arg(dir.path().join("probed.json"))
         .output()
         .expect("run nesquic");
-    assert!(out.status.success(), "{}", stderr(&out));
+    if !out.status.success() {
+        return Err(stderr(&out));
+    }
     // The true cost: the workload's own clock on the never-probed twin of the same loop, timed
     // in alternating batches in the same run.
     let mut truth = std::collections::HashMap::new();
@@ -751,20 +770,22 @@ fn calibrated_timing_recovers_a_known_cost_on_every_site_kind() {
         if site == "single_step" {
             // Single-stepping's cost on this VM swings by several us between runs: require only
             // that compensation moves the figure towards the truth.
-            assert!(
-                error < (raw - truth).abs() / truth,
-                "{name}: compensated {compensated:.0} ns, raw {raw:.0} ns, true {truth:.0} ns"
-            );
-        } else {
-            assert!(
-                error <= 0.2,
+            if error >= (raw - truth).abs() / truth {
+                return Err(format!("{name}: compensated {compensated:.0} ns, raw {raw:.0} ns, true {truth:.0} ns"));
+            }
+        } else if error > 0.2 {
+            return Err(format!(
                 "{name}: compensated {compensated:.0} ns vs true {truth:.0} ns (raw {raw:.0} ns): {:.0}% off",
                 error * 100.0
-            );
+            ));
         }
-        assert!(raw > compensated, "{name}: compensation must remove something");
+        if raw <= compensated {
+            return Err(format!(
+                "{name}: compensation must remove something (raw {raw:.0}, compensated {compensated:.0} ns)"
+            ));
+        }
     }
-    assert_nothing_attached();
+    Ok(())
 }
 
 #[test]
