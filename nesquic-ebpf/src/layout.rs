@@ -191,24 +191,6 @@ pub struct NqSettings {
     pub window_start_ns: u64,
 }
 
-impl NqHealth {
-    /// Adds another CPU's counts.
-    pub fn add(&mut self, o: &NqHealth) {
-        self.inflight_full += o.inflight_full;
-        self.exit_without_entry += o.exit_without_entry;
-        self.nested_overwrites += o.nested_overwrites;
-        self.user_read_failures += o.user_read_failures;
-        self.truncated_batches += o.truncated_batches;
-        self.events_dropped += o.events_dropped;
-        self.stack_collisions += o.stack_collisions;
-    }
-
-    /// Nothing was lost.
-    pub fn is_clean(&self) -> bool {
-        *self == NqHealth::default()
-    }
-}
-
 impl From<NqHealth> for nesquic_model::HealthCounts {
     fn from(h: NqHealth) -> Self {
         Self {

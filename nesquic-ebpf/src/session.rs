@@ -482,16 +482,16 @@ impl ProbeSession {
             }
             out.push(crate::metrics::role_metrics(name, &io, &functions));
         }
-        let mut lost = NqHealth::default();
+        let mut lost = nesquic_model::HealthCounts::default();
         for cpu in self.health.get(&0, 0).map_err(|e| EbpfError::Map(format!("health: {e}")))?.iter() {
-            lost.add(cpu);
+            lost.add(&(*cpu).into());
         }
         Ok(Metrics {
             io_mechanism: self.io_mechanism(),
             function_mechanism: self.function_mechanism(),
             kprobes_available: preflight::kprobes_available(),
             roles: out,
-            lost: lost.into(),
+            lost,
             kernel_io,
         })
     }
