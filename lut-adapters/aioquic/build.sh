@@ -6,10 +6,12 @@
 # for the probe agent). `nesquic-lut-aioquic.dlopen` lists the extension modules Python loads
 # later with dlopen (the `cryptography` wheel's library with its bundled OpenSSL holds the crypto),
 # so probes resolve and attach there before they load.
-# The interpreter: NESQUIC_AIOQUIC_PYTHON if set, else the frame-pointer CPython that
-# build-python-fp.sh built into the target dir (NESQUIC_AIOQUIC_FP_PYTHON=1 builds it first), else
-# python3. With a frame-pointer CPython 3.12+ the executable turns on CPython's perf trampolines,
-# so the sampling profile names Python functions (/tmp/perf-PID.map, nesquic-ebpf symbols::PerfMap).
+# The interpreter: NESQUIC_AIOQUIC_PYTHON if set; else, by default, the frame-pointer CPython of
+# build-python-fp.sh (built once per machine into ~/.cache/nesquic, ~10 min, then reused); with
+# NESQUIC_AIOQUIC_FP_PYTHON=0, or when that build fails (a warning says so), python3. With a
+# frame-pointer CPython 3.12+ the executable turns on CPython's perf trampolines, so the sampling
+# profile names Python functions (/tmp/perf-PID.map, nesquic-ebpf symbols::PerfMap); on python3
+# most of aioquic's CPU stays unnamed (74-88% at 500 MB, bench/profile-coverage-luts.md).
 # Without python3 (>= 3.10) and its venv module, it warns and skips: everything else still builds.
 # `build.sh --lint`: byte-compiles the adapter (syntax check) instead.
 set -euo pipefail
@@ -29,12 +31,11 @@ if [ "${1:-}" = "--lint" ]; then
 fi
 
 interp="${NESQUIC_AIOQUIC_PYTHON:-}"
-if [ -z "$interp" ]; then
-    if [ "${NESQUIC_AIOQUIC_FP_PYTHON:-0}" = 1 ]; then
-        interp="$("$here/build-python-fp.sh")" || skip "building the frame-pointer CPython failed"
-    else
-        interp="$("$here/build-python-fp.sh" --print)" || true
-    fi
+if [ -z "$interp" ] && [ "${NESQUIC_AIOQUIC_FP_PYTHON:-1}" != 0 ]; then
+    interp="$("$here/build-python-fp.sh")" ||
+        echo "build: warning: no frame-pointer CPython (the error above); the aioquic LUT runs on python3, so" \
+            "--probe profile cannot name its Python functions (most of its CPU stays 'other');" \
+            "NESQUIC_AIOQUIC_FP_PYTHON=0 chooses python3 without trying" >&2
 fi
 interp="${interp:-python3}"
 command -v "$interp" >/dev/null 2>&1 || skip "$interp not found"

@@ -1,7 +1,10 @@
 """The UDP socket handed to asyncio: buffer options applied before use, and the `io` report line
 (asyncio's datagram transport makes one sendto / recvfrom per datagram)."""
 
+import platform
 import socket
+import sys
+import sysconfig
 
 import aioquic
 
@@ -12,7 +15,22 @@ from .report import emit
 SO_SNDBUFFORCE = getattr(socket, "SO_SNDBUFFORCE", 32)
 SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
-STACK = f"aioquic {aioquic.__version__} (asyncio datagram transport: one sendto / recvfrom per datagram, no GSO/GRO)"
+
+def _interpreter() -> str:
+    """Which CPython runs aioquic, and whether the sampling profile can name Python functions: its
+    stack walk needs an interpreter built with frame pointers, the names need perf trampolines (3.12+)."""
+    fp = "-fno-omit-frame-pointer" in (sysconfig.get_config_var("CFLAGS") or "")
+    named = fp and hasattr(sys, "activate_stack_trampoline")
+    return (
+        f"CPython {platform.python_version()} {'with' if fp else 'without'} frame pointers: "
+        f"--probe profile {'names' if named else 'cannot name'} Python functions"
+    )
+
+
+STACK = (
+    f"aioquic {aioquic.__version__} on {_interpreter()} "
+    "(asyncio datagram transport: one sendto / recvfrom per datagram, no GSO/GRO)"
+)
 
 
 def _set_buffer(sock: socket.socket, force: int, plain: int, size: int) -> None:
