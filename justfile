@@ -16,7 +16,8 @@ setup:
 # workspace (quictls and BoringSSL cannot share a link); its binary lands next to the rest, as do
 # s2n-quic's and tquic's (own workspaces; skipped with a warning where Rust is older than they
 # need or cmake is missing), the quic-go LUT (a Go program; skipped with a warning where Go is
-# missing or too old), the aioquic LUT (a Python venv from PyPI) and the ngtcp2 LUT (C against
+# missing or too old), the aioquic LUT (a Python venv from PyPI, on a CPython with frame pointers
+# built once per machine into ~/.cache/nesquic: ~7-12 min the first time) and the ngtcp2 LUT (C against
 # Debian's packages), each skipped with a warning where its toolchain or packages are missing.
 build: setup
     cargo build --release --workspace --bins

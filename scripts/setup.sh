@@ -36,6 +36,13 @@ command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)
 # The aioquic LUT: a venv of PyPI wheels (python3 -m venv needs Debian's python3-venv); the ngtcp2
 # LUT: ngtcp2 and GnuTLS from Debian (lut-adapters/ngtcp2/build.sh).
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need_apt+=(python3-venv)
+# The aioquic LUT's CPython with frame pointers (lut-adapters/aioquic/build-python-fp.sh, so that
+# the profile names Python functions), built from Debian's source package: the OpenSSL, zlib and
+# libffi headers for its ssl, zlib and ctypes modules (pip needs the first two), xz to unpack the
+# source, Debian's archive keyring to verify the source index.
+for pkg in libssl-dev zlib1g-dev libffi-dev xz-utils debian-archive-keyring; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
 pkg-config --exists libngtcp2_crypto_gnutls 2>/dev/null || need_apt+=(libngtcp2-dev libngtcp2-crypto-gnutls-dev)
 pkg-config --exists gnutls 2>/dev/null || need_apt+=(libgnutls28-dev)
 # lut-adapters/ngtcp2/pinned-source.sh unpacks Debian's ngtcp2 source with dpkg-source.
