@@ -665,9 +665,9 @@ struct {
 	__type(value, struct nq_sampler_cost);
 } sampler_cost SEC(".maps");
 
-/* Runs on every CPU-clock tick (per CPU, at the sampling frequency); counts the LUT's stacks. */
-SEC("perf_event")
-int nq_sample(struct bpf_perf_event_data *ctx)
+/* One sample of the current task: counts its (user stack, kernel stack) pair if it is a LUT's.
+ * `ctx` is the calling program's context (bpf_get_stackid reads the registers from it). */
+static __always_inline int count_sample(void *ctx)
 {
 	__u32 zero = 0;
 	struct nq_sampler_cost *cost = bpf_map_lookup_elem(&sampler_cost, &zero);
@@ -720,6 +720,38 @@ int nq_sample(struct bpf_perf_event_data *ctx)
 		}
 	}
 	return 0;
+}
+
+/* Runs on every CPU-clock event (per CPU, at the sampling frequency): `profile:HZ`. */
+SEC("perf_event")
+int nq_sample(struct bpf_perf_event_data *ctx)
+{
+	return count_sample(ctx);
+}
+
+/* The scheduler tick's hrtimer callback (tick_nohz_handler; tick_sched_timer before 6.10), from
+ * /proc/kallsyms: index 0. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} tick_function SEC(".maps");
+
+/* `profile:tick`: samples on the scheduler tick, which interrupts every busy CPU HZ times a second
+ * anyway, instead of on a timer of our own. In a VM an extra timer interrupt is the sampler's main
+ * cost: `perf record -F 9999 -a` without call chains took 16% of a UDP loop's CPU (~16 us a
+ * sample), while the program itself runs ~4 us (bench/sampler-floor.md). The kernel stack then
+ * starts with the timer interrupt's own frames; user space strips them (session.rs). */
+SEC("tp_btf/hrtimer_expire_entry")
+int nq_tick_sample(__u64 *ctx)
+{
+	struct hrtimer *timer = (struct hrtimer *)ctx[0];
+	__u32 zero = 0;
+	__u64 *tick = bpf_map_lookup_elem(&tick_function, &zero);
+	if (!tick || (__u64)BPF_CORE_READ(timer, function) != *tick)
+		return 0;
+	return count_sample(ctx);
 }
 
 /* ---- link impairment: random loss on a veth's egress, for kernels without netem ---- */

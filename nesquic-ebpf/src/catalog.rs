@@ -303,10 +303,20 @@ pub struct ProbeRequest {
     pub timed: BTreeSet<String>,
     /// Custom globs.
     pub custom: Vec<CustomSpec>,
-    /// CPU-clock sampling profile by component.
+    /// Sampling profile by component.
     pub profile: bool,
-    /// Its sampling frequency per CPU (`profile:HZ`; default [`DEFAULT_PROFILE_HZ`]).
-    pub profile_hz: u64,
+    /// What it samples on (`profile:HZ`, `profile:tick`; default [`DEFAULT_PROFILE_HZ`] Hz).
+    pub profile_clock: ProfileClock,
+}
+
+/// What the sampling profile samples on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileClock {
+    /// A CPU-clock perf event per CPU at this many Hz (`profile:HZ`), as `perf record -F HZ`.
+    CpuClock(u64),
+    /// The scheduler tick (`profile:tick`): HZ samples a second per busy CPU, on an interrupt
+    /// the CPU takes anyway (crate::tick).
+    Tick,
 }
 
 /// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
@@ -325,7 +335,7 @@ impl Default for ProbeRequest {
             timed: BTreeSet::new(),
             custom: Vec::new(),
             profile: false,
-            profile_hz: DEFAULT_PROFILE_HZ,
+            profile_clock: ProfileClock::CpuClock(DEFAULT_PROFILE_HZ),
         }
     }
 }
@@ -345,9 +355,16 @@ impl ProbeRequest {
             }
             if let Some(hz) = item.strip_prefix("profile:") {
                 req.profile = true;
-                req.profile_hz = hz.parse().ok().filter(|hz| (1..=10_000).contains(hz)).ok_or_else(|| {
-                    EbpfError::BadProbe(format!("{item:?}: profile:HZ takes a sampling frequency of 1-10000 per CPU"))
-                })?;
+                req.profile_clock = if hz == "tick" {
+                    ProfileClock::Tick
+                } else {
+                    ProfileClock::CpuClock(hz.parse().ok().filter(|hz| (1..=10_000).contains(hz)).ok_or_else(|| {
+                        EbpfError::BadProbe(format!(
+                            "{item:?}: profile:HZ takes a sampling frequency of 1-10000 per CPU, or profile:tick \
+                             (the scheduler tick: no interrupt of its own)"
+                        ))
+                    })?)
+                };
                 continue;
             }
             let (name, timed) = match item.rsplit_once(':') {
@@ -508,8 +525,12 @@ mod tests {
         let err = ProbeRequest::parse("cryptoo", &c).expect_err("unknown").to_string();
         assert!(err.contains("cryptoo") && err.contains("crypto.seal"), "{err}");
         let p = ProbeRequest::parse("profile", &c).expect("parse");
-        assert_eq!((p.profile, p.profile_hz), (true, DEFAULT_PROFILE_HZ));
-        assert_eq!(ProbeRequest::parse("io,profile:499", &c).expect("parse").profile_hz, 499);
+        assert_eq!((p.profile, p.profile_clock), (true, ProfileClock::CpuClock(DEFAULT_PROFILE_HZ)));
+        assert_eq!(
+            ProbeRequest::parse("io,profile:499", &c).expect("parse").profile_clock,
+            ProfileClock::CpuClock(499)
+        );
+        assert_eq!(ProbeRequest::parse("profile:tick,io", &c).expect("parse").profile_clock, ProfileClock::Tick);
         for bad in ["profile:0", "profile:fast", "profile:20000"] {
             let err = ProbeRequest::parse(bad, &c).expect_err(bad).to_string();
             assert!(err.contains("1-10000"), "{err}");

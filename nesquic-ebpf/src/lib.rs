@@ -23,6 +23,7 @@ pub mod session;
 pub mod sites;
 pub mod stack_rules;
 pub mod symbols;
+pub mod tick;
 pub mod timing;
 pub mod user;
 pub mod verifier;

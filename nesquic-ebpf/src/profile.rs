@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::Role;
-pub use nesquic_model::profile::{Profile, RoleProfile, SamplerCost, Share};
+pub use nesquic_model::profile::{Profile, RoleProfile, SampleClock, SamplerCost, Share};
 
 pub use crate::stack_rules::Classifier;
 
@@ -277,7 +277,7 @@ pub fn build(
             },
         });
     }
-    Profile { frequency_hz, roles: out, sampler: None }
+    Profile { frequency_hz, clock: Default::default(), roles: out, sampler: None }
 }
 
 /// One stack in the folded format flame graph tools read: outermost frame first, user frames

@@ -8,11 +8,12 @@ use std::num::NonZeroU32;
 use aya::maps::{Array, HashMap as BpfHashMap, MapData, PerCpuArray, PerCpuValues, RingBuf, StackTraceMap};
 use aya::programs::perf_event::{PerfEventConfig, PerfEventScope, SamplePolicy, SoftwareEvent};
 use aya::programs::uprobe::{UProbeAttachLocation, UProbeAttachPoint, UProbeLink, UProbeLinkId, UProbeScope};
-use aya::programs::PerfEvent;
+use aya::programs::{BtfTracePoint, PerfEvent};
 use aya::programs::{TracePoint, UProbe};
+use aya::Btf;
 use aya::Ebpf;
 
-use crate::catalog::ResolvedFunction;
+use crate::catalog::{ProfileClock, ResolvedFunction};
 use crate::kernel_io::KernelIo;
 use crate::layout::{
     NqDatagramEvent, NqFuncConfig, NqHealth, NqSampleKey, NqSettings, NqStats, KFUNCS, MAX_FUNCS, MAX_ROLES, SYSCALLS,
@@ -57,8 +58,10 @@ pub struct ProbeSession {
     closing: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     nr_cpus: usize,
     profiling: bool,
-    /// The sampling frequency per CPU, once profiling.
+    /// The sampling frequency per CPU, once profiling (HZ on the tick).
     profile_hz: u64,
+    /// On the tick: the symbols that strip its own frames from kernel stacks.
+    tick: Option<crate::tick::TickSymbols>,
 }
 
 impl ProbeSession {
@@ -105,6 +108,7 @@ impl ProbeSession {
             nr_cpus,
             profiling: false,
             profile_hz: 0,
+            tick: None,
         };
         session.closer = spawn_closer(session.closing.clone());
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
@@ -163,9 +167,19 @@ impl ProbeSession {
         out
     }
 
-    /// Starts the sampling profile: a CPU-clock perf event at `frequency_hz` on every CPU, whose
-    /// program counts the user and kernel stacks of tracked processes only.
-    pub fn start_profile(&mut self, frequency_hz: u64) -> Result<(), EbpfError> {
+    /// Starts the sampling profile: on a CPU-clock perf event at a rate of our own on every CPU
+    /// (`profile:HZ`), or on the scheduler tick (`profile:tick`). Either way the program counts
+    /// the user and kernel stacks of tracked processes only.
+    pub fn start_profile(&mut self, clock: ProfileClock) -> Result<(), EbpfError> {
+        match clock {
+            ProfileClock::CpuClock(hz) => self.start_cpu_clock(hz)?,
+            ProfileClock::Tick => self.start_tick()?,
+        }
+        self.profiling = true;
+        Ok(())
+    }
+
+    fn start_cpu_clock(&mut self, frequency_hz: u64) -> Result<(), EbpfError> {
         let cpus = aya::util::online_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;
         let program: &mut PerfEvent = self
             .ebpf
@@ -190,9 +204,43 @@ impl ProbeSession {
                     reason: format!("{e:#}"),
                 })?;
         }
-        self.profiling = true;
         self.profile_hz = frequency_hz;
         Ok(())
+    }
+
+    /// `profile:tick`: the program on the tick's hrtimer expiry, told which callback is the tick.
+    fn start_tick(&mut self) -> Result<(), EbpfError> {
+        let symbols = crate::tick::TickSymbols::read()?;
+        let hz = crate::tick::scheduler_hz()?;
+        let mut tick_function: Array<&mut MapData, u64> = Array::try_from(
+            self.ebpf.map_mut("tick_function").ok_or_else(|| EbpfError::Load("map tick_function missing".into()))?,
+        )
+        .map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
+        tick_function.set(0, symbols.callback, 0).map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
+        let btf = Btf::from_sys_fs().map_err(|e| EbpfError::Load(format!("profile:tick needs kernel BTF: {e}")))?;
+        let program: &mut BtfTracePoint = self
+            .ebpf
+            .program_mut("nq_tick_sample")
+            .ok_or_else(|| EbpfError::Load("program nq_tick_sample missing from the object".into()))?
+            .try_into()
+            .map_err(|e| EbpfError::Load(format!("nq_tick_sample: {e}")))?;
+        program.load("hrtimer_expire_entry", &btf).map_err(|e| crate::verifier::load_failed("nq_tick_sample", e))?;
+        program.attach().map_err(|e| EbpfError::Attach {
+            what: "the scheduler tick (tp_btf/hrtimer_expire_entry)".into(),
+            reason: format!("{e:#}"),
+        })?;
+        self.profile_hz = hz;
+        self.tick = Some(symbols);
+        Ok(())
+    }
+
+    /// What the profile samples on, once profiling.
+    pub fn profile_clock(&self) -> Option<ProfileClock> {
+        match (self.profiling, &self.tick) {
+            (false, _) => None,
+            (true, Some(_)) => Some(ProfileClock::Tick),
+            (true, None) => Some(ProfileClock::CpuClock(self.profile_hz)),
+        }
     }
 
     /// The sampling frequency per CPU (0 when not profiling).
@@ -255,9 +303,25 @@ impl ProbeSession {
             stacks.get(&(id as u32), 0).map(|s| s.frames().iter().map(|f| f.ip).collect()).unwrap_or_default()
         };
         let mut out = Vec::new();
+        let mut unstripped = 0u64;
         for entry in samples.iter() {
             let (key, count) = entry.map_err(|e| EbpfError::Map(format!("samples: {e}")))?;
-            out.push(raw_sample(&key, count, frames));
+            let mut sample = raw_sample(&key, count, frames);
+            // On the tick, the kernel stack starts with the tick's own interrupt path.
+            if let Some(tick) = &self.tick {
+                match tick.strip(&sample.kernel) {
+                    Some(rest) => sample.kernel = rest.to_vec(),
+                    None if !sample.kernel.is_empty() => unstripped += count,
+                    None => {}
+                }
+            }
+            out.push(sample);
+        }
+        if unstripped > 0 {
+            eprintln!(
+                "nesquic: {unstripped} tick samples had no interrupt-entry frame in their kernel stack; kept whole \
+                 (the tick's own frames then count as kernel_other)"
+            );
         }
         Ok(out)
     }

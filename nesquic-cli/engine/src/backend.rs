@@ -130,7 +130,7 @@ impl Probes {
             }
             let mut session = ProbeSession::open(kernel_io, kernel_functions).step("cannot start the eBPF probes")?;
             if request.profile {
-                session.start_profile(request.profile_hz).step("cannot start the sampling profile")?;
+                session.start_profile(request.profile_clock).step("cannot start the sampling profile")?;
             }
             Some(session)
         } else {

@@ -24,6 +24,9 @@ pub fn build_profile(
     let samples = session.profile_samples()?;
     let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &classifier()?, session.profile_hz());
     profile.sampler = session.sampler_cost();
+    if session.profile_clock() == Some(nesquic_ebpf::catalog::ProfileClock::Tick) {
+        profile.clock = nesquic_ebpf::profile::SampleClock::SchedulerTick;
+    }
     Ok(profile)
 }
 
@@ -117,7 +120,7 @@ impl ProbePlan {
         let mut session = ProbeSession::open(self.request.io, self.resolution.functions.clone())
             .step("cannot start the eBPF probes")?;
         if self.request.profile {
-            session.start_profile(self.request.profile_hz).step("cannot start the sampling profile")?;
+            session.start_profile(self.request.profile_clock).step("cannot start the sampling profile")?;
         }
         Ok(session)
     }

@@ -119,13 +119,38 @@ impl RoleProfile {
 /// The profile of one window.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Profile {
-    /// Sampling frequency per CPU.
+    /// Sampling frequency per CPU (per busy CPU on the tick).
     pub frequency_hz: u64,
+    /// What the samples were taken on (records before it existed: the CPU clock).
+    #[serde(default)]
+    pub clock: SampleClock,
     /// Per role.
     pub roles: Vec<RoleProfile>,
     /// What the sampling program itself cost, from the kernel's BPF statistics.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampler: Option<SamplerCost>,
+}
+
+/// What a sampling profile samples on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleClock {
+    /// A CPU-clock perf event per CPU at a rate of its own (`profile:HZ`), as `perf record -F`.
+    #[default]
+    CpuClock,
+    /// The scheduler tick (`profile:tick`): HZ a second per busy CPU, on an interrupt the CPU
+    /// takes anyway.
+    SchedulerTick,
+}
+
+impl SampleClock {
+    /// How the profile header names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            SampleClock::CpuClock => "per CPU, CPU-clock",
+            SampleClock::SchedulerTick => "per busy CPU, the scheduler tick: no interrupt of its own",
+        }
+    }
 }
 
 /// One component's cost.

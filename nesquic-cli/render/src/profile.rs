@@ -10,7 +10,7 @@ const FEW_SAMPLES: u64 = 100;
 /// proportion.
 pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cpu_s: f64) {
     println!();
-    println!("sampling profile ({} Hz per CPU, CPU-clock), {window}:", profile.frequency_hz);
+    println!("sampling profile ({} Hz {}), {window}:", profile.frequency_hz, profile.clock.label());
     if let Some(c) = profile.sampler.filter(|c| c.samples + c.inserts > 0) {
         // Steady samples apart from first inserts: a cold map's inserts dominate a short profile.
         let share = if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 };
