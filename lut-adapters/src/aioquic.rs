@@ -30,10 +30,11 @@ pub static AIOQUIC: Descriptor = Descriptor {
         Refusal { kind: OptionKind::Gso, why: "asyncio sends one datagram per sendto" },
         Refusal { kind: OptionKind::Gro, why: "asyncio receives one datagram per recvfrom" },
     ],
-    build_hint: "it is a Python program: `just build` creates its venv from PyPI when python3 (>= 3.10, with venv) is \
-         installed (scripts/setup.sh installs python3-venv), or run lut-adapters/aioquic/build.sh; for Python function \
-         names in the sampling profile, `NESQUIC_AIOQUIC_FP_PYTHON=1 lut-adapters/aioquic/build.sh` first builds a CPython \
-         with frame pointers (its perf trampolines name each Python call)",
+    build_hint: "it is a Python program: `just build` (or lut-adapters/aioquic/build.sh) creates its venv from PyPI on a \
+         CPython with frame pointers, so the sampling profile names Python functions; that CPython is built once per \
+         machine into ~/.cache/nesquic (~7-12 min; scripts/setup.sh installs its build dependencies). \
+         NESQUIC_AIOQUIC_FP_PYTHON=0 uses python3 (>= 3.10, with venv) instead, as does a failed CPython build, with a \
+         warning: then most of aioquic's profile stays unnamed",
     // Installed from the checkout into a venv of its own; the imported module's path proves it.
     source_build: Some(&SourceBuild::Script("aioquic/build-from-source.sh")),
     ..Descriptor::BUILTIN
