@@ -99,8 +99,8 @@ fn the_qlog_of_aioquic_is_merged_into_the_traces() {
 /// The default build runs aioquic on a CPython with frame pointers (lut-adapters/aioquic/
 /// build-python-fp.sh, once per machine), so the sampling profile walks through the interpreter
 /// and names aioquic's Python functions from the perf map; each such frame decides its sample's
-/// component. On an interpreter without frame pointers 0.8% of the client's samples carried a
-/// Python frame (bench/profile-coverage-luts.md).
+/// component. On python3 without frame pointers (pyenv's 3.11.7) no sample of a 5 MB client
+/// carried a Python frame (0 of 351).
 #[test]
 fn python_functions_are_named_in_the_profile_and_land_in_their_components() {
     let _g = serial();
