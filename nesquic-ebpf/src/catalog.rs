@@ -317,6 +317,8 @@ pub enum ProfileClock {
     /// The scheduler tick (`profile:tick`): HZ samples a second per busy CPU, on an interrupt
     /// the CPU takes anyway (crate::tick).
     Tick,
+    /// `profile`: the tick where this kernel's tick can be sampled, else the CPU clock at this rate.
+    TickElseCpuClock(u64),
 }
 
 /// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
@@ -335,7 +337,7 @@ impl Default for ProbeRequest {
             timed: BTreeSet::new(),
             custom: Vec::new(),
             profile: false,
-            profile_clock: ProfileClock::CpuClock(DEFAULT_PROFILE_HZ),
+            profile_clock: ProfileClock::TickElseCpuClock(DEFAULT_PROFILE_HZ),
         }
     }
 }
@@ -525,7 +527,7 @@ mod tests {
         let err = ProbeRequest::parse("cryptoo", &c).expect_err("unknown").to_string();
         assert!(err.contains("cryptoo") && err.contains("crypto.seal"), "{err}");
         let p = ProbeRequest::parse("profile", &c).expect("parse");
-        assert_eq!((p.profile, p.profile_clock), (true, ProfileClock::CpuClock(DEFAULT_PROFILE_HZ)));
+        assert_eq!((p.profile, p.profile_clock), (true, ProfileClock::TickElseCpuClock(DEFAULT_PROFILE_HZ)));
         assert_eq!(
             ProbeRequest::parse("io,profile:499", &c).expect("parse").profile_clock,
             ProfileClock::CpuClock(499)

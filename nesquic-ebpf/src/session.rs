@@ -62,6 +62,8 @@ pub struct ProbeSession {
     profile_hz: u64,
     /// On the tick: the symbols that strip its own frames from kernel stacks.
     tick: Option<crate::tick::TickSymbols>,
+    /// Why the profile fell back from the tick to the CPU clock.
+    profile_note: Option<String>,
 }
 
 impl ProbeSession {
@@ -109,6 +111,7 @@ impl ProbeSession {
             profiling: false,
             profile_hz: 0,
             tick: None,
+            profile_note: None,
         };
         session.closer = spawn_closer(session.closing.clone());
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
@@ -174,9 +177,20 @@ impl ProbeSession {
         match clock {
             ProfileClock::CpuClock(hz) => self.start_cpu_clock(hz)?,
             ProfileClock::Tick => self.start_tick()?,
+            ProfileClock::TickElseCpuClock(hz) => {
+                if let Err(why) = self.start_tick() {
+                    self.profile_note = Some(format!("the scheduler tick cannot be sampled here ({why}): {hz} Hz CPU-clock instead"));
+                    self.start_cpu_clock(hz)?;
+                }
+            }
         }
         self.profiling = true;
         Ok(())
+    }
+
+    /// Why the profile is not on the clock it was asked for, if it is not.
+    pub fn profile_note(&self) -> Option<&str> {
+        self.profile_note.as_deref()
     }
 
     fn start_cpu_clock(&mut self, frequency_hz: u64) -> Result<(), EbpfError> {
@@ -225,13 +239,38 @@ impl ProbeSession {
             .try_into()
             .map_err(|e| EbpfError::Load(format!("nq_tick_sample: {e}")))?;
         program.load("hrtimer_expire_entry", &btf).map_err(|e| crate::verifier::load_failed("nq_tick_sample", e))?;
-        program.attach().map_err(|e| EbpfError::Attach {
+        let link = program.attach().map_err(|e| EbpfError::Attach {
             what: "the scheduler tick (tp_btf/hrtimer_expire_entry)".into(),
             reason: format!("{e:#}"),
         })?;
+        // A low-resolution tick is no hrtimer: the program would never run, and the profile would
+        // be silently empty. This thread keeps its CPU busy for a few ticks to see one.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20_000 / hz.max(1) + 20);
+        while self.sampler_runs() == 0 {
+            if std::time::Instant::now() > deadline {
+                if let Some(program) = self.ebpf.program_mut("nq_tick_sample") {
+                    if let Ok(program) = <&mut BtfTracePoint>::try_from(program) {
+                        let _ = program.detach(link);
+                    }
+                }
+                return Err(EbpfError::Load(format!(
+                    "the tick callback at {:#x} did not run within {} ms of busy CPU (a low-resolution tick?)",
+                    symbols.callback,
+                    20_000 / hz.max(1) + 20
+                )));
+            }
+            std::hint::spin_loop();
+        }
         self.profile_hz = hz;
         self.tick = Some(symbols);
         Ok(())
+    }
+
+    /// Runs of the sampling program so far, every CPU.
+    fn sampler_runs(&self) -> u64 {
+        let Some(map) = self.ebpf.map("sampler_cost") else { return 0 };
+        let Ok(map) = PerCpuArray::<&MapData, SamplerCounters>::try_from(map) else { return 0 };
+        map.get(&0, 0).map(|cpus| cpus.iter().map(|c| c.ticks).sum()).unwrap_or(0)
     }
 
     /// What the profile samples on, once profiling.

@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use crate::EbpfError;
 
-/// The tick's hrtimer callback across kernels: `tick_nohz_handler` since 6.10, `tick_sched_timer`
-/// before.
-const TICK_CALLBACKS: [&str; 2] = ["tick_nohz_handler", "tick_sched_timer"];
+/// The tick's hrtimer callback across kernels, first found wins: `tick_sched_timer` before 6.10
+/// (where `tick_nohz_handler` also exists, as the low-resolution tick's clock-event handler, never
+/// an hrtimer's), `tick_nohz_handler` since.
+const TICK_CALLBACKS: [&str; 2] = ["tick_sched_timer", "tick_nohz_handler"];
 
 /// What `profile:tick` needs from /proc/kallsyms.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,8 +148,9 @@ ffffffff83000000 D jiffies
                 (0xffffffff82000040, 0xffffffff82000080)
             ]
         );
-        let old = KALLSYMS.replace("tick_nohz_handler", "tick_sched_timer");
-        assert_eq!(TickSymbols::parse(&old).expect("6.1").callback, 0xffffffff81400000);
+        // 6.1 has both: the hrtimer's callback is tick_sched_timer.
+        let old = format!("{KALLSYMS}ffffffff81400400 t tick_sched_timer\n");
+        assert_eq!(TickSymbols::parse(&old).expect("6.1").callback, 0xffffffff81400400);
         let none = KALLSYMS.replace("tick_nohz_handler", "something_else");
         assert!(TickSymbols::parse(&none).expect_err("no tick").to_string().contains("profile:HZ"));
         let hidden = KALLSYMS.lines().map(|l| format!("0000000000000000{}\n", &l[16..])).collect::<String>();

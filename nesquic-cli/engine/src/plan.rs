@@ -121,6 +121,9 @@ impl ProbePlan {
             .step("cannot start the eBPF probes")?;
         if self.request.profile {
             session.start_profile(self.request.profile_clock).step("cannot start the sampling profile")?;
+            if let Some(note) = session.profile_note() {
+                eprintln!("nesquic: {note}");
+            }
         }
         Ok(session)
     }

@@ -16,13 +16,17 @@ pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cp
         let share = if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 };
         let each = |ns: Option<f64>| ns.map_or("-".to_string(), |ns| format!("{:.1}", ns / 1e3));
         println!(
-            "  sampler cost (the program's own clock): {} steady samples x {} us + {} first inserts x {} us = {:.1} ms, {share:.2}% of the profiled processes' CPU time ({} ticks on all CPUs; the timer interrupt around the program not included)",
+            "  sampler cost (the program's own clock): {} steady samples x {} us + {} first inserts x {} us = {:.1} ms, {share:.2}% of the profiled processes' CPU time ({} ticks on all CPUs; {})",
             c.samples,
             each(c.steady_ns()),
             c.inserts,
             each(c.insert_ns_each()),
             c.run_ns as f64 / 1e6,
-            c.runs
+            c.runs,
+            match profile.clock {
+                nesquic_model::profile::SampleClock::CpuClock => "the timer interrupt around the program not included",
+                nesquic_model::profile::SampleClock::SchedulerTick => "no interrupt of its own: it runs in the tick's",
+            }
         );
     } else if let Some(c) = profile.sampler.filter(|c| c.runs > 0) {
         println!(
