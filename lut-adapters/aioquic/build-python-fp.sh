@@ -60,6 +60,8 @@ fi
 built && exit 0
 
 log="$cache/cpython-fp-$series-$key.log"
+# With the lock held no other build runs: a staging directory left here is a killed build's.
+rm -rf "$cache"/.cpython-fp-build.*
 work="$(mktemp -d "$cache/.cpython-fp-build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
