@@ -38,9 +38,9 @@ sys.exit(not hasattr(sys, "activate_stack_trampoline"))' >/dev/null 2>&1
 # The newest usable build of this series with these flags.
 built() {
     local dir
-    for dir in $(compgen -G "$cache/cpython-fp-$series.*-$key" | sort -rV); do
+    while IFS= read -r dir; do
         usable "$dir" && { echo "$dir/bin/python3"; return 0; }
-    done
+    done < <(compgen -G "$cache/cpython-fp-$series.*-$key" | sort -rV)
     return 1
 }
 
