@@ -88,6 +88,11 @@ bench-default-probes ROUNDS="300" PARTS="whole": build
 bench-crypto: build
     ./scripts/crypto-agreement.sh
 
+# What one sample costs apart from any LUT: a fixed UDP loop under perf's timer alone, perf -g,
+# profile:HZ and profile:tick, alternating rounds -> bench/sampler-floor.md (quiet machine)
+bench-sampler-floor ROUNDS="30": build
+    ./scripts/sampler-floor.sh {{ROUNDS}}
+
 # Does the eBPF sampling profile agree with `perf record` on the same run? -> bench/perf-agreement.md
 bench-perf: build
     ./scripts/perf-agreement.sh
@@ -118,7 +123,7 @@ bench-profile-cost: build
     ./bench/tick-cost/run.sh
 
 # Every benchmark (bench-frame-pointers needs an old build, so it is not among them).
-bench: bench-harness bench-io bench-probes bench-default-probes bench-crypto bench-luts bench-perf bench-profile bench-profile-cost bench-tcp-tls bench-testcases
+bench: bench-harness bench-io bench-probes bench-default-probes bench-sampler-floor bench-crypto bench-luts bench-perf bench-profile bench-profile-cost bench-tcp-tls bench-testcases
 
 # The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.

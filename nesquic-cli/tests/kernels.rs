@@ -188,3 +188,41 @@ fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
     assert!(handshake >= 20.0, "handshake {handshake} ms");
     assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
 }
+
+/// `profile:tick` (the default profile's clock) samples a busy thread HZ times a second on every
+/// kernel of the matrix, without the tick's own interrupt frames: were they left in, every sample's
+/// innermost frame would be the tick's and the workload's functions would have no share.
+#[test]
+fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("trace.json");
+    let workload = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-workload");
+    let out = nesquic()
+        .args(["trace", "--probe", "profile:tick", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(&workload)
+        .args(["--spin", "2000"])
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let traced: TraceReport = load_json(&json);
+    let profile = traced.profile.as_ref().expect("profile");
+    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{}", stderr(&out));
+    let hz = profile.frequency_hz;
+    assert!([100, 250, 300, 1000].contains(&hz), "HZ {hz}");
+    let role = &profile.roles[0];
+    // 2 s of one busy thread: HZ samples a second, less what the spin loses to other work.
+    let expected = 2 * hz;
+    assert!((expected * 6 / 10..=expected * 12 / 10).contains(&role.samples), "{} samples at {hz} Hz", role.samples);
+    let share = |name: &str| role.top_functions.iter().find(|f| f.name == name).map_or(0.0, |f| f.share);
+    let (hot, cold) = (share("nesquic_workload_hot"), share("nesquic_workload_cold"));
+    assert!((0.35..=0.65).contains(&hot) && (0.1..=0.3).contains(&cold), "hot {hot}, cold {cold}: {role:?}");
+    let tick_frames: Vec<_> = role
+        .top_functions
+        .iter()
+        .filter(|f| f.name.contains("hrtimer") || f.name.contains("sysvec") || f.name.starts_with("bpf_"))
+        .collect();
+    assert!(tick_frames.is_empty(), "the tick's own frames left in: {tick_frames:?}");
+}
