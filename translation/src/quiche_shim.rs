@@ -15,6 +15,7 @@ use std::time::Instant;
 use nesquic_protocol::client::{ClientConnection, ClientRun};
 use nesquic_protocol::options::CongestionControl;
 use nesquic_protocol::report::ClientResult;
+use nesquic_protocol::stream::{ClientStream, ProtocolError};
 
 use crate::app::ServerStream;
 use crate::batch::TxBatch;
@@ -366,6 +367,85 @@ fn recv(
     }
 }
 
+/// Why reading and verifying a client stream stopped.
+enum ReadError {
+    Quiche(quiche::Error),
+    Payload(ProtocolError),
+}
+
+impl ReadError {
+    fn into_translation(self, connection: u32, stream: usize) -> TranslationError {
+        match self {
+            ReadError::Quiche(source) => TranslationError::Quiche { context: "read payload", source },
+            ReadError::Payload(error) => TranslationError::Payload { connection, stream, error },
+        }
+    }
+}
+
+/// Reads and verifies everything stream `id` has in order. quiche hands each contiguous piece of
+/// its receive buffer to [`VerifyingSink::put_slice`], which checks it where it lies: no copy into
+/// a scratch buffer and no second pass over that copy (`stream_recv` into 64 KiB did both).
+fn verify_in_place(conn: &mut quiche::Connection, id: u64, stream: &mut ClientStream) -> Result<(), ReadError> {
+    loop {
+        let mut sink = VerifyingSink { stream: &mut *stream, error: None, spill: [0; SPILL] };
+        let fin = match conn.stream_recv_buf(id, &mut sink) {
+            Ok((_, fin)) => fin,
+            Err(quiche::Error::Done) => return Ok(()),
+            Err(e) => return Err(ReadError::Quiche(e)),
+        };
+        if let Some(error) = sink.error {
+            return Err(ReadError::Payload(error));
+        }
+        if fin {
+            return stream.on_payload(&[], true).map_err(ReadError::Payload);
+        }
+    }
+}
+
+/// Bytes of [`VerifyingSink`]'s spill buffer.
+const SPILL: usize = 64;
+
+/// A [`bytes::BufMut`] that verifies what is put into it instead of keeping it. quiche puts whole
+/// slices (`put_slice`, checked in place); a writer going through `chunk_mut` instead gets a small
+/// spill buffer, checked on `advance_mut`. The first error stops the checking and is kept.
+struct VerifyingSink<'a> {
+    stream: &'a mut ClientStream,
+    error: Option<ProtocolError>,
+    spill: [u8; SPILL],
+}
+
+impl VerifyingSink<'_> {
+    fn check(&mut self, data: &[u8]) {
+        if self.error.is_none() {
+            self.error = self.stream.on_payload(data, false).err();
+        }
+    }
+}
+
+// SAFETY: `chunk_mut` hands out `spill`, whose bytes are always initialised, and `advance_mut`
+// reads at most its length back; nothing is kept, so the capacity never runs out.
+unsafe impl bytes::BufMut for VerifyingSink<'_> {
+    fn remaining_mut(&self) -> usize {
+        // Unbounded: quiche may hand over everything it holds in order in one call.
+        isize::MAX as usize
+    }
+
+    unsafe fn advance_mut(&mut self, cnt: usize) {
+        // `cnt` is at most what `chunk_mut` handed out (BufMut's contract); were it more, the
+        // bytes past the spill would go unverified and the stream's length check would fail.
+        let spill = self.spill;
+        self.check(&spill[..cnt.min(SPILL)]);
+    }
+
+    fn chunk_mut(&mut self) -> &mut bytes::buf::UninitSlice {
+        bytes::buf::UninitSlice::new(&mut self.spill)
+    }
+
+    fn put_slice(&mut self, src: &[u8]) {
+        self.check(src);
+    }
+}
+
 /// A client connection: the workload's view of it until every stream is verified.
 struct Requested {
     app: Option<ClientConnection>,
@@ -379,7 +459,6 @@ pub struct QuicheClient {
     conns: ConnTable<Requested>,
     qlog: Option<std::path::PathBuf>,
     rotation: Rotation,
-    scratch: Vec<u8>,
     server: SocketAddr,
     /// The concrete local address quiche's paths are created with (the socket may be bound to
     /// the unspecified address; quiche must see the same address on every datagram).
@@ -410,7 +489,6 @@ impl QuicheClient {
             conns: ConnTable::new(),
             qlog: options.qlog.clone(),
             rotation: Rotation::default(),
-            scratch: vec![0u8; 64 * 1024],
             server,
             local,
         };
@@ -493,17 +571,7 @@ impl Endpoint for QuicheClient {
                 }
                 if !stream.is_verified() && conn.stream_readable(id) {
                     let connection = requested.index;
-                    drain_stream(
-                        &mut self.scratch,
-                        |buf| recv(conn, id, buf, "read payload"),
-                        |data, fin| {
-                            stream.on_payload(data, fin).map_err(|error| TranslationError::Payload {
-                                connection,
-                                stream: i,
-                                error,
-                            })
-                        },
-                    )?;
+                    verify_in_place(conn, id, stream).map_err(|error| error.into_translation(connection, i))?;
                 }
             }
             if app.is_verified() {
@@ -548,5 +616,52 @@ fn closed_reason(conn: &quiche::Connection) -> String {
         (Some(e), _) => describe("peer", e),
         (None, Some(e)) => describe("we", e),
         (None, None) => "closed".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use bytes::BufMut;
+    use nesquic_protocol::payload::{fill_pattern, VerifyError};
+
+    use super::*;
+
+    fn sink(stream: &mut ClientStream) -> VerifyingSink<'_> {
+        VerifyingSink { stream, error: None, spill: [0; SPILL] }
+    }
+
+    /// What quiche puts, as whole slices or through `chunk_mut`, is checked at its stream offset;
+    /// the first wrong byte is kept with its exact offset and later bytes do not replace it.
+    #[test]
+    fn the_verifying_sink_checks_slices_and_chunk_writes_at_their_stream_offsets() {
+        let mut data = vec![0u8; 10_000];
+        fill_pattern(0, &mut data);
+        let mut stream = ClientStream::new(10_000);
+        let mut s = sink(&mut stream);
+        s.put_slice(&data[..1420]);
+        // Through the spill buffer: 64 bytes written in place, then 10.
+        s.chunk_mut().copy_from_slice(&data[1420..1484]);
+        // SAFETY: the 64 bytes of the spill were just written.
+        unsafe { s.advance_mut(64) };
+        s.chunk_mut()[..10].copy_from_slice(&data[1484..1494]);
+        // SAFETY: 10 bytes of the spill were just written.
+        unsafe { s.advance_mut(10) };
+        s.put_slice(&data[1494..5000]);
+        assert!(s.error.is_none());
+        let mut wrong = data[5000..7000].to_vec();
+        wrong[1234] ^= 0x08;
+        s.put_slice(&wrong);
+        s.put_slice(&[0xff; 10]);
+        assert!(matches!(s.error, Some(ProtocolError::Verify(VerifyError::Mismatch { offset: 6234 }))));
+        assert_eq!(stream.received(), 5000, "nothing after the first wrong chunk counts as verified");
+
+        // A wrong byte written through `chunk_mut` (put_bytes fills the spill 64 bytes at a time).
+        let mut stream = ClientStream::new(10_000);
+        let mut s = sink(&mut stream);
+        s.put_slice(&data[..100]);
+        s.put_bytes(data[100], 1);
+        s.put_bytes(data[101] ^ 1, 70);
+        assert!(matches!(s.error, Some(ProtocolError::Verify(VerifyError::Mismatch { offset: 101 }))));
     }
 }
