@@ -359,6 +359,8 @@ impl ProcessObserver for ProbeTracker<'_> {
     }
 
     fn next_tick(&self) -> Option<Duration> {
-        self.next_toggle()
+        // The maps of a process just started are read every few ms (MapsCache::refresh).
+        let maps = self.session.as_deref().filter(|s| s.is_profiling()).and_then(|_| self.maps.next_read());
+        self.next_toggle().into_iter().chain(maps).min()
     }
 }

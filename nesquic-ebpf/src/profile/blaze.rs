@@ -138,8 +138,19 @@ impl BlazeSymbolizer {
         pids.sort_unstable();
         pids.dedup();
         for pid in pids {
-            let ips = samples.iter().filter(|s| s.tgid == pid).flat_map(|s| lookup_ips(&s.user));
-            self.prefetch_user(maps.get(&pid).unwrap_or(&empty), ips);
+            let all = maps.get(&pid).unwrap_or(&empty);
+            // Each stack in the address space it was sampled in (`ProcessMaps::for_stack`).
+            let mut spaces: Vec<(&ProcessMaps, Vec<u64>)> = Vec::new();
+            for s in samples.iter().filter(|s| s.tgid == pid) {
+                let space = all.for_stack(&s.user);
+                match spaces.iter_mut().find(|(m, _)| std::ptr::eq(*m, space)) {
+                    Some((_, ips)) => ips.extend(lookup_ips(&s.user)),
+                    None => spaces.push((space, lookup_ips(&s.user).collect())),
+                }
+            }
+            for (space, ips) in spaces {
+                self.prefetch_user(space, ips);
+            }
         }
         self.prefetch_kernel(samples.iter().flat_map(|s| lookup_ips(&s.kernel)));
     }
@@ -312,7 +323,7 @@ mod tests {
     /// The whole file mapped at `base` (as a loader maps a small object's text).
     fn mapped(path: &Path, base: u64) -> ProcessMaps {
         let len = std::fs::metadata(path).expect("stat").len();
-        ProcessMaps { entries: vec![(base, base + len, 0, path.to_path_buf())] }
+        ProcessMaps { entries: vec![(base, base + len, 0, path.to_path_buf())], earlier: Vec::new() }
     }
 
     /// `name`'s file offset in `path`'s symbol table.
