@@ -213,12 +213,17 @@ fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
     let hz = profile.frequency_hz;
     assert!([100, 250, 300, 1000].contains(&hz), "HZ {hz}");
     let role = &profile.roles[0];
-    // 2 s of one busy thread: HZ samples a second, less what the spin loses to other work.
-    let expected = 2 * hz;
-    assert!((expected * 6 / 10..=expected * 12 / 10).contains(&role.samples), "{} samples at {hz} Hz", role.samples);
+    // HZ samples a second while the thread is on a CPU: at least most of the 2 s spin (wall
+    // time, which the spin measures), at most the command's whole wall time (one thread).
+    // Not its CPU time: the kernel leaves a VM's steal time out of that, the tick does not.
+    let (samples, wall_s) = (role.samples as f64, traced.wall_s);
+    let (low, high) = (0.6 * 2.0 * hz as f64, 1.05 * wall_s * hz as f64 + 5.0);
+    assert!((low..=high).contains(&samples), "{samples} samples at {hz} Hz, {wall_s:.2} s wall");
+    // The spin gives `_hot` 5 ms for every 2 ms of `_cold` (2.5x); clock reads inside the loops
+    // cost both alike (under QEMU they reach the kernel: read_hpet).
     let share = |name: &str| role.top_functions.iter().find(|f| f.name == name).map_or(0.0, |f| f.share);
     let (hot, cold) = (share("nesquic_workload_hot"), share("nesquic_workload_cold"));
-    assert!((0.35..=0.65).contains(&hot) && (0.1..=0.3).contains(&cold), "hot {hot}, cold {cold}: {role:?}");
+    assert!(hot > 0.2 && (1.8..=3.5).contains(&(hot / cold)), "hot {hot}, cold {cold}: {role:?}");
     let tick_frames: Vec<_> = role
         .top_functions
         .iter()
