@@ -321,8 +321,8 @@ pub enum ProfileClock {
     TickElseCpuClock(u64),
 }
 
-/// Sampling frequency per CPU when `profile` names none (odd, so it does not run in lock step
-/// with periodic work): perf's usual rate, at perf's cost. Against no probes, in the same pinned
+/// Sampling frequency per CPU of `profile` where the tick cannot be sampled (odd, so it does not
+/// run in lock step with periodic work): perf's usual rate, at perf's cost. Against no probes, in the same pinned
 /// rounds as `perf record -F 999 -g -a` (300 MB, 110 pairs per LUT): CPU per GB quinn 1.010x
 /// (perf 1.012x), quiche 1.011x (1.023x), msquic 0.996x (0.997x) (bench/profile-999.md). That
 /// held once the sampler stopped turning on the kernel's BPF statistics (+1.9% on every UDP

@@ -41,8 +41,15 @@ pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cp
     // (No role at all: no sample landed in either side.)
     let fewest = profile.roles.iter().map(|r| r.samples).min().unwrap_or(0);
     if fewest < FEW_SAMPLES {
+        let faster = match profile.clock {
+            nesquic_model::profile::SampleClock::SchedulerTick if profile.frequency_hz < 999 => format!(
+                "; --probe profile:999 samples {:.1}x as often, at the cost of a timer interrupt per sample (bench/sampler-floor.md)",
+                999.0 / profile.frequency_hz.max(1) as f64
+            ),
+            _ => String::new(),
+        };
         println!(
-            "  few samples ({fewest} on one side): the intervals are wide; --repeat N or a larger --size gives more at the same cost (bench/profile-999.md)"
+            "  few samples ({fewest} on one side): the intervals are wide; --repeat N or a larger --size gives more at the same cost{faster}"
         );
     }
     // NESQUIC_PROFILE_OTHER=N: the N (at most 20) hottest leaf frames no rule named, per role.

@@ -1,8 +1,9 @@
-//! Which probes `nesquic run` turns on when `--probe` is not given: the sampling profile at
-//! 999 Hz, packet I/O and counted crypto, each measured near its cost floor. The profile costs
-//! what `perf record -F 999 -g -a` costs in the same rounds (bench/profile-999.md); counted
-//! crypto is 0.1-0.3% of a LUT's CPU by its own samples, 1.007x CPU per GB on quinn over 60
-//! pairs (bench/counted-crypto.md). `nesquic run --overhead` measures the set as one.
+//! Which probes `nesquic run` turns on when `--probe` is not given: the sampling profile on the
+//! scheduler tick, packet I/O and counted crypto, each measured near its cost floor. The tick
+//! adds no interrupt (a timer of our own costs ~16 us a sample in this VM, perf's too:
+//! bench/sampler-floor.md); counted crypto is 0.1-0.3% of a LUT's CPU by its own samples,
+//! 1.007x CPU per GB on quinn over 60 pairs (bench/counted-crypto.md). `nesquic run
+//! --overhead` measures the set as one.
 //! `--probe none` turns every probe off.
 
 /// What `--probe none` says.

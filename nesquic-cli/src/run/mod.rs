@@ -151,9 +151,10 @@ pub struct RunArgs {
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
-    /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component;
-    /// profile:HZ sets the rate per CPU, default 999, costing what `perf record -F 999 -g`
-    /// costs: bench/profile-999.md),
+    /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component, on the
+    /// scheduler tick: HZ samples a second per busy CPU, 250 on Debian, with no interrupt of its
+    /// own, bench/sampler-floor.md; profile:HZ samples at HZ per CPU on a timer of its own, as
+    /// `perf record -F HZ -g` does and at its cost, for more samples from a short run),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
     /// Not given: `nesquic run` turns on profile,io,crypto, each measured near its cost floor
