@@ -114,7 +114,7 @@ fn python_functions_are_named_in_the_profile_and_land_in_their_components() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("run");
     let out = nesquic()
-        .args(["run", "--lut", "aioquic", "--size", "5MB", "--probe", "profile", "--out"])
+        .args(["run", "--lut", "aioquic", "--size", "5MB", "--probe", "profile:999", "--out"])
         .arg(&run)
         .output()
         .expect("run nesquic");
