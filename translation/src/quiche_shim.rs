@@ -383,7 +383,7 @@ impl ReadError {
 }
 
 /// Reads and verifies everything stream `id` has in order. quiche hands each contiguous piece of
-/// its receive buffer to [`VerifyingSink::put_slice`], which checks it where it lies: no copy into
+/// its receive buffer to [`VerifyingSink`]'s `put_slice`, which checks it where it lies: no copy into
 /// a scratch buffer and no second pass over that copy (`stream_recv` into 64 KiB did both).
 fn verify_in_place(conn: &mut quiche::Connection, id: u64, stream: &mut ClientStream) -> Result<(), ReadError> {
     loop {
