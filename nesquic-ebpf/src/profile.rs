@@ -144,14 +144,16 @@ impl ProcessMaps {
     }
 
     /// The address space a stack (innermost first) was sampled in: the current one if it maps
-    /// any of its frames; else the newest earlier one mapping its leaf (a sample between the
-    /// fork and the `exec`); else the current one.
+    /// any of its frames; else the newest earlier one mapping all of them (a sample between the
+    /// fork and the `exec`, in the parent's code; all, so that code the current one never saw
+    /// mapped, such as a JIT's, is not named by a chance overlap); else the current one.
     pub fn for_stack(&self, user: &[u64]) -> &ProcessMaps {
-        if self.earlier.is_empty() || user.iter().any(|ip| self.find(*ip).is_some()) {
+        // Return addresses are looked up one byte back, in their call (as `build` does).
+        let ips = || user.iter().enumerate().map(|(i, ip)| if i == 0 { *ip } else { ip.saturating_sub(1) });
+        if self.earlier.is_empty() || user.is_empty() || ips().any(|ip| self.find(ip).is_some()) {
             return self;
         }
-        let Some(&leaf) = user.first() else { return self };
-        self.earlier.iter().find(|m| m.find(leaf).is_some()).unwrap_or(self)
+        self.earlier.iter().find(|m| ips().all(|ip| m.find(ip).is_some())).unwrap_or(self)
     }
 }
 

@@ -146,6 +146,12 @@ fn a_sample_before_the_exec_is_named_from_the_forked_image() {
     assert_eq!(server.unknown_leaf_samples(), 0, "unknown leaves: {:?}", server.unknown_leaves);
     let leaf = &server.top_functions[0].name;
     assert!(leaf.ends_with("before_exec_marker"), "{leaf}");
+    // A stack only partly in the parent's image (a JIT's code under it, say) is not named
+    // from it.
+    let samples = [sample(pid, vec![marker + 1, 9])];
+    let profile = build(&samples, &maps, &[Role::Server], &classifier(), 999);
+    let unknown: Vec<_> = profile.roles[0].unknown_leaves.iter().map(|s| (s.name.as_str(), s.samples)).collect();
+    assert_eq!(unknown, [(Unresolved::NoMapping.label(), 7)]);
     // A stack the child's own map covers is not read in the parent's image.
     let samples = [sample(pid, vec![child_code + 1, marker + 1])];
     let profile = build(&samples, &maps, &[Role::Server], &classifier(), 999);
