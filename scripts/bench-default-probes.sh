@@ -102,7 +102,8 @@ with open(out_json, "w") as f:
 
 rounds = max(r["round"] for r in rows)
 name = out_json.split("/")[-1]
-print(f"# The sampling profile at {hz} Hz against perf, in the same rounds\n")
+arms_named = ", ".join(a for a in dict.fromkeys(r["arm"] for r in rows) if a not in ("none", "perf"))
+print(f"# The sampling profile ({arms_named}) against perf -F {hz}, in the same rounds\n")
 print(f"Produced by `{command}` on {machine}; load average before -> after: {load}.")
 print(f"Each of {rounds} rounds runs every arm once per LUT, in rotating order: `nesquic run --lut LUT "
       f"--size {size} --repeat 1` without probes (none), with `--probe ARM`, and without probes under "
