@@ -179,7 +179,8 @@ impl ProbeSession {
             ProfileClock::Tick => self.start_tick()?,
             ProfileClock::TickElseCpuClock(hz) => {
                 if let Err(why) = self.start_tick() {
-                    self.profile_note = Some(format!("the scheduler tick cannot be sampled here ({why}): {hz} Hz CPU-clock instead"));
+                    self.profile_note =
+                        Some(format!("the scheduler tick cannot be sampled here ({why}): {hz} Hz CPU-clock instead"));
                     self.start_cpu_clock(hz)?;
                 }
             }
