@@ -356,6 +356,12 @@ fn a_count_that_appears_from_zero_is_not_a_zero_change() {
     let drops = find(&rows, "client.rcvbuf_drops");
     assert_eq!((drops.base, drops.verdict), (0.0, Verdict::Regression), "{drops:#?}");
     assert_eq!(format_change_pct(drops.change_pct, 1), "from 0");
+    // JSON has no infinity: the row is written with `null` and read back as the same change
+    // (`nesquic ab --format json` once wrote a report its own reader refused).
+    let json = serde_json::to_string(drops).expect("row to json");
+    assert!(json.contains("\"change_pct\":null"), "{json}");
+    let back: Row = serde_json::from_str(&json).expect("row from json");
+    assert_eq!(back.change_pct, f64::INFINITY);
     let rows = compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).expect("judged");
     assert_eq!(find(&rows, "client.rcvbuf_drops").verdict, Verdict::Worse);
     let rows = compare(&samples(&base), &samples(&base), &rule, &GATE, Pairing::Paired).expect("judged");

@@ -253,7 +253,9 @@ pub struct Row {
     /// head - base (medians).
     pub change: f64,
     /// Relative change, percent: the median of the paired ratios for counters, the interval's
-    /// point estimate for noisy figures, else the ratio of medians.
+    /// point estimate for noisy figures, else the ratio of medians. A figure that appeared from a
+    /// base of 0 is an unbounded change: infinite here, `null` in JSON (which has no infinity).
+    #[serde(deserialize_with = "null_is_from_zero")]
     pub change_pct: f64,
     /// The limit applied, signed percent in the direction that fails (+2: growth beyond 2%).
     pub limit_pct: f64,
@@ -416,6 +418,12 @@ fn relative_pct(base: f64, head: f64) -> f64 {
     } else {
         f64::INFINITY.copysign(head)
     }
+}
+
+/// `change_pct` from JSON: `null` is what serde_json writes for the infinite change of a figure
+/// that appeared from 0 (counts only grow from 0, so it is +infinity).
+fn null_is_from_zero<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
 }
 
 /// A relative change as the reports print it: `+2.50%`, or `from 0` where the base was 0.
