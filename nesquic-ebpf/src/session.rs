@@ -196,12 +196,7 @@ impl ProbeSession {
 
     fn start_cpu_clock(&mut self, frequency_hz: u64) -> Result<(), EbpfError> {
         let cpus = aya::util::online_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;
-        let program: &mut PerfEvent = self
-            .ebpf
-            .program_mut("nq_sample")
-            .ok_or_else(|| EbpfError::Load("program nq_sample missing from the object".into()))?
-            .try_into()
-            .map_err(|e| EbpfError::Load(format!("nq_sample: {e}")))?;
+        let program: &mut PerfEvent = program(&mut self.ebpf, "nq_sample")?;
         program.load().map_err(|e| crate::verifier::load_failed("nq_sample", e))?;
         for cpu in cpus {
             program
@@ -233,12 +228,7 @@ impl ProbeSession {
         .map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
         tick_function.set(0, symbols.callback, 0).map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
         let btf = Btf::from_sys_fs().map_err(|e| EbpfError::Load(format!("profile:tick needs kernel BTF: {e}")))?;
-        let program: &mut BtfTracePoint = self
-            .ebpf
-            .program_mut("nq_tick_sample")
-            .ok_or_else(|| EbpfError::Load("program nq_tick_sample missing from the object".into()))?
-            .try_into()
-            .map_err(|e| EbpfError::Load(format!("nq_tick_sample: {e}")))?;
+        let program: &mut BtfTracePoint = program(&mut self.ebpf, "nq_tick_sample")?;
         program.load("hrtimer_expire_entry", &btf).map_err(|e| crate::verifier::load_failed("nq_tick_sample", e))?;
         let link = program.attach().map_err(|e| EbpfError::Attach {
             what: "the scheduler tick (tp_btf/hrtimer_expire_entry)".into(),
@@ -609,12 +599,7 @@ impl ProbeSession {
     }
 
     fn attach_tracepoint(&mut self, program: &str, category: &str, name: &str) -> Result<(), EbpfError> {
-        let tp: &mut TracePoint = self
-            .ebpf
-            .program_mut(program)
-            .ok_or_else(|| EbpfError::Load(format!("program {program} missing from the object")))?
-            .try_into()
-            .map_err(|e| EbpfError::Load(format!("{program}: {e}")))?;
+        let tp: &mut TracePoint = self::program(&mut self.ebpf, program)?;
         tp.load().map_err(|e| crate::verifier::load_failed(program, e))?;
         tp.attach(category, name).map_err(|e| EbpfError::Attach {
             what: format!("tracepoint {category}:{name}"),
@@ -623,13 +608,20 @@ impl ProbeSession {
         Ok(())
     }
 
-    fn uprobe(&mut self, program: &str) -> Result<&mut UProbe, EbpfError> {
-        self.ebpf
-            .program_mut(program)
-            .ok_or_else(|| EbpfError::Load(format!("program {program} missing from the object")))?
-            .try_into()
-            .map_err(|e| EbpfError::Load(format!("{program}: {e}")))
+    fn uprobe(&mut self, name: &str) -> Result<&mut UProbe, EbpfError> {
+        program(&mut self.ebpf, name)
     }
+}
+
+/// The object's program `name` as its kind `T` (`PerfEvent`, `TracePoint`, ...).
+fn program<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, EbpfError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = aya::programs::ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| EbpfError::Load(format!("program {name} missing from the object")))?
+        .try_into()
+        .map_err(|e| EbpfError::Load(format!("{name}: {e}")))
 }
 
 /// CLOCK_MONOTONIC in ns, the clock of `bpf_ktime_get_ns`.
