@@ -58,7 +58,7 @@ for image in ${NESQUIC_KERNELS:-/boot/vmlinuz-*}; do
     # A guest that hangs is a failure, not a stuck CI: timeout kills QEMU.
     timeout "${NESQUIC_VM_TIMEOUT:-1500}" vng -r "$image" --user root --disable-kvm --cpus 2 --memory 4G \
         --rwdir "$target/tmp" -- \
-        "cd '$root' && TMPDIR='$guest_tmp' NESQUIC_EXPECT_CAPS=kprobes,fentry,netem NESQUIC_DOCTOR_OUT='$results/doctor-$release.json' bash -c '$subset'" \
+        "cd '$root' && TMPDIR='$guest_tmp' NESQUIC_EXPECT_CAPS=kprobes,fentry,netem,tick NESQUIC_DOCTOR_OUT='$results/doctor-$release.json' bash -c '$subset'" \
         2>&1 | tee "$results/$release.log"
     status=${PIPESTATUS[0]}
     # vng passes the guest command's status through; the log's last verdict double-checks it.

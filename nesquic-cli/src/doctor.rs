@@ -85,6 +85,7 @@ pub fn execute(args: &DoctorArgs) -> Result<()> {
     }
     checks.push(memlock());
     checks.push(perf_events());
+    checks.push(tick());
     let ok = |name: &str| checks.iter().any(|c| c.name == name && c.ok);
     let kernel_path = if ok("fentry") {
         "fentry/fexit on the kernel's UDP path".to_string()
@@ -116,7 +117,12 @@ pub fn execute(args: &DoctorArgs) -> Result<()> {
         ),
         (
             "profile",
-            if ok("perf_events") { "perf_event cpu-clock sampling" } else { "UNAVAILABLE: perf events" }.into(),
+            match (ok("tick") && ok("btf"), ok("perf_events")) {
+                (true, _) => "the scheduler tick (tp_btf/hrtimer_expire_entry), no interrupt of its own; profile:HZ: perf_event cpu-clock",
+                (false, true) => "perf_event cpu-clock at 999 Hz (the tick cannot be sampled here); profile:HZ sets the rate",
+                (false, false) => "UNAVAILABLE: perf events",
+            }
+            .into(),
         ),
         ("--loss", if ok("netem") { "netem" } else { "tc-bpf filter (clsact)" }.into()),
         ("--delay/--jitter/--reorder", if ok("netem") { "netem" } else { "userspace relay" }.into()),
@@ -174,7 +180,17 @@ fn memlock() -> Check {
     )
 }
 
-/// Whether a CPU-clock perf event opens (what `--probe profile` samples with).
+/// Whether the scheduler tick can be sampled (what `--probe profile` samples on): its hrtimer
+/// callback in /proc/kallsyms, and HZ. (`nesquic run` also checks at start that the callback runs.)
+fn tick() -> Check {
+    let found = nesquic_ebpf::tick::TickSymbols::read()
+        .and_then(|s| Ok((s, nesquic_ebpf::tick::scheduler_hz()?)))
+        .map(|(s, hz)| format!("tick callback at {:#x}, HZ {hz}, {} interrupt entries", s.callback, s.entries.len()))
+        .map_err(|e| e.to_string());
+    check("tick", found, "--probe profile falls back to profile:999 (a timer interrupt per sample): nothing to do")
+}
+
+/// Whether a CPU-clock perf event opens (what `--probe profile:HZ` samples with).
 fn perf_events() -> Check {
     check(
         "perf_events",

@@ -42,7 +42,7 @@ fn doctor_reports_what_this_kernel_has() {
     if !Path::new("/sys/bus/event_source/devices/kprobe").exists() {
         assert!(!has(&d, "kprobes"), "{d}");
     }
-    for name in ["tracefs", "fentry", "no_lockdown", "netem", "tbf", "clsact", "memlock", "perf_events"] {
+    for name in ["tracefs", "fentry", "no_lockdown", "netem", "tbf", "clsact", "memlock", "perf_events", "tick"] {
         has(&d, name);
     }
     let expected = std::env::var("NESQUIC_EXPECT_CAPS").unwrap_or_default();
