@@ -236,18 +236,15 @@ impl ProbeSession {
         })?;
         // A low-resolution tick is no hrtimer: the program would never run, and the profile would
         // be silently empty. This thread keeps its CPU busy for a few ticks to see one.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20_000 / hz.max(1) + 20);
-        while self.sampler_runs() == 0 {
+        let wait = std::time::Duration::from_millis(20_000 / hz.max(1) + 20);
+        let deadline = std::time::Instant::now() + wait;
+        while self.read_sampler_cost().is_none_or(|c| c.runs == 0) {
             if std::time::Instant::now() > deadline {
-                if let Some(program) = self.ebpf.program_mut("nq_tick_sample") {
-                    if let Ok(program) = <&mut BtfTracePoint>::try_from(program) {
-                        let _ = program.detach(link);
-                    }
-                }
+                let _ = self::program::<BtfTracePoint>(&mut self.ebpf, "nq_tick_sample")?.detach(link);
                 return Err(EbpfError::Load(format!(
                     "the tick callback at {:#x} did not run within {} ms of busy CPU (a low-resolution tick?)",
                     symbols.callback,
-                    20_000 / hz.max(1) + 20
+                    wait.as_millis()
                 )));
             }
             std::hint::spin_loop();
@@ -257,19 +254,12 @@ impl ProbeSession {
         Ok(())
     }
 
-    /// Runs of the sampling program so far, every CPU.
-    fn sampler_runs(&self) -> u64 {
-        let Some(map) = self.ebpf.map("sampler_cost") else { return 0 };
-        let Ok(map) = PerCpuArray::<&MapData, SamplerCounters>::try_from(map) else { return 0 };
-        map.get(&0, 0).map(|cpus| cpus.iter().map(|c| c.ticks).sum()).unwrap_or(0)
-    }
-
-    /// What the profile samples on, once profiling.
-    pub fn profile_clock(&self) -> Option<ProfileClock> {
-        match (self.profiling, &self.tick) {
-            (false, _) => None,
-            (true, Some(_)) => Some(ProfileClock::Tick),
-            (true, None) => Some(ProfileClock::CpuClock(self.profile_hz)),
+    /// What the profile samples on (the CPU clock unless it runs on the tick).
+    pub fn sample_clock(&self) -> crate::profile::SampleClock {
+        if self.tick.is_some() {
+            crate::profile::SampleClock::SchedulerTick
+        } else {
+            crate::profile::SampleClock::CpuClock
         }
     }
 
@@ -284,6 +274,11 @@ impl ProbeSession {
         if !self.profiling {
             return None;
         }
+        self.read_sampler_cost()
+    }
+
+    /// The `sampler_cost` map summed over CPUs, whether or not profiling has started.
+    fn read_sampler_cost(&self) -> Option<SamplerCost> {
         let map: PerCpuArray<&MapData, SamplerCounters> = PerCpuArray::try_from(self.ebpf.map("sampler_cost")?).ok()?;
         let cpus = map.get(&0, 0).ok()?;
         Some(crate::profile::sampler_cost(cpus.iter()))

@@ -130,10 +130,7 @@ impl Probes {
             }
             let mut session = ProbeSession::open(kernel_io, kernel_functions).step("cannot start the eBPF probes")?;
             if request.profile {
-                session.start_profile(request.profile_clock).step("cannot start the sampling profile")?;
-                if let Some(note) = session.profile_note() {
-                    eprintln!("nesquic: {note}");
-                }
+                crate::plan::start_profile(&mut session, request.profile_clock)?;
             }
             Some(session)
         } else {

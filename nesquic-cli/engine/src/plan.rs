@@ -24,10 +24,20 @@ pub fn build_profile(
     let samples = session.profile_samples()?;
     let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &classifier()?, session.profile_hz());
     profile.sampler = session.sampler_cost();
-    if session.profile_clock() == Some(nesquic_ebpf::catalog::ProfileClock::Tick) {
-        profile.clock = nesquic_ebpf::profile::SampleClock::SchedulerTick;
-    }
+    profile.clock = session.sample_clock();
     Ok(profile)
+}
+
+/// Starts `session`'s sampling profile on `clock`, saying on stderr when it fell back to another.
+pub(crate) fn start_profile(
+    session: &mut ProbeSession,
+    clock: nesquic_ebpf::catalog::ProfileClock,
+) -> Result<(), EngineError> {
+    session.start_profile(clock).step("cannot start the sampling profile")?;
+    if let Some(note) = session.profile_note() {
+        eprintln!("nesquic: {note}");
+    }
+    Ok(())
 }
 
 /// A parsed and resolved `--probe` list.
@@ -120,10 +130,7 @@ impl ProbePlan {
         let mut session = ProbeSession::open(self.request.io, self.resolution.functions.clone())
             .step("cannot start the eBPF probes")?;
         if self.request.profile {
-            session.start_profile(self.request.profile_clock).step("cannot start the sampling profile")?;
-            if let Some(note) = session.profile_note() {
-                eprintln!("nesquic: {note}");
-            }
+            start_profile(&mut session, self.request.profile_clock)?;
         }
         Ok(session)
     }

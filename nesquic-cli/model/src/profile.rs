@@ -151,6 +151,14 @@ impl SampleClock {
             SampleClock::SchedulerTick => "per busy CPU, the scheduler tick: no interrupt of its own",
         }
     }
+
+    /// What the sampler's own clock leaves out, for its cost line.
+    pub fn interrupt(self) -> &'static str {
+        match self {
+            SampleClock::CpuClock => "the timer interrupt around the program not included",
+            SampleClock::SchedulerTick => "no interrupt of its own: it runs in the tick's",
+        }
+    }
 }
 
 /// One component's cost.

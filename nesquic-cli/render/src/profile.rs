@@ -23,10 +23,7 @@ pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cp
             each(c.insert_ns_each()),
             c.run_ns as f64 / 1e6,
             c.runs,
-            match profile.clock {
-                nesquic_model::profile::SampleClock::CpuClock => "the timer interrupt around the program not included",
-                nesquic_model::profile::SampleClock::SchedulerTick => "no interrupt of its own: it runs in the tick's",
-            }
+            profile.clock.interrupt()
         );
     } else if let Some(c) = profile.sampler.filter(|c| c.runs > 0) {
         println!(
