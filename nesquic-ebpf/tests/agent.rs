@@ -112,8 +112,9 @@ fn counts_times_and_io_match_what_the_workload_did() {
     let own = did["sleep_ns"].as_f64().expect("sleep_ns");
     let ratio = sleep.timing.total_ns as f64 / own;
     assert!((0.95..1.05).contains(&ratio), "agent {} ns vs workload {own} ns", sleep.timing.total_ns);
-    // (A loaded machine oversleeps; the agreement above is the real check.)
-    assert!((1.0e6..5.0e6).contains(&sleep.timing.mean_ns()), "mean {} ns", sleep.timing.mean_ns());
+    // A sleep never ends early, so each call took at least 1 ms. No upper bound: a loaded machine
+    // oversleeps (CI saw 10 ms a call), and the agreement above is the real check.
+    assert!(sleep.timing.mean_ns() >= 1.0e6, "mean {} ns", sleep.timing.mean_ns());
 
     // Recursion: 5 nested calls, each 200 us busy plus its inner calls: 15 x 200 us in all.
     let recurse = func(&role, "nesquic_workload_recurse").expect("recurse");
