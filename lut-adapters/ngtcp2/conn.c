@@ -172,8 +172,10 @@ static struct nq_stream *next_stream(struct nq_conn *c) {
   return NULL;
 }
 
-/* Where the stream's next bytes are: the request, or the pattern (a copy with one byte flipped
- * for the period holding NESQUIC_FAULT_SERVER_CORRUPT_AT). Never crosses a period boundary. */
+/* Where the stream's next bytes are: the request, or up to NQ_WINDOW bytes of the pattern. From
+ * the start of the period holding NESQUIC_FAULT_SERVER_CORRUPT_AT they come from a copy of the
+ * block with that one byte flipped (made once: ngtcp2 keeps the pointers until acknowledged), and
+ * a window before that period ends where it starts. */
 static ngtcp2_vec next_chunk(struct nq_stream *s) {
   ngtcp2_vec v;
   if (s->fixed) {
@@ -183,18 +185,25 @@ static ngtcp2_vec next_chunk(struct nq_stream *s) {
   }
   static uint8_t *corrupt;
   uint64_t phase = s->sent % NQ_PERIOD, left = s->send_total - s->sent;
+  uint64_t len = left < NQ_WINDOW ? left : NQ_WINDOW;
   const uint8_t *block = nq_block;
-  if (nq_corrupt_at >= 0 && s->sent / NQ_PERIOD == (uint64_t)nq_corrupt_at / NQ_PERIOD) {
-    if (!corrupt) {
-      corrupt = malloc(NQ_PERIOD);
-      if (!corrupt) nq_die("out of memory");
-      memcpy(corrupt, nq_block, NQ_PERIOD);
-      corrupt[nq_corrupt_at % NQ_PERIOD] ^= 0xff;
+  if (nq_corrupt_at >= 0) {
+    uint64_t at = (uint64_t)nq_corrupt_at, start = at - at % NQ_PERIOD;
+    if (s->sent < start && s->sent + len > start) {
+      len = start - s->sent;
+    } else if (s->sent / NQ_PERIOD == at / NQ_PERIOD) {
+      if (!corrupt) {
+        corrupt = malloc(NQ_BLOCK);
+        if (!corrupt) nq_die("out of memory");
+        memcpy(corrupt, nq_block, NQ_BLOCK);
+        /* Block index at % PERIOD is stream offset `at` in every window starting in its period. */
+        corrupt[at % NQ_PERIOD] ^= 0xff;
+      }
+      block = corrupt;
     }
-    block = corrupt;
   }
   v.base = (uint8_t *)block + phase;
-  v.len = NQ_PERIOD - phase < left ? NQ_PERIOD - phase : left;
+  v.len = len;
   return v;
 }
 

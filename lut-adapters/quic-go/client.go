@@ -17,7 +17,7 @@ import (
 
 const progressEvery = 100 * time.Millisecond
 
-// readBuf is the client's read size (below the pattern's period: one compare per read).
+// readBuf is the client's read size (the verifier compares it a pattern period at a time).
 const readBuf = 64 * 1024
 
 type clientArgs struct {

@@ -158,7 +158,7 @@ func serveStream(s *quic.Stream, corruptAt int64) error {
 	size := uint64(request[0])<<56 | uint64(request[1])<<48 | uint64(request[2])<<40 | uint64(request[3])<<32 |
 		uint64(request[4])<<24 | uint64(request[5])<<16 | uint64(request[6])<<8 | uint64(request[7])
 	for offset := uint64(0); offset < size; {
-		chunk := window(offset, int(min(size-offset, period)))
+		chunk := window(offset, int(min(size-offset, windowLen)))
 		if at := uint64(corruptAt); corruptAt >= 0 && at >= offset && at < offset+uint64(len(chunk)) {
 			chunk = append([]byte{}, chunk...)
 			chunk[at-offset] ^= 0xff

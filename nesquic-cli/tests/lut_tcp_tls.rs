@@ -12,8 +12,8 @@ use common::{nesquic, run_record, serial, stderr, Role, RoleMetrics, Shape};
 
 /// TLS 1.3 record plaintext limit (rustls' default fragment size).
 const RECORD: u64 = 16_384;
-/// The payload pattern's period: the server hands rustls one period-long window per write.
-const PERIOD: u64 = 131_071;
+/// The payload pattern's longest window: the server hands rustls one such window per write.
+const WINDOW: u64 = 131_071;
 
 fn lut_binary() -> PathBuf {
     common::lut::lut_binary("tcp-tls", "`just build` builds it (cargo build --release -p nesquic-lut-bins)")
@@ -35,10 +35,10 @@ fn io(role: &RoleMetrics, direction: &str) -> (u64, u64) {
     rows.fold((0, 0), |(c, b), s| (c + s.timing.calls, b + s.bytes))
 }
 
-/// The payload records: the server writes one pattern period at a time, cut into 16 KiB records.
+/// The payload records: the server writes one pattern window at a time, cut into 16 KiB records.
 fn payload_records(size: u64) -> u64 {
-    let (full, rest) = (size / PERIOD, size % PERIOD);
-    full * PERIOD.div_ceil(RECORD) + rest.div_ceil(RECORD)
+    let (full, rest) = (size / WINDOW, size % WINDOW);
+    full * WINDOW.div_ceil(RECORD) + rest.div_ceil(RECORD)
 }
 
 #[test]
@@ -68,7 +68,7 @@ fn probes_count_tcp_syscalls_and_tls_records_alike_on_both_backends() {
         assert_eq!(client_sent, server_received, "{backend}");
         assert!(server_sent >= size + 22 * records && server_sent < size + 22 * records + 8192, "{backend}");
         // One sendmsg per pattern window (its records together), plus the handshake flight and tickets.
-        let windows = size.div_ceil(PERIOD);
+        let windows = size.div_ceil(WINDOW);
         assert!((windows..windows + 8).contains(&server_sends), "{backend}: {server_sends} sends, {windows} windows");
         // Receives take up to 256 KiB: at least size / 256 KiB of them.
         assert!(client_recvs >= size / (256 * 1024), "{backend}: {client_recvs} receives");

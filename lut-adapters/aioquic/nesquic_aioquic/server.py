@@ -10,7 +10,7 @@ from aioquic.asyncio.server import QuicServer
 from aioquic.quic import events
 
 from .config import server_config
-from .payload import PERIOD, REQUEST_LEN, window
+from .payload import REQUEST_LEN, WINDOW, window
 from .qlog import SeqLogger
 from .report import emit
 from .socket_io import family_of, open_socket
@@ -65,7 +65,7 @@ class ServerProtocol(QuicConnectionProtocol):
                 continue
             sender = stream.sender
             while r.offset < r.size and sender._buffer_stop - sender._buffer_start < SEND_AHEAD:
-                chunk = window(r.offset, min(r.size - r.offset, PERIOD))
+                chunk = window(r.offset, min(r.size - r.offset, WINDOW))
                 at = self._corrupt_at - r.offset
                 if 0 <= at < len(chunk):
                     chunk = bytearray(chunk)

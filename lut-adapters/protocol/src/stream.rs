@@ -47,8 +47,8 @@ pub enum PayloadChunk {
 }
 
 impl PayloadChunk {
-    /// The payload from stream offset `offset`, up to `max_len` bytes (less at the pattern's
-    /// period boundary): a shared pattern window, or an altered copy when `corrupt_at` (the
+    /// The payload from stream offset `offset`, up to `max_len` bytes (at most
+    /// [`protocol::WINDOW`]): a shared pattern window, or an altered copy when `corrupt_at` (the
     /// fault-injection hook) falls inside it.
     pub fn at(offset: u64, max_len: usize, corrupt_at: Option<u64>) -> Self {
         let window = protocol::pattern_window(offset, max_len);

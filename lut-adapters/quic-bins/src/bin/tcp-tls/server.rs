@@ -81,9 +81,9 @@ fn serve(stream: &TcpStream, config: Arc<rustls::ServerConfig>, faults: Faults) 
     let size = protocol::decode_request(&request).context("request is not 8 bytes")?;
     let mut offset = 0u64;
     while offset < size {
-        // A whole pattern period per write: rustls cuts it into 16 KiB records (copying it, as
+        // One whole pattern window per write: rustls cuts it into 16 KiB records (copying it, as
         // it encrypts), and they go out together.
-        let want = (size - offset).min(protocol::PERIOD as u64) as usize;
+        let want = (size - offset).min(protocol::WINDOW as u64) as usize;
         let chunk = PayloadChunk::at(offset, want, faults.corrupt_at);
         std::io::Write::write_all(&mut conn.writer(), chunk.as_slice()).context("encrypt payload")?;
         offset += chunk.as_slice().len() as u64;
