@@ -12,6 +12,7 @@ use common::{
     json_name, load_json, load_record, our_programs, role_in, sent, syscall_name, Metrics, Role, RoleMetrics,
     RunRecord, Share, SyscallMetrics,
 };
+use nesquic_ebpf::profile::Unresolved;
 use nesquic_ebpf::workload_report::{from_lines, CalibrateLine};
 use nesquic_engine::overhead::OverheadReport;
 use nesquic_engine::trace::TraceReport;
@@ -1018,5 +1019,73 @@ fn every_lut_profile_names_crypto_packet_io_and_connection_with_cost_per_datagra
             assert_eq!(datagrams, probed, "{lut} {name:?}: the datagram count is the probes'");
         }
     }
+    assert_nothing_attached();
+}
+
+/// `dlopen`s argv[1] 300 ms in (past the maps' early reads), spins 300 ms in its
+/// `nq_plugin_spin`, `dlclose`s it and lives 300 ms more.
+const DLOPEN_LATE: &str = r#"
+#include <dlfcn.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec / 1e9; }
+int main(int argc, char **argv) {
+    if (argc < 2) return 1;
+    usleep(300000);
+    void *lib = dlopen(argv[1], RTLD_NOW);
+    if (!lib) { fprintf(stderr, "%s\n", dlerror()); return 2; }
+    long (*spin)(long) = (long (*)(long))dlsym(lib, "nq_plugin_spin");
+    long sum = 0;
+    for (double end = now() + 0.3; now() < end;) sum += spin(100000);
+    dlclose(lib);
+    usleep(300000);
+    return sum == 1 ? 3 : 0;
+}
+"#;
+
+const SPIN_PLUGIN: &str = "long nq_plugin_spin(long n) { unsigned long x = n; \
+    for (long i = 0; i < n; i++) x = x * 6364136223846793005UL + 1442695040888963407UL; return (long)(x >> 1); }\n";
+
+/// After start-up the maps are read when a process's executable memory changes size instead of
+/// every 100 ms: a library loaded after the early reads and unloaded before the process ends is
+/// still named (the 5 s safety net never reads in this 0.9 s process after its start).
+#[test]
+fn code_mapped_late_and_unmapped_is_named_from_its_change_of_executable_memory() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let compile = |name: &str, source: &str, args: &[&str]| {
+        let (src, out) = (dir.path().join(format!("{name}.c")), dir.path().join(name));
+        std::fs::write(&src, source).expect("write the source");
+        let status = Command::new("cc").args(args).arg("-o").arg(&out).arg(&src).status().expect("run cc");
+        assert!(status.success(), "cc {name}");
+        out
+    };
+    let plugin = compile("libnqspin.so", SPIN_PLUGIN, &["-shared", "-fPIC", "-O1", "-fno-omit-frame-pointer"]);
+    let program = compile("dlopen-late", DLOPEN_LATE, &["-O1", "-fno-omit-frame-pointer"]);
+    let json = dir.path().join("trace.json");
+    let out = nesquic()
+        .args(["trace", "--probe", "profile:tick", "--json"])
+        .arg(&json)
+        .arg("--")
+        .arg(&program)
+        .arg(&plugin)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let traced = load_trace(&json);
+    let profile = traced.profile.as_ref().expect("profile");
+    let role = &profile.roles[0];
+    // 300 ms of one busy thread on the tick: HZ x 0.3 samples, at least half of them named.
+    let spin = role.top_functions.iter().find(|f| f.name == "nq_plugin_spin").map_or(0, |f| f.samples);
+    let expected = profile.frequency_hz as f64 * 0.3;
+    assert!(spin as f64 >= 0.5 * expected, "{spin} samples in nq_plugin_spin of ~{expected}: {role:?}");
+    // The library's mapping changed the process's executable memory, which started the reads
+    // that named it (the unmapping may too).
+    let reads = profile.maps_reads.expect("maps reads");
+    assert!(reads.code_changes >= 1 && reads.reads >= reads.code_changes, "{reads:?}");
+    let no_mapping =
+        role.unknown_leaves.iter().find(|s| s.name == Unresolved::NoMapping.label()).map_or(0, |s| s.samples);
+    assert!(no_mapping < spin / 10, "{no_mapping} samples with no mapping: {role:?}");
     assert_nothing_attached();
 }

@@ -79,11 +79,11 @@ fn a_library_mapped_between_reads_and_unmapped_before_the_last_is_named() {
     cache.refresh([pid]);
     let address = step("opened the library");
     let function = u64::from_str_radix(address.trim_start_matches("0x"), 16).expect("an address");
-    // Past the first early read's gap (1 ms), well inside the 100 ms period.
+    // Past the first early read's gap (1 ms).
     std::thread::sleep(Duration::from_millis(5));
     cache.refresh([pid]);
     assert_eq!(step("closed the library"), "closed");
-    // A periodic read after the library is gone.
+    // A read after the library is gone (the series still runs).
     std::thread::sleep(Duration::from_millis(150));
     cache.refresh([pid]);
     writeln!(stdin, "go").expect("let it exit");
@@ -158,4 +158,58 @@ fn a_sample_before_the_exec_is_named_from_the_forked_image() {
     let (stack, n) = &profile.roles[0].folded[0];
     assert_eq!(*n, 7);
     assert!(stack.starts_with(Unresolved::NoMapping.label()), "{stack}");
+}
+
+/// Refreshes `pid` every millisecond for `ms`.
+fn refresh_for(cache: &mut MapsCache, pid: u32, ms: u64) {
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(ms) {
+        cache.refresh([pid]);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// After start-up a process's maps are read only when its executable memory changes size, not
+/// polled every 100 ms (those reads cost msquic ~0.9% of its CPU per GB): none while it holds
+/// still, and a series of reads, which finds the new library, when it `dlopen`s one.
+#[test]
+fn after_start_up_the_maps_are_read_when_code_is_mapped_not_polled() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plugin = cc(dir.path(), "libnqplugin.so", PLUGIN, &["-shared", "-fPIC", "-O1"]);
+    let program = cc(dir.path(), "dlopener", PROGRAM, &["-O1"]);
+    let mut child = Command::new(&program)
+        .arg(&plugin)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the program");
+    let pid = child.id();
+    let (mut stdin, mut stdout) =
+        (child.stdin.take().expect("stdin"), BufReader::new(child.stdout.take().expect("stdout")));
+    let mut cache = MapsCache::default();
+    // First seen: read at once, then 1, 2, 4, ... 64 ms on (the series ends ~130 ms after the
+    // last change it found).
+    refresh_for(&mut cache, pid, 300);
+    let start_up = cache.take_reads();
+    assert!(start_up.reads >= 3, "{start_up:?}");
+    // Nothing changes: no read (polling every 100 ms would have read 3 times).
+    refresh_for(&mut cache, pid, 300);
+    let still = cache.take_reads();
+    assert_eq!((still.reads, still.code_changes), (0, 0), "{still:?}");
+    // A library is mapped: its size change is seen within 50 ms and starts a series of reads.
+    writeln!(stdin, "go").expect("write a step");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("read the library's address");
+    let function = u64::from_str_radix(line.trim().trim_start_matches("0x"), 16).expect("an address");
+    refresh_for(&mut cache, pid, 120);
+    let mapped = cache.take_reads();
+    assert!(mapped.reads >= 1 && mapped.code_changes == 1, "{mapped:?}");
+    for _ in 0..2 {
+        writeln!(stdin, "go").expect("let it close the library and exit");
+    }
+    assert!(child.wait().expect("wait").success());
+    let maps = std::mem::take(&mut cache.maps);
+    let profile = build(&[sample(pid, vec![function + 4])], &maps, &[Role::Server], &classifier(), 999);
+    let named: Vec<_> = profile.roles[0].top_functions.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(named, ["nq_plugin_work"]);
 }

@@ -305,8 +305,12 @@ impl<'a> ProbeTracker<'a> {
         let maps = std::mem::take(&mut self.maps.maps);
         let mut profile = None;
         if let Some(session) = self.session.as_deref_mut() {
+            // Taken every repetition, so a failed one's reads are not the next one's.
+            let maps_reads = self.maps.take_reads();
             if succeeded && session.is_profiling() {
-                profile = Some(session.profile(&maps, roles)?);
+                let mut built = session.profile(&maps, roles)?;
+                built.maps_reads = Some(maps_reads);
+                profile = Some(built);
             }
             session.clear()?;
         }

@@ -314,7 +314,7 @@ impl KernelProbes for FakeKernel {
     }
     fn profile(&mut self, _maps: &HashMap<u32, ProcessMaps>, roles: &[Role]) -> Result<Profile, EngineError> {
         self.profiled.push(roles.to_vec());
-        Ok(Profile { frequency_hz: 99, clock: Default::default(), roles: Vec::new(), sampler: None })
+        Ok(Profile { frequency_hz: 99, clock: Default::default(), roles: Vec::new(), sampler: None, maps_reads: None })
     }
     fn clear(&mut self) -> Result<(), EngineError> {
         self.cleared += 1;

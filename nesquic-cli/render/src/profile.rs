@@ -34,6 +34,15 @@ pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cp
             if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 }
         );
     }
+    if let Some(m) = profile.maps_reads.filter(|m| m.reads > 0) {
+        println!(
+            "  memory-map reads (to name the samples): {} x {:.0} us = {:.1} ms of Nesquic's CPU; after start-up only when code was mapped or unmapped ({} times) and every 5 s",
+            m.reads,
+            m.read_ns as f64 / m.reads as f64 / 1e3,
+            m.read_ns as f64 / 1e6,
+            m.code_changes
+        );
+    }
     // Shares from a few dozen samples are rough: say how to get more, and what that costs.
     // (No role at all: no sample landed in either side.)
     let fewest = profile.roles.iter().map(|r| r.samples).min().unwrap_or(0);
