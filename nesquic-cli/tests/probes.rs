@@ -1022,7 +1022,7 @@ fn every_lut_profile_names_crypto_packet_io_and_connection_with_cost_per_datagra
     assert_nothing_attached();
 }
 
-/// `dlopen`s argv[1] 300 ms in (past the maps' early reads), spins 300 ms in its
+/// `dlopen`s argv[1] 300 ms in (past its start-up), spins 300 ms in its
 /// `nq_plugin_spin`, `dlclose`s it and lives 300 ms more.
 const DLOPEN_LATE: &str = r#"
 #include <dlfcn.h>
@@ -1048,7 +1048,7 @@ const SPIN_PLUGIN: &str = "long nq_plugin_spin(long n) { unsigned long x = n; \
     for (long i = 0; i < n; i++) x = x * 6364136223846793005UL + 1442695040888963407UL; return (long)(x >> 1); }\n";
 
 /// After start-up the maps are read when a process's executable memory changes size instead of
-/// every 100 ms: a library loaded after the early reads and unloaded before the process ends is
+/// every 100 ms: a library loaded after start-up and unloaded before the process ends is
 /// still named (the 5 s safety net never reads in this 0.9 s process after its start).
 #[test]
 fn code_mapped_late_and_unmapped_is_named_from_its_change_of_executable_memory() {

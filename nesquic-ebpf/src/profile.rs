@@ -121,22 +121,19 @@ impl ProcessMaps {
     /// Folds a newer read of the same process in. The same address space (a mapping in common:
     /// the executable, the loader) keeps what the newer read no longer shows unless a newer
     /// mapping overlaps it; another one (an `exec` in between) moves this one to `earlier`.
-    /// Whether anything changed.
-    fn merge(&mut self, newer: ProcessMaps) -> bool {
+    fn merge(&mut self, newer: ProcessMaps) {
         let same_space = newer.entries.iter().any(|n| self.entries.iter().any(|o| o == n));
         if !same_space {
             let old = std::mem::replace(self, newer);
             self.earlier =
                 std::iter::once(ProcessMaps { entries: old.entries, earlier: Vec::new() }).chain(old.earlier).collect();
-            return true;
+            return;
         }
-        let changed = newer.entries.iter().any(|n| !self.entries.contains(n));
         let stale: Vec<_> = std::mem::take(&mut self.entries)
             .into_iter()
             .filter(|(s, e, _, _)| !newer.entries.iter().any(|(ns, ne, _, _)| s < ne && ns < e))
             .collect();
         self.entries = newer.entries.into_iter().chain(stale).collect();
-        changed
     }
 
     fn find(&self, ip: u64) -> Option<(&Path, u64)> {
@@ -194,44 +191,47 @@ impl Unresolved {
 
 /// Memory maps of running processes, for samples symbolised after the processes are gone.
 /// Each read is folded into what earlier reads saw ([`ProcessMaps`]), so code that was mapped at
-/// any read stays named. A pid is read when first seen, then 1, 2, 4, ... 64 ms after, the
-/// series starting over after a read that found a new mapping: a process maps its libraries in
-/// its first milliseconds (the loader, `dlopen`); a client whose only read came before its
-/// loader mapped libc had every libc frame unnamed (issue 36: 7.3% of its samples
-/// `[unknown: no mapping]`, its executable's frames named).
+/// any read stays named.
 ///
-/// After that a pid's maps are read again only when its executable memory changes size (the
-/// kernel's `exec_vm`, /proc/PID/status `VmExe` + `VmLib`, read at most every 50 ms: mmap or
-/// mprotect of code, `dlopen`, `dlclose`, exec), which starts the series over, and every 5 s as
-/// a safety net (code replaced by code of the same size). Reading the maps walks them under the
-/// process's memory-map lock; reading them every 100 ms instead cost msquic ~0.9% of its CPU per
-/// GB (200 paired rounds). The status file is read without that lock.
+/// A pid's maps are read when first seen and then whenever its executable memory changed size
+/// since the last read (the kernel's `exec_vm`, /proc/PID/status `VmExe` + `VmLib`: exec, the
+/// loader, mmap or mprotect of code, `dlopen`, `dlclose`), plus every 5 s as a safety net (code
+/// replaced by code of the same size). The size is looked at 1, 2, 4, ... ms after a read, then
+/// every 50 ms: a process maps its libraries in its first milliseconds, and a client whose only
+/// read came before its loader mapped libc had every libc frame unnamed (issue 36: 7.3% of its
+/// samples `[unknown: no mapping]`). The status file is cheap and the kernel fills it without
+/// walking the maps; reading the maps on a fixed series and every 100 ms instead cost msquic
+/// ~0.9% of its CPU per GB (200 paired rounds).
 #[derive(Debug, Default)]
 pub struct MapsCache {
     /// Every pid's maps.
     pub maps: HashMap<u32, ProcessMaps>,
     last: Option<std::time::Instant>,
-    /// Per pid: when it is next read early and the gap to the one after; `None` once the gap
-    /// reached [`Self::LAST_GAP`] (or the process is gone).
-    early: HashMap<u32, Option<(std::time::Instant, std::time::Duration)>>,
-    /// Per pid: its executable memory (kB) when last looked at, and when that was.
-    code_size: HashMap<u32, (u64, std::time::Instant)>,
+    /// Per pid: when its executable memory is looked at next.
+    watch: HashMap<u32, CodeWatch>,
     /// Reads of /proc/PID/maps made (and of this process's own, once per pid).
     reads: u64,
     /// Their time in total, ns.
     read_ns: u64,
-    /// Reads made because a process's executable memory changed size.
+    /// Reads made because a process's executable memory changed size after its first read.
     code_changes: u64,
+}
+
+/// When a pid's executable memory is looked at next, and its size at the last maps read.
+#[derive(Debug, Clone, Copy)]
+struct CodeWatch {
+    /// `None` until a read succeeded.
+    read_kb: Option<u64>,
+    next_look: std::time::Instant,
+    gap: std::time::Duration,
 }
 
 impl MapsCache {
     /// The safety net: every pid's maps, this often.
     const PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
     const FIRST_GAP: std::time::Duration = std::time::Duration::from_millis(1);
-    /// The early series ends when its gap would reach this.
-    const LAST_GAP: std::time::Duration = std::time::Duration::from_millis(100);
-    /// How often a pid's executable-memory size is looked at.
-    const STATUS_GAP: std::time::Duration = std::time::Duration::from_millis(50);
+    /// The gap between looks at the size doubles up to this.
+    const LOOK_GAP: std::time::Duration = std::time::Duration::from_millis(50);
 
     /// Reads the maps of `pids` that are due. A pid seen for the first time is taken to be a
     /// child this process forked: until its `exec`, its address space is this process's.
@@ -247,88 +247,50 @@ impl MapsCache {
                     self.maps.insert(pid, parent);
                 }
             }
-            let mut early = self.early.get(&pid).copied();
-            if early == Some(None) && self.code_size_changed(pid, now) {
-                // Code mapped or unmapped since the series ended: it starts over, now.
+            let watch =
+                *self.watch.entry(pid).or_insert(CodeWatch { read_kb: None, next_look: now, gap: Self::FIRST_GAP });
+            if !periodic && now < watch.next_look {
+                continue;
+            }
+            let Some(kb) = executable_kb(pid) else { continue }; // gone
+            if !periodic && watch.read_kb == Some(kb) {
+                let gap = (watch.gap * 2).min(Self::LOOK_GAP);
+                self.watch.insert(pid, CodeWatch { next_look: now + gap, gap, ..watch });
+                continue;
+            }
+            let read = self.timed(|| ProcessMaps::read(pid));
+            if watch.read_kb.is_some_and(|old| old != kb) {
                 self.code_changes += 1;
-                early = Some(Some((now, Self::FIRST_GAP)));
             }
-            let due_early = match early {
-                None => true,
-                Some(Some((at, _))) => now >= at,
-                Some(None) => false,
-            };
-            if !periodic && !due_early {
-                continue;
-            }
-            let Some(m) = self.timed(|| ProcessMaps::read(pid)) else {
-                // Gone, or inside its `exec` (the new address space still empty: the parent
-                // wakes as the exec closes the close-on-exec fds, before the program is mapped).
-                if due_early {
-                    self.early.insert(pid, Self::after(now, early));
+            // Unread (inside its `exec`: the new address space still empty, the parent woken
+            // as the exec closed the close-on-exec fds): the next look reads again.
+            let read_kb = match read {
+                Some(m) => {
+                    match self.maps.get_mut(&pid) {
+                        Some(old) => old.merge(m),
+                        None => {
+                            self.maps.insert(pid, m);
+                        }
+                    }
+                    Some(kb)
                 }
-                continue;
+                None => watch.read_kb,
             };
-            let changed = match self.maps.get_mut(&pid) {
-                Some(old) => old.merge(m),
-                None => {
-                    self.maps.insert(pid, m);
-                    true
-                }
-            };
-            let next = if changed {
-                Some((now + Self::FIRST_GAP, Self::FIRST_GAP))
-            } else if due_early {
-                Self::after(now, early)
-            } else {
-                early.flatten()
-            };
-            if next.is_none() {
-                // The series ends: the size its last read saw is the one to compare with.
-                self.code_size.remove(&pid);
-                self.code_size_changed(pid, now);
-            }
-            self.early.insert(pid, next);
+            self.watch.insert(pid, CodeWatch { read_kb, next_look: now + Self::FIRST_GAP, gap: Self::FIRST_GAP });
         }
     }
 
-    /// Whether `pid`'s executable memory changed size since last looked at (at most every
-    /// [`Self::STATUS_GAP`]; the first look only records it).
-    fn code_size_changed(&mut self, pid: u32, now: std::time::Instant) -> bool {
-        if self.code_size.get(&pid).is_some_and(|&(_, at)| now.duration_since(at) < Self::STATUS_GAP) {
-            return false;
-        }
-        let Some(size) = executable_kb(pid) else { return false };
-        let before = self.code_size.insert(pid, (size, now));
-        before.is_some_and(|(old, _)| old != size)
-    }
-
-    /// The early read after one due at `now` under `early`: twice the gap, or none from
-    /// [`Self::LAST_GAP`].
-    fn after(
-        now: std::time::Instant,
-        early: Option<Option<(std::time::Instant, std::time::Duration)>>,
-    ) -> Option<(std::time::Instant, std::time::Duration)> {
-        let gap = match early {
-            None => Self::FIRST_GAP,
-            Some(e) => e?.1 * 2,
-        };
-        (gap < Self::LAST_GAP).then_some((now + gap, gap))
-    }
-
-    /// How long until a read or a look at the executable-memory size is due: the caller's
-    /// next `refresh` should come no later.
+    /// How long until a look or a read is due: the caller's next `refresh` should come no
+    /// later.
     pub fn next_read(&self) -> Option<std::time::Duration> {
         let now = std::time::Instant::now();
         let periodic = self.last.map(|t| (t + Self::PERIOD).saturating_duration_since(now));
-        let early = self.early.values().flatten().map(|(at, _)| at.saturating_duration_since(now)).min();
-        let status =
-            self.code_size.values().map(|(_, at)| (*at + Self::STATUS_GAP).saturating_duration_since(now)).min();
-        periodic.into_iter().chain(early).chain(status).min()
+        let look = self.watch.values().map(|w| w.next_look.saturating_duration_since(now)).min();
+        periodic.into_iter().chain(look).min()
     }
 
     /// The reads since the last call, and how many of them a change of executable memory
-    /// started.
+    /// caused.
     pub fn take_reads(&mut self) -> MapsReads {
         MapsReads {
             reads: std::mem::take(&mut self.reads),
