@@ -200,8 +200,8 @@ impl Unresolved {
 /// every 50 ms: a process maps its libraries in its first milliseconds, and a client whose only
 /// read came before its loader mapped libc had every libc frame unnamed (issue 36: 7.3% of its
 /// samples `[unknown: no mapping]`). The status file is cheap and the kernel fills it without
-/// walking the maps; reading the maps on a fixed series and every 100 ms instead cost msquic
-/// ~0.9% of its CPU per GB (200 paired rounds).
+/// walking the maps; reading the maps on a fixed series and every 100 ms instead measured
+/// 1.009x (1.000-1.019) msquic CPU per GB over 200 paired rounds.
 #[derive(Debug, Default)]
 pub struct MapsCache {
     /// Every pid's maps.

@@ -170,7 +170,7 @@ fn refresh_for(cache: &mut MapsCache, pid: u32, ms: u64) {
 }
 
 /// A process's maps are read only when its executable memory changes size, not polled every
-/// 100 ms (those reads cost msquic ~0.9% of its CPU per GB): none while it holds still, and one
+/// 100 ms (those reads measured 1.009x msquic CPU per GB): none while it holds still, and one
 /// that finds the new library when it `dlopen`s one.
 #[test]
 fn after_start_up_the_maps_are_read_when_code_is_mapped_not_polled() {

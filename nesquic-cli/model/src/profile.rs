@@ -135,8 +135,8 @@ pub struct Profile {
 }
 
 /// Nesquic's reads of /proc/PID/maps during a profile: its own CPU, not the LUT's, but each read
-/// walks the process's maps under its memory-map lock (polling every 100 ms cost msquic ~0.9% of
-/// its CPU per GB).
+/// walks the process's maps under its memory-map lock (polling every 100 ms measured 1.009x, 1.000-1.019,
+/// msquic CPU per GB over 200 paired rounds).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MapsReads {
     /// Reads made.
