@@ -23,7 +23,7 @@
 use std::hint::black_box;
 
 use nesquic_translation::protocol::{
-    bytes_equal, compare_loop, fill_pattern, pattern_window, CompareLoop, Verifier, PERIOD,
+    bytes_equal, compare_loop, fill_pattern, pattern_window, CompareLoop, Verifier, PERIOD, WINDOW,
 };
 
 const CHUNK: usize = 64 * 1024;
@@ -167,7 +167,6 @@ fn compare_pieces(ring: &[u8], block: &[u8], period: usize, chunk: usize, total:
 /// down to ones whose reference stays in L1; the received data just written to a 64 KiB buffer
 /// (copy time taken off), or streamed from rings of 4 and 64 MiB (last-level cache, DRAM).
 fn reference_table() -> String {
-    const WINDOW: usize = 131_071;
     let total = STREAM / 4;
     let periods = [131_071usize, 16_381, 8191, 4093, 2039, 1021];
     let mut table = String::from("| received bytes | chunk (bytes) |");
