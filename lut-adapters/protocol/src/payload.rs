@@ -24,7 +24,7 @@ pub const REQUEST_LEN: usize = 8;
 /// buffer size, and a chunk that is lost, repeated or moved changes the bytes at its position
 /// unless it moves by a whole multiple of 4093 (then only the length check catches it). Short
 /// so that the verifier's reference (one period) stays in L1: against a 2^17 - 1 period, whose
-/// reference window streamed from L2, the compare runs 1.4-1.7x as fast with the received bytes
+/// reference window streamed from L2, the compare runs 1.3-2.0x as fast with the received bytes
 /// outside L1 (`harness_bench`, bench/harness.md).
 pub const PERIOD: usize = 4093;
 
