@@ -50,23 +50,37 @@ fn sample(tgid: u32, user: Vec<u64>) -> RawSample {
     RawSample { tgid, role: Role::Server.index(), user, kernel: vec![], sp_word: 0, stack_lost: false, count: 7 }
 }
 
+/// [`PROGRAM`] running with [`PLUGIN`], both built in `dir`: its stdin and stdout.
+struct Dlopener {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Dlopener {
+    fn start(dir: &Path) -> Self {
+        let plugin = cc(dir, "libnqplugin.so", PLUGIN, &["-shared", "-fPIC", "-O1"]);
+        let program = cc(dir, "dlopener", PROGRAM, &["-O1"]);
+        let mut child = Command::new(&program)
+            .arg(&plugin)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start the program");
+        let (stdin, stdout) =
+            (child.stdin.take().expect("stdin"), BufReader::new(child.stdout.take().expect("stdout")));
+        Dlopener { child, stdin, stdout }
+    }
+}
+
 /// A library `dlopen`ed a few ms after the first read (the old cache re-read only every 100 ms)
 /// and `dlclose`d before the last read (the old cache kept only the last map): its sample was
 /// `[unknown: no mapping]`, and is named now.
 #[test]
 fn a_library_mapped_between_reads_and_unmapped_before_the_last_is_named() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let plugin = cc(dir.path(), "libnqplugin.so", PLUGIN, &["-shared", "-fPIC", "-O1"]);
-    let program = cc(dir.path(), "dlopener", PROGRAM, &["-O1"]);
-    let mut child = Command::new(&program)
-        .arg(&plugin)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the program");
+    let Dlopener { mut child, mut stdin, mut stdout } = Dlopener::start(dir.path());
     let pid = child.id();
-    let (mut stdin, mut stdout) =
-        (child.stdin.take().expect("stdin"), BufReader::new(child.stdout.take().expect("stdout")));
     let mut step = |what: &str| {
         writeln!(stdin, "go").expect("write a step");
         let mut line = String::new();
@@ -175,17 +189,8 @@ fn refresh_for(cache: &mut MapsCache, pid: u32, ms: u64) {
 #[test]
 fn after_start_up_the_maps_are_read_when_code_is_mapped_not_polled() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let plugin = cc(dir.path(), "libnqplugin.so", PLUGIN, &["-shared", "-fPIC", "-O1"]);
-    let program = cc(dir.path(), "dlopener", PROGRAM, &["-O1"]);
-    let mut child = Command::new(&program)
-        .arg(&plugin)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("start the program");
+    let Dlopener { mut child, mut stdin, mut stdout } = Dlopener::start(dir.path());
     let pid = child.id();
-    let (mut stdin, mut stdout) =
-        (child.stdin.take().expect("stdin"), BufReader::new(child.stdout.take().expect("stdout")));
     let mut cache = MapsCache::default();
     // First seen: read at once (and this process's own maps, its image until the exec).
     refresh_for(&mut cache, pid, 300);
