@@ -252,12 +252,13 @@ impl MapsCache {
             if !periodic && now < watch.next_look {
                 continue;
             }
-            let Some(kb) = executable_kb(pid) else { continue }; // gone
-            if !periodic && watch.read_kb == Some(kb) {
+            let Some(kb) = executable_kb(pid).filter(|&kb| periodic || watch.read_kb != Some(kb)) else {
+                // Unchanged, or gone (whose look, left due, would have the caller poll every ms):
+                // looked at again later, less often.
                 let gap = (watch.gap * 2).min(Self::LOOK_GAP);
                 self.watch.insert(pid, CodeWatch { next_look: now + gap, gap, ..watch });
                 continue;
-            }
+            };
             let read = self.timed(|| ProcessMaps::read(pid));
             if watch.read_kb.is_some_and(|old| old != kb) {
                 self.code_changes += 1;

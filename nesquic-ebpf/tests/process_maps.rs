@@ -217,3 +217,22 @@ fn after_start_up_the_maps_are_read_when_code_is_mapped_not_polled() {
     let named: Vec<_> = profile.roles[0].top_functions.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(named, ["nq_plugin_work"]);
 }
+
+/// A process that has exited is looked at less and less often, like one whose code holds still:
+/// its look left due made `next_read` say 0, and the caller poll every millisecond for the rest
+/// of the run.
+#[test]
+fn a_process_gone_does_not_keep_its_look_due() {
+    let mut child = Command::new("true").spawn().expect("start true");
+    let pid = child.id();
+    child.wait().expect("wait");
+    let mut cache = MapsCache::default();
+    refresh_for(&mut cache, pid, 200);
+    let refreshed = std::time::Instant::now();
+    cache.refresh([pid]);
+    let left = cache.next_read().expect("a read or look is scheduled");
+    // The looks are 50 ms apart by now: only a stall that long between the two calls leaves 0.
+    if refreshed.elapsed() < Duration::from_millis(40) {
+        assert!(left > Duration::ZERO, "a look due at once for a process gone");
+    }
+}

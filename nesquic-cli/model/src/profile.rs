@@ -143,8 +143,8 @@ pub struct MapsReads {
     pub reads: u64,
     /// Their time in total, ns.
     pub read_ns: u64,
-    /// Times a process's executable memory changed size (code mapped or unmapped), each
-    /// starting a series of reads.
+    /// Times a process's executable memory changed size (code mapped or unmapped) after its
+    /// first read, each causing a read.
     pub code_changes: u64,
 }
 
