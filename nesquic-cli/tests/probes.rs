@@ -61,6 +61,15 @@ fn load_trace(path: &Path) -> TraceReport {
     load_json(path)
 }
 
+/// `nesquic trace --probe PROBE --json DIR/trace.json -- COMMAND`, which must succeed: its report.
+fn trace_into(dir: &Path, probe: &str, command: &[&std::ffi::OsStr]) -> TraceReport {
+    let json = dir.join("trace.json");
+    let out =
+        nesquic().args(["trace", "--probe", probe, "--json"]).arg(&json).arg("--").args(command).output().expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    load_trace(&json)
+}
+
 #[test]
 fn workload_counts_are_exact() {
     // Not the recursive function: a kernel uretprobe keeps one call in flight per thread and
@@ -490,17 +499,8 @@ fn qlog_datagram_events_add_up_to_the_io_counters() {
 fn profile_attributes_cpu_to_the_hot_function() {
     let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("trace.json");
-    let out = nesquic()
-        .args(["trace", "--probe", "profile:499", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(workload())
-        .args(["--spin", "1500"])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let traced = load_trace(&json);
+    let workload = workload();
+    let traced = trace_into(dir.path(), "profile:499", &[workload.as_os_str(), "--spin".as_ref(), "1500".as_ref()]);
     let profile = traced.profile.as_ref().expect("profile");
     let role = &profile.roles[0];
     let samples = role.samples;
@@ -1063,17 +1063,7 @@ fn code_mapped_late_and_unmapped_is_named_from_its_change_of_executable_memory()
     };
     let plugin = compile("libnqspin.so", SPIN_PLUGIN, &["-shared", "-fPIC", "-O1", "-fno-omit-frame-pointer"]);
     let program = compile("dlopen-late", DLOPEN_LATE, &["-O1", "-fno-omit-frame-pointer"]);
-    let json = dir.path().join("trace.json");
-    let out = nesquic()
-        .args(["trace", "--probe", "profile:tick", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(&program)
-        .arg(&plugin)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let traced = load_trace(&json);
+    let traced = trace_into(dir.path(), "profile:tick", &[program.as_os_str(), plugin.as_os_str()]);
     let profile = traced.profile.as_ref().expect("profile");
     let role = &profile.roles[0];
     // 300 ms of one busy thread on the tick: HZ x 0.3 samples, at least half of them named.
