@@ -195,21 +195,9 @@ fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
 #[test]
 fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
     let _g = serial();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("trace.json");
-    let workload = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-workload");
-    let out = nesquic()
-        .args(["trace", "--probe", "profile:tick", "--json"])
-        .arg(&json)
-        .arg("--")
-        .arg(&workload)
-        .args(["--spin", "2000"])
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    let traced: TraceReport = load_json(&json);
+    let (traced, err) = trace_workload(&["--probe", "profile:tick"], &["--spin", "2000"]);
     let profile = traced.profile.as_ref().expect("profile");
-    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{}", stderr(&out));
+    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{err}");
     let hz = profile.frequency_hz;
     assert!([100, 250, 300, 1000].contains(&hz), "HZ {hz}");
     let role = &profile.roles[0];
@@ -230,4 +218,68 @@ fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
         .filter(|f| f.name.contains("hrtimer") || f.name.contains("sysvec") || f.name.starts_with("bpf_"))
         .collect();
     assert!(tick_frames.is_empty(), "the tick's own frames left in: {tick_frames:?}");
+    // Most ticks interrupt the spin's user code, and those skip the kernel-stack walk.
+    let walks = kernel_walks(profile);
+    assert!(walks < role.samples / 2, "{walks} kernel walks of {} samples", role.samples);
+}
+
+/// The other half of the user-mode shortcut: a tick that interrupts kernel code walks its kernel
+/// stack. A process that spends nearly all its time clearing user memory in `read` of /dev/zero
+/// is sampled in those kernel functions, every such sample walked.
+#[test]
+fn the_tick_profile_walks_the_kernel_stack_of_a_thread_in_the_kernel() {
+    let _g = serial();
+    let (traced, err) = trace_workload(&["--probe", "profile:tick"], &["--spin-read", "1500"]);
+    let profile = traced.profile.as_ref().expect("profile");
+    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{err}");
+    let role = &profile.roles[0];
+    assert!(role.samples >= 50, "{} samples: {err}", role.samples);
+    let walks = kernel_walks(profile);
+    assert!(walks * 10 >= role.samples * 8, "{walks} kernel walks of {} samples", role.samples);
+    // The page clearing behind /dev/zero, by whichever name this kernel gives it.
+    let in_zeroing: f64 = role
+        .top_functions
+        .iter()
+        .filter(|f| ["zero", "clear_user", "stos"].iter().any(|n| f.name.contains(n)))
+        .map(|f| f.share)
+        .sum();
+    assert!(in_zeroing >= 0.5, "{in_zeroing} in the kernel's zeroing: {:?}", role.top_functions);
+}
+
+/// With kernel uprobes attached the shortcut is off: a uprobe's handlers run in the kernel on the
+/// way back to user code, where a tick looks like one in user code, and their cost must stay in
+/// the profile. Every sample of the same user-mode spin then walks its kernel stack.
+#[test]
+fn with_kernel_uprobes_every_tick_walks_the_kernel_stack() {
+    let _g = serial();
+    let probes = ["--probe", "profile:tick,uprobe:nesquic_workload_cold", "--probe-backend", "kernel"];
+    let (traced, err) = trace_workload(&probes, &["--spin", "1000"]);
+    let profile = traced.profile.as_ref().expect("profile");
+    let role = &profile.roles[0];
+    assert!(role.samples >= 50, "{} samples: {err}", role.samples);
+    assert_eq!(kernel_walks(profile), role.samples, "{err}");
+}
+
+/// The samples whose kernel stack the sampler walked (the tick's own count).
+fn kernel_walks(profile: &nesquic_ebpf::profile::Profile) -> u64 {
+    profile.sampler.and_then(|c| c.kernel_walks).expect("the sampler counts its kernel walks")
+}
+
+/// `nesquic trace OPTIONS --json` of nesquic-workload with `args`: the report and stderr.
+fn trace_workload(options: &[&str], args: &[&str]) -> (TraceReport, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("trace.json");
+    let workload = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-workload");
+    let out = nesquic()
+        .arg("trace")
+        .args(options)
+        .arg("--json")
+        .arg(&json)
+        .arg("--")
+        .arg(&workload)
+        .args(args)
+        .output()
+        .expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    (load_json(&json), stderr(&out))
 }

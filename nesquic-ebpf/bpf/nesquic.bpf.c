@@ -656,6 +656,7 @@ struct nq_sampler_cost {
 	__u64 sample_ns;
 	__u64 inserts;   /* the LUT's, that inserted their key */
 	__u64 insert_ns;
+	__u64 kernel_walks; /* the LUT's samples whose kernel stack was walked */
 };
 
 struct {
@@ -665,9 +666,13 @@ struct {
 	__type(value, struct nq_sampler_cost);
 } sampler_cost SEC(".maps");
 
+/* A sample's kernel stack id when the kernel stack was not walked: no frames, not a collision. */
+#define NQ_KERNEL_NOT_WALKED (-2) /* -ENOENT */
+
 /* One sample of the current task: counts its (user stack, kernel stack) pair if it is a LUT's.
- * `ctx` is the calling program's context (bpf_get_stackid reads the registers from it). */
-static __always_inline int count_sample(void *ctx)
+ * `ctx` is the calling program's context (bpf_get_stackid reads the registers from it).
+ * `walk_kernel`: 0 when the kernel stack is known to hold only the sampler's own path. */
+static __always_inline int count_sample(void *ctx, int walk_kernel)
 {
 	__u32 zero = 0;
 	struct nq_sampler_cost *cost = bpf_map_lookup_elem(&sampler_cost, &zero);
@@ -682,7 +687,7 @@ static __always_inline int count_sample(void *ctx)
 		.tgid = bpf_get_current_pid_tgid() >> 32,
 		.role = *role,
 		.user_stack = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK),
-		.kernel_stack = bpf_get_stackid(ctx, &stacks, 0),
+		.kernel_stack = walk_kernel ? bpf_get_stackid(ctx, &stacks, 0) : NQ_KERNEL_NOT_WALKED,
 	};
 	/* -EEXIST: the stack's hash bucket holds another stack. Not replaced (BPF_F_REUSE_STACKID
 	 * would relabel the samples already counted under that id): counted, and the user leaf kept. */
@@ -711,6 +716,7 @@ static __always_inline int count_sample(void *ctx)
 		inserted = 1;
 	if (cost) {
 		__u64 ns = bpf_ktime_get_ns() - start;
+		cost->kernel_walks += walk_kernel != 0;
 		if (inserted) {
 			cost->inserts += 1;
 			cost->insert_ns += ns;
@@ -726,17 +732,43 @@ static __always_inline int count_sample(void *ctx)
 SEC("perf_event")
 int nq_sample(struct bpf_perf_event_data *ctx)
 {
-	return count_sample(ctx);
+	/* The kernel stack starts at the interrupted context: empty, and free, in user mode. */
+	return count_sample(ctx, 1);
 }
 
-/* The scheduler tick's hrtimer callback (tick_nohz_handler; tick_sched_timer before 6.10), from
- * /proc/kallsyms: index 0. */
+/* tick_function[NQ_TICK_CALLBACK]: the scheduler tick's hrtimer callback (tick_nohz_handler;
+ * tick_sched_timer before 6.10), from /proc/kallsyms. tick_function[NQ_TICK_WALK_ALWAYS]: 1 to walk
+ * the kernel stack of every sample, also of ticks that interrupted user code (set while kernel
+ * uprobes are attached: see tick_hit_user_code). */
+#define NQ_TICK_CALLBACK 0
+#define NQ_TICK_WALK_ALWAYS 1
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
 	__type(value, __u64);
 } tick_function SEC(".maps");
+
+/* Whether the tick interrupted the task in user mode, so that its kernel stack is only the tick's
+ * own interrupt path (which user space strips anyway). The kernel-stack walk (ORC, from inside the
+ * tick's hrtimer) cost ~9 of a sample's ~13 us on msquic and, measured end to end, most of the
+ * profile's cost to the LUT (docs/probe-overhead.md); a user-mode tick skips it.
+ * How: an interrupt or exception from user mode saves the user registers at the top of the task's
+ * kernel stack (task_pt_regs) with orig_ax = -1 (an interrupt, or an exception without an error
+ * code); a system call saves its number there and an exception with an error code the code, both
+ * >= 0. So orig_ax == -1 there means the task entered the kernel through an interrupt, and is in
+ * it only for that interrupt: this tick's, in all but the rare case of the tick nesting into kernel
+ * work done on the way out of another interrupt from user mode (softirqs with interrupts on,
+ * exit-to-user work). One such case is not rare: a kernel uprobe's int3 (an exception without
+ * an error code) runs its handlers on the way out, so with uprobes attached every tick walks. */
+static __always_inline int tick_hit_user_code(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!user || !task->mm)
+		return 0;
+	return (long)user->orig_ax == -1;
+}
 
 /* `profile:tick`: samples on the scheduler tick, which interrupts every busy CPU HZ times a second
  * anyway, instead of on a timer of our own. In a VM an extra timer interrupt is the sampler's main
@@ -747,11 +779,12 @@ SEC("tp_btf/hrtimer_expire_entry")
 int nq_tick_sample(__u64 *ctx)
 {
 	struct hrtimer *timer = (struct hrtimer *)ctx[0];
-	__u32 zero = 0;
-	__u64 *tick = bpf_map_lookup_elem(&tick_function, &zero);
+	__u32 callback = NQ_TICK_CALLBACK, walk_always = NQ_TICK_WALK_ALWAYS;
+	__u64 *tick = bpf_map_lookup_elem(&tick_function, &callback);
 	if (!tick || (__u64)BPF_CORE_READ(timer, function) != *tick)
 		return 0;
-	return count_sample(ctx);
+	__u64 *always = bpf_map_lookup_elem(&tick_function, &walk_always);
+	return count_sample(ctx, (always && *always) || !tick_hit_user_code());
 }
 
 /* ---- link impairment: random loss on a veth's egress, for kernels without netem ---- */

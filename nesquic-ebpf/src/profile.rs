@@ -23,6 +23,7 @@ pub fn sampler_cost<'a>(cpus: impl IntoIterator<Item = &'a SamplerCounters>) -> 
         c.sample_ns += cpu.sample_ns;
         c.inserts += cpu.inserts;
         c.insert_ns += cpu.insert_ns;
+        c.kernel_walks += cpu.kernel_walks;
     }
     SamplerCost {
         runs: c.ticks,
@@ -31,6 +32,7 @@ pub fn sampler_cost<'a>(cpus: impl IntoIterator<Item = &'a SamplerCounters>) -> 
         sample_ns: c.sample_ns,
         inserts: c.inserts,
         insert_ns: c.insert_ns,
+        kernel_walks: Some(c.kernel_walks),
     }
 }
 
@@ -48,11 +50,14 @@ pub struct SamplerCounters {
     pub inserts: u64,
     /// Their time in the program, ns.
     pub insert_ns: u64,
+    /// The LUT's samples whose kernel stack was walked (on the tick, those that did not
+    /// interrupt user code).
+    pub kernel_walks: u64,
 }
 
-// SAFETY: a plain `repr(C)` struct of five u64s, no padding (size asserted below).
+// SAFETY: a plain `repr(C)` struct of six u64s, no padding (size asserted below).
 unsafe impl aya::Pod for SamplerCounters {}
-const _: () = assert!(std::mem::size_of::<SamplerCounters>() == 40);
+const _: () = assert!(std::mem::size_of::<SamplerCounters>() == 48);
 
 /// One sampled stack pair as read from the kernel, innermost frame first.
 #[derive(Debug, Clone)]
@@ -536,13 +541,27 @@ mod tests {
 
     #[test]
     fn sampler_cost_sums_cpus_and_keeps_first_inserts_apart() {
-        let cpu0 =
-            SamplerCounters { ticks: 1000, samples: 300, sample_ns: 1_500_000, inserts: 50, insert_ns: 1_000_000 };
-        let cpu1 = SamplerCounters { ticks: 998, samples: 100, sample_ns: 500_000, inserts: 0, insert_ns: 0 };
+        let cpu0 = SamplerCounters {
+            ticks: 1000,
+            samples: 300,
+            sample_ns: 1_500_000,
+            inserts: 50,
+            insert_ns: 1_000_000,
+            kernel_walks: 40,
+        };
+        let cpu1 = SamplerCounters {
+            ticks: 998,
+            samples: 100,
+            sample_ns: 500_000,
+            inserts: 0,
+            insert_ns: 0,
+            kernel_walks: 100,
+        };
         let c = sampler_cost([&cpu0, &cpu1]);
         assert_eq!((c.runs, c.samples, c.inserts, c.run_ns), (1998, 400, 50, 3_000_000));
         // 5 us a steady sample, 20 us a first insert; the mean of all (6.67 us) is neither.
         assert_eq!((c.steady_ns(), c.insert_ns_each()), (Some(5000.0), Some(20000.0)));
+        assert_eq!(c.kernel_walks, Some(140));
         assert_eq!(sampler_cost([&SamplerCounters::default()]).steady_ns(), None);
     }
 

@@ -27,6 +27,9 @@ use crate::profile::SamplerCounters;
 
 const FUNC_ENTER: &str = "nq_func_enter";
 const FUNC_EXIT: &str = "nq_func_exit";
+/// `tick_function` indices (bpf/nesquic.bpf.c: NQ_TICK_CALLBACK, NQ_TICK_WALK_ALWAYS).
+const TICK_CALLBACK: u32 = 0;
+const TICK_WALK_ALWAYS: u32 = 1;
 
 /// Loaded probes, ready to follow processes.
 pub struct ProbeSession {
@@ -218,7 +221,8 @@ impl ProbeSession {
         Ok(())
     }
 
-    /// `profile:tick`: the program on the tick's hrtimer expiry, told which callback is the tick.
+    /// `profile:tick`: the program on the tick's hrtimer expiry, told which callback is the tick
+    /// and whether ticks in user code must walk the kernel stack too.
     fn start_tick(&mut self) -> Result<(), EbpfError> {
         let symbols = crate::tick::TickSymbols::read()?;
         let hz = crate::tick::scheduler_hz()?;
@@ -226,7 +230,16 @@ impl ProbeSession {
             self.ebpf.map_mut("tick_function").ok_or_else(|| EbpfError::Load("map tick_function missing".into()))?,
         )
         .map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
-        tick_function.set(0, symbols.callback, 0).map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
+        tick_function
+            .set(TICK_CALLBACK, symbols.callback, 0)
+            .map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
+        // A kernel uprobe's handlers run in the kernel on the way back to user mode, where a tick
+        // looks like one that interrupted user code: with uprobes, every tick walks the kernel
+        // stack, so the probes' own cost stays in the profile (bpf/nesquic.bpf.c).
+        let walk_always = u64::from(!self.functions.is_empty());
+        tick_function
+            .set(TICK_WALK_ALWAYS, walk_always, 0)
+            .map_err(|e| EbpfError::Map(format!("tick_function: {e}")))?;
         let btf = Btf::from_sys_fs().map_err(|e| EbpfError::Load(format!("profile:tick needs kernel BTF: {e}")))?;
         let program: &mut BtfTracePoint = program(&mut self.ebpf, "nq_tick_sample")?;
         program.load("hrtimer_expire_entry", &btf).map_err(|e| crate::verifier::load_failed("nq_tick_sample", e))?;

@@ -31,6 +31,11 @@ pub struct SamplerCost {
     /// Time inside the program on those, ns.
     #[serde(default)]
     pub insert_ns: u64,
+    /// Of `samples + inserts`, those whose kernel stack the program walked. On the scheduler tick
+    /// a sample that interrupted user code skips the walk: its kernel stack is only the tick's own
+    /// path. (None in records written before this was counted.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_walks: Option<u64>,
 }
 
 impl SamplerCost {

@@ -25,6 +25,12 @@ pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cp
             c.runs,
             profile.clock.interrupt()
         );
+        if let (Some(walks), nesquic_model::profile::SampleClock::SchedulerTick) = (c.kernel_walks, profile.clock) {
+            println!(
+                "  kernel stacks walked: {walks} of {} samples (a tick that interrupted user code has only its own frames there, and skips the walk)",
+                c.samples + c.inserts
+            );
+        }
     } else if let Some(c) = profile.sampler.filter(|c| c.runs > 0) {
         println!(
             "  sampler cost (kernel BPF stats): {} runs x {:.1} us = {:.1} ms, {:.2}% of the profiled processes' CPU time (the timer interrupt around it not included)",

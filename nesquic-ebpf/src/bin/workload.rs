@@ -12,7 +12,8 @@
 //!
 //! It writes what it did (from its own counters) as JSON to the path given with `--report`.
 //! `--spin MS` instead burns MS milliseconds of CPU, 50% in one function, 20% in another and 30%
-//! in `memcpy` called by a third (for the sampling profile).
+//! in `memcpy` called by a third (for the sampling profile). `--spin-read MS` burns MS
+//! milliseconds mostly in the kernel instead: `read` of 1 MiB from /dev/zero, over and over.
 //! `--steady MS PERIOD_US OUT` calls `nesquic_workload_tick` at a fixed rate (duty-cycle tests).
 //! `--calibrate ITERATIONS CALLS OUT` calls each calibration function (`nesquic_cal_push`,
 //! `_nop`, `_step`: the same busy loop behind a `push`, a 5-byte NOP or a `mov` as first
@@ -507,6 +508,20 @@ fn spin_mode(ms: u64) {
     }
 }
 
+/// Busy for `ms` milliseconds of wall time, nearly all of it in the kernel: clearing 1 MiB of
+/// user memory per `read` of /dev/zero (the sampling profile must walk these kernel stacks).
+fn spin_read_mode(ms: u64) -> std::io::Result<()> {
+    use std::io::Read;
+    let mut zero = std::fs::File::open("/dev/zero")?;
+    let mut buf = vec![1u8; 1 << 20];
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(ms) {
+        zero.read_exact(&mut buf)?;
+    }
+    std::hint::black_box(&buf);
+    Ok(())
+}
+
 // The calibration functions: a fixed busy loop of `rdi` iterations (at least 1) behind a chosen
 // first instruction, written in assembly so the compiler cannot change what the probe sits on.
 // Every loop starts on a 64-byte boundary: a two-instruction loop's speed depends on its
@@ -695,6 +710,14 @@ fn main() {
         };
         if let Err(e) = dlopen_mode(lib, calls, out) {
             eprintln!("nesquic-workload: {e}");
+            std::process::exit(1);
+        }
+        return;
+    }
+    if let Some(i) = args.iter().position(|a| a == "--spin-read") {
+        let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(1000);
+        if let Err(e) = spin_read_mode(ms) {
+            eprintln!("nesquic-workload: /dev/zero: {e}");
             std::process::exit(1);
         }
         return;
