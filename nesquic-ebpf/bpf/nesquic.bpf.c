@@ -751,8 +751,10 @@ struct {
 
 /* Whether the tick interrupted the task in user mode, so that its kernel stack is only the tick's
  * own interrupt path (which user space strips anyway). The kernel-stack walk (ORC, from inside the
- * tick's hrtimer) cost ~9 of a sample's ~13 us on msquic and, measured end to end, most of the
- * profile's cost to the LUT (docs/probe-overhead.md); a user-mode tick skips it.
+ * tick's hrtimer) is most of a sample's time: ~9 of ~13 us on msquic, 16-25 us when the tick hit
+ * kernel code. A user-mode tick skips it (a third less program time on msquic; the kernel-mode
+ * walks, which classifying kernel time needs, are the ones that cost it end to end:
+ * docs/probe-overhead.md).
  * How: an interrupt or exception from user mode saves the user registers at the top of the task's
  * kernel stack (task_pt_regs) with orig_ax = -1 (an interrupt, or an exception without an error
  * code); a system call saves its number there and an exception with an error code the code, both
