@@ -322,6 +322,55 @@ mod tests {
         );
     }
 
+    /// rustls over TCP (tcp-tls): the record layer's buffers and framing are not the handshake,
+    /// and a record's seal and open are AEAD; QUIC's use of rustls (the handshake) stays handshake.
+    /// Stacks as seen in a 3 GB tcp-tls run's `profile-*.folded`.
+    #[test]
+    fn rustls_records_over_tcp_are_streams_frames_and_aead_not_handshake() {
+        let c = builtin();
+        let user = |stack| c.classify_frames(&[], &folded(stack)).to_string();
+        let receive = "nesquic_lut_tcp_tls::tls_io::receive;rustls::conn::ConnectionCore<Data>::process_new_packets;\
+                       rustls::common_state::CommonState::process_main_protocol;\
+                       <rustls::client::tls13::ExpectTraffic as rustls::common_state::State<rustls::client::client_conn::ClientConnectionData>>::handle";
+        let plaintext = format!(
+            "{receive};rustls::common_state::CommonState::take_received_plaintext;__memcpy_avx512_unaligned_erms"
+        );
+        assert_eq!(user(&plaintext), "connection.streams");
+        assert_eq!(user(receive), "connection.frames");
+        assert_eq!(
+            user(
+                "nesquic_lut_tcp_tls::tls_io::receive;rustls::msgs::deframer::buffers::DeframerVecBuffer::read;\
+                 __memcpy_avx512_unaligned_erms"
+            ),
+            "connection.frames"
+        );
+        assert_eq!(
+            user(
+                "rustls::record_layer::RecordLayer::decrypt_incoming;\
+                 <rustls::crypto::ring::tls13::Tls13MessageDecrypter as rustls::crypto::cipher::MessageDecrypter>::decrypt"
+            ),
+            "crypto.aead"
+        );
+        assert_eq!(
+            user(
+                "rustls::common_state::CommonState::send_appdata_encrypt;\
+                 rustls::msgs::message::outbound::OutboundChunks::copy_to_vec;__memcpy_avx512_unaligned_erms"
+            ),
+            "connection.streams"
+        );
+        // quinn's handshake through rustls: unchanged.
+        assert_eq!(
+            user(
+                "<quinn_proto::crypto::rustls::TlsSession as quinn_proto::crypto::Session>::read_handshake;\
+                 rustls::quic::connection::ConnectionCommon<Data>::read_hs;rustls::conn::ConnectionCore<Data>::process_new_packets;\
+                 rustls::common_state::CommonState::process_main_protocol;\
+                 <rustls::client::hs::ExpectServerHello as rustls::common_state::State<rustls::client::client_conn::ClientConnectionData>>::handle;\
+                 __memcpy_avx512_unaligned_erms"
+            ),
+            "crypto.handshake"
+        );
+    }
+
     #[test]
     fn tquic_frames_are_tquic_not_the_loop_that_runs_it() {
         let c = builtin();
