@@ -322,6 +322,32 @@ mod tests {
         );
     }
 
+    /// AES-GCM's bulk assembly is AEAD by its own name: OpenSSL's and aws-lc's AVX-512 code keeps
+    /// no frame pointer, so no caller survives to refine it (leaves as seen in msquic and s2n-quic
+    /// 500 MB runs); header protection's AES-ECB stays split by its caller.
+    #[test]
+    fn aes_gcm_assembly_is_aead_without_a_caller() {
+        let c = builtin();
+        let leaf = |name| c.classify_frames(&[], &folded(name)).to_string();
+        for name in [
+            "ossl_aes_gcm_encrypt_avx512",
+            "ossl_aes_gcm_decrypt_avx512",
+            "ossl_aes_gcm_setiv_avx512",
+            "aws_lc_0_47_0_aes_gcm_encrypt_avx512",
+            "aws_lc_0_47_0_aes_gcm_decrypt_avx512",
+            "aws_lc_0_47_0_gcm_setiv_avx512",
+            "aws_lc_0_47_0_gcm_ghash_avx512",
+            "ring_core_0_17_14__aes_gcm_dec_update_vaes_avx2",
+        ] {
+            assert_eq!(leaf(name), "crypto.aead", "{name}");
+        }
+        assert_eq!(leaf("aws_lc_0_47_0_aes_hw_encrypt"), "crypto");
+        assert_eq!(
+            leaf("s2n_quic_crypto::header_key::HeaderKey::opening_header_protection_mask;aws_lc_0_47_0_aes_hw_encrypt"),
+            "crypto.header_protection"
+        );
+    }
+
     /// rustls over TCP (tcp-tls): the record layer's buffers and framing are not the handshake,
     /// and a record's seal and open are AEAD; QUIC's use of rustls (the handshake) stays handshake.
     /// Stacks as seen in a 3 GB tcp-tls run's `profile-*.folded`.
