@@ -195,9 +195,8 @@ fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
 #[test]
 fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
     let _g = serial();
-    let (traced, err) = trace_workload(&["--probe", "profile:tick"], &["--spin", "2000"]);
+    let (traced, err) = trace_on_the_tick(&["--spin", "2000"]);
     let profile = traced.profile.as_ref().expect("profile");
-    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{err}");
     let hz = profile.frequency_hz;
     assert!([100, 250, 300, 1000].contains(&hz), "HZ {hz}");
     let role = &profile.roles[0];
@@ -229,9 +228,8 @@ fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
 #[test]
 fn the_tick_profile_walks_the_kernel_stack_of_a_thread_in_the_kernel() {
     let _g = serial();
-    let (traced, err) = trace_workload(&["--probe", "profile:tick"], &["--spin-read", "1500"]);
+    let (traced, err) = trace_on_the_tick(&["--spin-read", "1500"]);
     let profile = traced.profile.as_ref().expect("profile");
-    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{err}");
     let role = &profile.roles[0];
     assert!(role.samples >= 50, "{} samples: {err}", role.samples);
     let walks = kernel_walks(profile);
@@ -263,6 +261,15 @@ fn with_kernel_uprobes_every_tick_walks_the_kernel_stack() {
 /// The samples whose kernel stack the sampler walked (the tick's own count).
 fn kernel_walks(profile: &nesquic_ebpf::profile::Profile) -> u64 {
     profile.sampler.and_then(|c| c.kernel_walks).expect("the sampler counts its kernel walks")
+}
+
+/// `nesquic trace --probe profile:tick` of nesquic-workload with `args`, checked to have sampled
+/// on the tick: the report and stderr.
+fn trace_on_the_tick(args: &[&str]) -> (TraceReport, String) {
+    let (traced, err) = trace_workload(&["--probe", "profile:tick"], args);
+    let clock = traced.profile.as_ref().map(|p| p.clock);
+    assert_eq!(clock, Some(nesquic_ebpf::profile::SampleClock::SchedulerTick), "{err}");
+    (traced, err)
 }
 
 /// `nesquic trace OPTIONS --json` of nesquic-workload with `args`: the report and stderr.
