@@ -205,7 +205,7 @@ fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
     // Not its CPU time: the kernel leaves a VM's steal time out of that, the tick does not.
     let (samples, wall_s) = (role.samples as f64, traced.wall_s);
     let (low, high) = (0.6 * 2.0 * hz as f64, 1.05 * wall_s * hz as f64 + 5.0);
-    assert!((low..=high).contains(&samples), "{samples} samples at {hz} Hz, {wall_s:.2} s wall");
+    assert!((low..=high).contains(&samples), "{samples} samples at {hz} Hz, {wall_s:.2} s wall: {err}");
     // The spin gives `_hot` 5 ms for every 2 ms of `_cold` (2.5x); clock reads inside the loops
     // cost both alike (under QEMU they reach the kernel: read_hpet).
     let share = |name: &str| role.top_functions.iter().find(|f| f.name == name).map_or(0.0, |f| f.share);
