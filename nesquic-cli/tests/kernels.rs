@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use common::{
     category_calls, find_syscall, function_mechanism, io_mechanism, json_name, load_json, nesquic, our_namespaces,
-    run_record, serial, stderr,
+    run_record, serial, stderr, trace_json,
 };
 use nesquic_engine::trace::TraceReport;
 
@@ -275,18 +275,8 @@ fn trace_on_the_tick(args: &[&str]) -> (TraceReport, String) {
 /// `nesquic trace OPTIONS --json` of nesquic-workload with `args`: the report and stderr.
 fn trace_workload(options: &[&str], args: &[&str]) -> (TraceReport, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let json = dir.path().join("trace.json");
     let workload = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-workload");
-    let out = nesquic()
-        .arg("trace")
-        .args(options)
-        .arg("--json")
-        .arg(&json)
-        .arg("--")
-        .arg(&workload)
-        .args(args)
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    (load_json(&json), stderr(&out))
+    let command: Vec<&std::ffi::OsStr> =
+        std::iter::once(workload.as_os_str()).chain(args.iter().map(std::ffi::OsStr::new)).collect();
+    trace_json(dir.path(), options, &command)
 }

@@ -63,11 +63,7 @@ fn load_trace(path: &Path) -> TraceReport {
 
 /// `nesquic trace --probe PROBE --json DIR/trace.json -- COMMAND`, which must succeed: its report.
 fn trace_into(dir: &Path, probe: &str, command: &[&std::ffi::OsStr]) -> TraceReport {
-    let json = dir.join("trace.json");
-    let out =
-        nesquic().args(["trace", "--probe", probe, "--json"]).arg(&json).arg("--").args(command).output().expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    load_trace(&json)
+    common::trace_json(dir, &["--probe", probe], command).0
 }
 
 #[test]

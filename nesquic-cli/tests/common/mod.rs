@@ -43,6 +43,20 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
+/// `nesquic trace OPTIONS --json DIR/trace.json -- COMMAND`, which must succeed: its report and
+/// stderr.
+pub fn trace_json(
+    dir: &Path,
+    options: &[&str],
+    command: &[&std::ffi::OsStr],
+) -> (nesquic_engine::trace::TraceReport, String) {
+    let json = dir.join("trace.json");
+    let out =
+        nesquic().arg("trace").args(options).arg("--json").arg(&json).arg("--").args(command).output().expect("run");
+    assert!(out.status.success(), "{}", stderr(&out));
+    (load_json(&json), stderr(&out))
+}
+
 /// Network namespaces nesquic created (`nq-<pid>-s|c`).
 pub fn our_namespaces() -> Vec<String> {
     let out = Command::new("ip").args(["netns", "list"]).output().expect("ip netns list");
