@@ -446,31 +446,81 @@ pub extern "C" fn nesquic_workload_sleep_1ms() {
     std::thread::sleep(Duration::from_millis(1));
 }
 
-/// Busy for `until`, checking the clock rarely so samples land in this function.
-#[no_mangle]
-#[inline(never)]
-pub extern "C" fn nesquic_workload_hot(until_ns: u64) -> u64 {
-    // A different constant than _cold: identical bodies would be folded into one symbol.
-    spin(until_ns, 6_364_136_223_846_793_005)
+// The profile tests' two busy functions: the same multiply-add chain of `rdi` iterations (at
+// least 1), in assembly and aligned alike, so an iteration of either costs exactly the same on
+// any CPU or emulator. Their shares of the samples are then the ratio of their iteration counts,
+// which no clock read decides (under QEMU a clock read is a trap to the emulated HPET, and
+// checking the time between coarse batches let one function overshoot its time).
+// A different constant in each: identical bodies would be folded into one symbol.
+#[cfg(target_arch = "x86_64")]
+std::arch::global_asm!(
+    ".globl nesquic_workload_hot",
+    ".type nesquic_workload_hot,@function",
+    ".p2align 6",
+    "nesquic_workload_hot:",
+    "mov rcx, rdi",
+    "mov eax, 1",
+    "movabs rdx, 6364136223846793005",
+    ".p2align 6",
+    "2: imul rax, rdx",
+    "add rax, 1",
+    "dec rcx",
+    "jnz 2b",
+    "ret",
+    ".size nesquic_workload_hot, .-nesquic_workload_hot",
+    ".globl nesquic_workload_cold",
+    ".type nesquic_workload_cold,@function",
+    ".p2align 6",
+    "nesquic_workload_cold:",
+    "mov rcx, rdi",
+    "mov eax, 1",
+    "movabs rdx, 2862933555777941757",
+    ".p2align 6",
+    "3: imul rax, rdx",
+    "add rax, 1",
+    "dec rcx",
+    "jnz 3b",
+    "ret",
+    ".size nesquic_workload_cold, .-nesquic_workload_cold",
+    ".globl nesquic_workload_calibrate",
+    ".type nesquic_workload_calibrate,@function",
+    ".p2align 6",
+    "nesquic_workload_calibrate:",
+    "mov rcx, rdi",
+    "mov eax, 1",
+    "movabs rdx, 1442695040888963407",
+    ".p2align 6",
+    "4: imul rax, rdx",
+    "add rax, 1",
+    "dec rcx",
+    "jnz 4b",
+    "ret",
+    ".size nesquic_workload_calibrate, .-nesquic_workload_calibrate",
+);
+
+extern "C" {
+    /// Busy for `iterations` (at least 1); the profile tests give it 50% of the time.
+    fn nesquic_workload_hot(iterations: u64) -> u64;
+    /// Like `nesquic_workload_hot`; the profile tests give it 20% of the time.
+    fn nesquic_workload_cold(iterations: u64) -> u64;
+    /// The same loop again, timed to size the other two (its samples are nobody's share).
+    fn nesquic_workload_calibrate(iterations: u64) -> u64;
 }
 
-/// Like [`nesquic_workload_hot`]; the profile test gives it 20% of the time.
-#[no_mangle]
-#[inline(never)]
-pub extern "C" fn nesquic_workload_cold(until_ns: u64) -> u64 {
-    spin(until_ns, 2_862_933_555_777_941_757)
-}
-
-#[inline(always)]
-fn spin(until_ns: u64, multiplier: u64) -> u64 {
-    let start = std::time::Instant::now();
-    let mut x = 1u64;
-    while (start.elapsed().as_nanos() as u64) < until_ns {
-        for _ in 0..20_000 {
-            x = std::hint::black_box(x.wrapping_mul(multiplier).wrapping_add(1));
-        }
-    }
-    x
+/// Iterations of the busy loop per millisecond: the fastest of three timed runs, since a run
+/// can only be slowed (preempted, or an emulator's translation), never sped up.
+fn busy_iterations_per_ms() -> u64 {
+    const PROBE: u64 = 1_000_000;
+    let fastest = (0..3)
+        .map(|_| {
+            let start = std::time::Instant::now();
+            // SAFETY: an assembly leaf with the C ABI above; any iteration count >= 1.
+            std::hint::black_box(unsafe { nesquic_workload_calibrate(PROBE) });
+            start.elapsed()
+        })
+        .min()
+        .unwrap_or(Duration::from_millis(1)); // invariant: three runs, never empty
+    (PROBE as f64 / fastest.as_secs_f64().max(1e-9) / 1e3).max(1.0) as u64
 }
 
 /// Busy for `until_ns` copying 64 KiB with libc's `memcpy` (a frameless assembly leaf, as in a
@@ -497,13 +547,18 @@ pub extern "C" fn nesquic_workload_aead_copy(until_ns: u64) -> u64 {
     copies
 }
 
-/// `--spin MS`: MS milliseconds of CPU, 50% in `nesquic_workload_hot`, 20% in `_cold`, 30% in
+/// `--spin MS`: at least MS milliseconds of wall time, in rounds of about 10 ms CPU: 50% in
+/// `nesquic_workload_hot`, 20% in `_cold` (by iteration count: exactly 5 to 2), 30% in
 /// `memcpy` called by `nesquic_workload_aead_copy`.
 fn spin_mode(ms: u64) {
-    let rounds = ms / 10;
-    for _ in 0..rounds {
-        std::hint::black_box(nesquic_workload_hot(5_000_000));
-        std::hint::black_box(nesquic_workload_cold(2_000_000));
+    let per_ms = busy_iterations_per_ms();
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_millis(ms) {
+        // SAFETY: assembly leaves with the C ABI declared above; the counts are >= 1.
+        unsafe {
+            std::hint::black_box(nesquic_workload_hot(5 * per_ms));
+            std::hint::black_box(nesquic_workload_cold(2 * per_ms));
+        }
         std::hint::black_box(nesquic_workload_aead_copy(3_000_000));
     }
 }
