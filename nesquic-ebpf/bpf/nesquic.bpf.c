@@ -618,6 +618,16 @@ struct {
 	__type(value, __u64);
 } samples SEC(".maps");
 
+/* The task's user registers as saved on entry to the kernel (the top of its kernel stack): where
+ * its user-stack walk starts, whether the sample hit user or kernel mode. NULL for a kernel
+ * thread, which has no user side. */
+static __always_inline struct pt_regs *user_regs(struct task_struct *task)
+{
+	if (!task->mm)
+		return NULL;
+	return (struct pt_regs *)bpf_task_pt_regs(task);
+}
+
 /* The word at the user stack pointer, when the user leaf is outside the executable's own code;
  * else 0. A frameless leaf (glibc's memcpy, syscall wrappers: shared-library assembly) keeps its
  * return address there, which the frame-pointer walk skips; user space inserts it when the leaf
@@ -629,9 +639,7 @@ struct {
 static __always_inline __u64 user_word(int user_lost)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
-	/* The user registers as saved on entry to the kernel: the ones the user-stack walk starts
-	 * from, whether the tick hit user or kernel mode. */
-	struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
+	struct pt_regs *user = user_regs(task);
 	struct mm_struct *mm = task->mm;
 	__u64 word = 0;
 	if (!user || !mm)
@@ -765,11 +773,8 @@ struct {
  * an error code) runs its handlers on the way out, so with uprobes attached every tick walks. */
 static __always_inline int tick_hit_user_code(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct pt_regs *user = (struct pt_regs *)bpf_task_pt_regs(task);
-	if (!user || !task->mm)
-		return 0;
-	return (long)user->orig_ax == -1;
+	struct pt_regs *user = user_regs(bpf_get_current_task_btf());
+	return user && (long)user->orig_ax == -1;
 }
 
 /* `profile:tick`: samples on the scheduler tick, which interrupts every busy CPU HZ times a second
