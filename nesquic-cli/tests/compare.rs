@@ -204,6 +204,28 @@ fn exec_lut_runs_an_external_command_like_the_built_in_path() {
     assert!(!out.status.success() && stderr(&out).contains("--server-cmd"), "{}", stderr(&out));
 }
 
+/// A server still running 10 s after its client finished is killed, and the error says that, not
+/// "raise --timeout" (the run's own limit, 5 minutes, was never reached; raising it changes nothing).
+#[test]
+fn a_server_that_outlives_its_client_is_named_not_the_time_limit() {
+    let quinn = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-lut-quinn");
+    // The real server, then 60 s more of the same process (nesquic runs `exec CMD`; the inner
+    // shell execs the sleep, so the kill reaches it).
+    let server = format!(
+        "sh -c '{} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY && exec sleep 60'",
+        quinn.display()
+    );
+    let client = format!("{} client --connect $NESQUIC_CONNECT --ca $NESQUIC_CA --size $NESQUIC_SIZE", quinn.display());
+    let out = nesquic()
+        .args(["run", "--lut", "exec", "--server-cmd", &server, "--client-cmd", &client, "--size", "1MB"])
+        .output()
+        .expect("run");
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("the server was still running 10 s after the client finished"), "{err}");
+    assert!(!err.contains("--timeout"), "{err}");
+}
+
 #[test]
 fn testcases_are_part_of_the_identity_and_bring_their_metrics() {
     // Same total bytes (3 MB), different shape: not comparable.

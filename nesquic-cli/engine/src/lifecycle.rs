@@ -125,7 +125,10 @@ pub const POLL: Duration = Duration::from_millis(50);
 pub struct Supervisor<'a> {
     rx: Receiver<ProcessEvent>,
     /// Whatever still runs is killed at this instant.
-    pub deadline: Instant,
+    deadline: Instant,
+    /// Why the deadline is earlier than the time limit, when [`Supervisor::shorten`] made it so:
+    /// the timeout error then says that, not "raise --timeout", which would not help.
+    shortened_because: Option<String>,
     interrupted: &'a AtomicBool,
     /// What the processes are called in errors ("the LUT processes", "command").
     what: &'static str,
@@ -149,6 +152,7 @@ impl<'a> Supervisor<'a> {
         Self {
             rx,
             deadline: now.checked_add(limit).unwrap_or_else(|| far_future(now)),
+            shortened_because: None,
             interrupted,
             what,
             server_exit: None,
@@ -157,6 +161,19 @@ impl<'a> Supervisor<'a> {
             lut_qlogs: Vec::new(),
             poll: POLL,
             remote_totals: Vec::new(),
+        }
+    }
+
+    /// Whatever still runs is killed at this instant.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Brings the deadline forward to `at` (never back), saying `why` in the timeout error.
+    pub fn shorten(&mut self, at: Instant, why: impl FnOnce() -> String) {
+        if at < self.deadline {
+            self.deadline = at;
+            self.shortened_because = Some(why());
         }
     }
 
@@ -188,10 +205,12 @@ impl<'a> Supervisor<'a> {
         let now = Instant::now();
         if now >= self.deadline {
             procs.iter_mut().for_each(|p| p.kill());
-            return Err(EngineError::msg(format!(
-                "timed out: {} did not finish within the time limit (raise it with --timeout)",
-                self.what
-            )));
+            return Err(EngineError::msg(match &self.shortened_because {
+                Some(why) => format!("timed out: {why}"),
+                None => {
+                    format!("timed out: {} did not finish within the time limit (raise it with --timeout)", self.what)
+                }
+            }));
         }
         match self.rx.recv_timeout(self.poll.min(self.deadline - now)) {
             Ok(ProcessEvent::Exited(role, exit)) => {

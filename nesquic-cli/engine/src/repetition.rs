@@ -164,7 +164,15 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
                 )));
             }
             // The server should follow promptly once the client has closed the connection.
-            watch.deadline = watch.deadline.min(Instant::now() + SERVER_GRACE);
+            watch.shorten(Instant::now() + SERVER_GRACE, || {
+                format!(
+                    "the {} was still running {} s after the client finished; a server must exit once its \
+                     client has closed the connection (a lost CONNECTION_CLOSE leaves one waiting out its \
+                     idle timeout)",
+                    spec.name_of(Role::Server),
+                    SERVER_GRACE.as_secs()
+                )
+            });
         }
         if let Some(exit) = watch.exit(Role::Server) {
             if !exit.success() {

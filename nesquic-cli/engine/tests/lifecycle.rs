@@ -121,9 +121,27 @@ fn a_limit_past_what_the_clock_holds_never_expires_and_does_not_panic() {
     let (_tx, rx) = channel::<ProcessEvent>();
     // Instant + Duration::MAX overflows: the deadline is as far as the clock goes instead.
     let mut watch = Supervisor::new(rx, Duration::MAX, &never, "the command");
-    assert!(watch.deadline > Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
+    assert!(watch.deadline() > Instant::now() + Duration::from_secs(100 * 365 * 24 * 3600));
     watch.poll = Duration::from_millis(1);
     assert!(matches!(watch.next(&mut []), Ok(None)), "nothing happened within a poll: no event, no timeout");
+}
+
+#[test]
+fn a_shortened_deadline_says_why_and_never_moves_back() {
+    let never = AtomicBool::new(false);
+    let (_tx, rx) = channel::<ProcessEvent>();
+    let mut watch = Supervisor::new(rx, Duration::from_secs(60), &never, "the LUT processes");
+    let soon = Instant::now() + Duration::from_millis(20);
+    watch.shorten(soon, || "the server lingered".into());
+    watch.shorten(soon + Duration::from_secs(30), || unreachable!("a later instant does not shorten"));
+    assert_eq!(watch.deadline(), soon);
+    watch.poll = Duration::from_millis(5);
+    let err = loop {
+        if let Err(e) = watch.next(&mut []) {
+            break e.to_string();
+        }
+    };
+    assert_eq!(err, "timed out: the server lingered");
 }
 
 #[test]
