@@ -447,56 +447,35 @@ pub extern "C" fn nesquic_workload_sleep_1ms() {
 }
 
 // The profile tests' two busy functions: the same multiply-add chain of `rdi` iterations (at
-// least 1), in assembly and aligned alike, so an iteration of either costs exactly the same on
-// any CPU or emulator. Their shares of the samples are then the ratio of their iteration counts,
-// which no clock read decides (under QEMU a clock read is a trap to the emulated HPET, and
-// checking the time between coarse batches let one function overshoot its time).
-// A different constant in each: identical bodies would be folded into one symbol.
-#[cfg(target_arch = "x86_64")]
-std::arch::global_asm!(
-    ".globl nesquic_workload_hot",
-    ".type nesquic_workload_hot,@function",
-    ".p2align 6",
-    "nesquic_workload_hot:",
-    "mov rcx, rdi",
-    "mov eax, 1",
-    "movabs rdx, 6364136223846793005",
-    ".p2align 6",
-    "2: imul rax, rdx",
-    "add rax, 1",
-    "dec rcx",
-    "jnz 2b",
-    "ret",
-    ".size nesquic_workload_hot, .-nesquic_workload_hot",
-    ".globl nesquic_workload_cold",
-    ".type nesquic_workload_cold,@function",
-    ".p2align 6",
-    "nesquic_workload_cold:",
-    "mov rcx, rdi",
-    "mov eax, 1",
-    "movabs rdx, 2862933555777941757",
-    ".p2align 6",
-    "3: imul rax, rdx",
-    "add rax, 1",
-    "dec rcx",
-    "jnz 3b",
-    "ret",
-    ".size nesquic_workload_cold, .-nesquic_workload_cold",
-    ".globl nesquic_workload_calibrate",
-    ".type nesquic_workload_calibrate,@function",
-    ".p2align 6",
-    "nesquic_workload_calibrate:",
-    "mov rcx, rdi",
-    "mov eax, 1",
-    "movabs rdx, 1442695040888963407",
-    ".p2align 6",
-    "4: imul rax, rdx",
-    "add rax, 1",
-    "dec rcx",
-    "jnz 4b",
-    "ret",
-    ".size nesquic_workload_calibrate, .-nesquic_workload_calibrate",
-);
+// least 1), in assembly and aligned alike (one macro writes all three), so an iteration of either
+// costs exactly the same on any CPU or emulator. Their shares of the samples are then the ratio
+// of their iteration counts, which no clock read decides (under QEMU a clock read is a trap to
+// the emulated HPET, and checking the time between coarse batches let one function overshoot
+// its time). Each has its own multiplier, so no two bodies are byte-identical.
+macro_rules! busy_loop {
+    ($name:literal, $multiplier:literal) => {
+        #[cfg(target_arch = "x86_64")]
+        std::arch::global_asm!(
+            concat!(".globl ", $name),
+            concat!(".type ", $name, ",@function"),
+            ".p2align 6",
+            concat!($name, ":"),
+            "mov rcx, rdi",
+            "mov eax, 1",
+            concat!("movabs rdx, ", $multiplier),
+            ".p2align 6",
+            "2: imul rax, rdx",
+            "add rax, 1",
+            "dec rcx",
+            "jnz 2b",
+            "ret",
+            concat!(".size ", $name, ", .-", $name),
+        );
+    };
+}
+busy_loop!("nesquic_workload_hot", 6364136223846793005);
+busy_loop!("nesquic_workload_cold", 2862933555777941757);
+busy_loop!("nesquic_workload_calibrate", 1442695040888963407);
 
 extern "C" {
     /// Busy for `iterations` (at least 1); the profile tests give it 50% of the time.
