@@ -59,13 +59,10 @@ fn block() -> &'static [u8] {
     static BLOCK: OnceLock<Box<[u8]>> = OnceLock::new();
     BLOCK.get_or_init(|| {
         let one: Vec<u8> = (0..PERIOD).map(|i| splitmix64((i / 8) as u64).to_le_bytes()[i % 8]).collect();
-        // Whole periods copied at a time: 70-80 us, against 130-180 us for a byte-by-byte
-        // `cycle()` (each LUT process builds it once, at its first payload byte).
-        let mut block = Vec::with_capacity(PERIOD + WINDOW);
-        while block.len() < PERIOD + WINDOW {
-            let take = (PERIOD + WINDOW - block.len()).min(PERIOD);
-            block.extend_from_slice(&one[..take]);
-        }
+        // Whole periods copied at a time (`repeat`), not byte by byte (`cycle()`, about twice
+        // the time): each LUT process builds it once, at its first payload byte.
+        let mut block = one.repeat((PERIOD + WINDOW).div_ceil(PERIOD));
+        block.truncate(PERIOD + WINDOW);
         block.into_boxed_slice()
     })
 }
