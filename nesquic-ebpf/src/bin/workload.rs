@@ -477,6 +477,7 @@ busy_loop!("nesquic_workload_hot", 6364136223846793005);
 busy_loop!("nesquic_workload_cold", 2862933555777941757);
 busy_loop!("nesquic_workload_calibrate", 1442695040888963407);
 
+#[cfg(target_arch = "x86_64")]
 extern "C" {
     /// Busy for `iterations` (at least 1); the profile tests give it 50% of the time.
     fn nesquic_workload_hot(iterations: u64) -> u64;
@@ -488,6 +489,7 @@ extern "C" {
 
 /// Iterations of the busy loop per millisecond: the fastest of three timed runs, since a run
 /// can only be slowed (preempted, or an emulator's translation), never sped up.
+#[cfg(target_arch = "x86_64")]
 fn busy_iterations_per_ms() -> u64 {
     const PROBE: u64 = 1_000_000;
     let fastest = (0..3)
@@ -533,6 +535,7 @@ pub extern "C" fn nesquic_workload_aead_copy(until_ns: u64) -> u64 {
 /// Each round's length is drawn at random: rounds of a fixed length are periodic, and the
 /// scheduler tick, which samples at fixed intervals too, can lock onto their phase and see one
 /// function far more often than its share (measured on 6.1 under QEMU: hot/cold 4.3 for 2.5).
+#[cfg(target_arch = "x86_64")]
 fn spin_mode(ms: u64) {
     let per_ms = busy_iterations_per_ms();
     let start = std::time::Instant::now();
@@ -770,7 +773,13 @@ fn main() {
     }
     if let Some(i) = args.iter().position(|a| a == "--spin") {
         let ms = args.get(i + 1).and_then(|v| v.parse().ok()).unwrap_or(1000);
+        #[cfg(target_arch = "x86_64")]
         spin_mode(ms);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            eprintln!("nesquic-workload: --spin {ms}: its busy loops are x86-64 assembly");
+            std::process::exit(2);
+        }
         return;
     }
     if let Err(e) = run() {
