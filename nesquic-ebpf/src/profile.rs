@@ -13,6 +13,7 @@ pub use crate::stack_rules::Classifier;
 mod blaze;
 mod frameless;
 pub mod packet_cost;
+mod rep_movsb;
 
 /// Sums the per-CPU counters of the `sampler_cost` map.
 pub fn sampler_cost<'a>(cpus: impl IntoIterator<Item = &'a SamplerCounters>) -> SamplerCost {
@@ -355,7 +356,7 @@ pub fn build(
         let mut unknown: HashMap<String, u64> = HashMap::new();
         let mut unclassified: HashMap<String, u64> = HashMap::new();
         let mut folded: HashMap<String, u64> = HashMap::new();
-        let (mut frameless_callers, mut lost_stacks) = (0, 0);
+        let (mut frameless_callers, mut lost_stacks, mut rep_movsb_leaves) = (0, 0, 0);
         for s in samples.iter().filter(|s| s.role == role.index()) {
             if s.stack_lost {
                 lost_stacks += s.count;
@@ -365,6 +366,10 @@ pub fn build(
             // byte before it, or a call that ends a function names the next one.
             let caller = |i: usize, ip: u64| if i == 0 { ip } else { ip.saturating_sub(1) };
             let mut user_ips = s.user.clone();
+            // A sample in user mode (no kernel frames) whose leaf is a `rep movsb`.
+            if s.kernel.is_empty() && s.user.first().is_some_and(|&ip| symbolizer.is_rep_movsb(pmaps, ip)) {
+                rep_movsb_leaves += s.count;
+            }
             if let Some(ret) = symbolizer.frameless_caller(pmaps, &s.user, s.sp_word) {
                 user_ips.insert(1, ret);
                 frameless_callers += s.count;
@@ -422,6 +427,7 @@ pub fn build(
             unknown_leaves: ranked(unknown, total, usize::MAX),
             unclassified_leaves: ranked(unclassified, total, 20),
             frameless_callers,
+            rep_movsb_leaves,
             lost_stacks,
             cost: None,
             folded: {

@@ -15,6 +15,7 @@
 pub mod ab;
 pub mod backend;
 pub mod calibrate;
+pub mod copy_limit;
 pub mod crypto_limit;
 pub mod custom_build;
 pub mod drops;

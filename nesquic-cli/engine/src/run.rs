@@ -351,9 +351,11 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         pinned_cpus: plan.pin,
         faults,
         crypto_limit: None,
+        copy_limit: None,
         findings: Vec::new(),
     };
     report.crypto_limit = crate::crypto_limit::measure(&report.repetitions);
+    report.copy_limit = crate::copy_limit::measure(&report.repetitions);
     report.findings = nesquic_record::findings::find(&report);
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);

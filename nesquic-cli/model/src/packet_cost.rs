@@ -98,6 +98,7 @@ mod tests {
             unknown_leaves: Vec::new(),
             unclassified_leaves: Vec::new(),
             frameless_callers: 0,
+            rep_movsb_leaves: 0,
             lost_stacks: 0,
             cost: None,
             folded: Vec::new(),

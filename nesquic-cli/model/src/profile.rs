@@ -100,6 +100,11 @@ pub struct RoleProfile {
     /// (`profile::frameless`): the walk alone would have skipped that caller.
     #[serde(default)]
     pub frameless_callers: u64,
+    /// Samples that interrupted a `rep movsb` in user code (glibc's copy of large buffers): what
+    /// the `rep_movsb_copy` finding weighs. The function's name cannot tell, its vector loops
+    /// share it.
+    #[serde(default)]
+    pub rep_movsb_leaves: u64,
     /// Samples that lost their user or kernel stack to a stack-map hash collision (classified
     /// by what is left of them).
     #[serde(default)]

@@ -31,11 +31,14 @@ pub enum Rule {
     CryptoVsMachine,
     /// The profile shows software AES code although the CPU has AES-NI and PCLMULQDQ.
     CryptoNoAesNi,
+    /// A side's time is in glibc's `rep movsb` copy on a machine where Nesquic measured that
+    /// copy far slower at some placements of the destination against the source.
+    RepMovsbCopy,
 }
 
 impl Rule {
     /// Every rule, in the order they are checked and listed.
-    pub const ALL: [Rule; 10] = [
+    pub const ALL: [Rule; 11] = [
         Rule::GsoBatchCapped,
         Rule::GsoOff,
         Rule::GroIneffective,
@@ -46,6 +49,7 @@ impl Rule {
         Rule::MisreadLoss,
         Rule::CryptoVsMachine,
         Rule::CryptoNoAesNi,
+        Rule::RepMovsbCopy,
     ];
 }
 

@@ -16,6 +16,7 @@
 
 pub mod calibration;
 pub mod compare;
+pub mod copy_limit;
 pub mod crypto_limit;
 mod error;
 pub mod events;

@@ -71,6 +71,10 @@ pub struct RunRecord {
     /// `crypto.seal` (what the crypto findings hold the stack's crypto against).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub crypto_limit: Option<crate::crypto_limit::CryptoLimit>,
+    /// The machine's large `memcpy` at every page-offset placement, measured when a side's
+    /// profile put time in glibc's `rep movsb` copy (what the copy finding holds it against).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy_limit: Option<crate::copy_limit::CopyLimit>,
     /// What the numbers point to, rule by rule (`findings::find` over this record).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<crate::finding::Finding>,

@@ -39,7 +39,7 @@ impl BlazeSymbolizer {
     }
 
     /// `CODE_BYTES` bytes of `path` at `offset`, cached.
-    fn code(&mut self, path: &Path, offset: u64) -> Option<[u8; CODE_BYTES]> {
+    pub(super) fn code(&mut self, path: &Path, offset: u64) -> Option<[u8; CODE_BYTES]> {
         *self.code.entry((path.to_path_buf(), offset)).or_insert_with(|| {
             let mut buf = [0u8; CODE_BYTES];
             std::fs::File::open(path).ok()?.read_exact_at(&mut buf, offset).ok()?;

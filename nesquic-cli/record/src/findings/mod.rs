@@ -12,6 +12,7 @@ use crate::figures::RepetitionFigures;
 pub use crate::finding::{Finding, Rule, Severity};
 use crate::run::RunRecord;
 pub use congestion::{recovery_of, Recovery, MIN_DECLARED_LOST, MISSING_PER_DECLARED};
+pub use copy::{REP_MOVSB_OFF, SLOW_PAYLOAD_FACTOR};
 pub use crypto::{CRYPTO_FAR, CRYPTO_NEAR};
 
 /// Least datagrams a side must have sent (received) over the run for its ratios to mean
@@ -184,6 +185,13 @@ fn where_in(lut: &str, rule: Rule) -> Option<&'static str> {
     }
 }
 
+/// The LUTs that move their payload over TCP: their send and receive calls carry a byte stream,
+/// not datagrams, so the datagram rules (GSO, GRO, ACK ratio, receive-buffer drops) say nothing
+/// of them. Kept as data, by LUT name, like [`where_in`].
+fn over_tcp(lut: &str) -> bool {
+    lut == "tcp-tls"
+}
+
 /// The command that tests a change of the stack's source, between two commits.
 fn ab_of_source(lut: &str) -> String {
     format!("nesquic ab --lut {lut} --lut-path YOUR_CHECKOUT --base-rev HEAD --head-rev YOUR_CHANGE --probe profile,io")
@@ -198,8 +206,9 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (role, side, peer) in [(Role::Server, &server, &client), (Role::Client, &client, &server)] {
         // The bulk sender and receiver: the side that moved at least half the payload.
-        let sends_bulk = side.send.datagrams >= MIN_DATAGRAMS && side.send.bytes * 2 >= size;
-        let receives_bulk = side.recv.datagrams >= MIN_DATAGRAMS && side.recv.bytes * 2 >= size;
+        let datagrams = !over_tcp(lut);
+        let sends_bulk = datagrams && side.send.datagrams >= MIN_DATAGRAMS && side.send.bytes * 2 >= size;
+        let receives_bulk = datagrams && side.recv.datagrams >= MIN_DATAGRAMS && side.recv.bytes * 2 >= size;
         if sends_bulk {
             findings.extend(gso_batch(lut, role, side));
             findings.extend(gso_off(record, role, side));
@@ -213,10 +222,13 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
             findings.extend(ack_heavy(role, side));
         }
         findings.extend(busy_polling(role, side));
-        findings.extend(rcvbuf_drops(record, role, side));
+        if datagrams {
+            findings.extend(rcvbuf_drops(record, role, side));
+        }
         findings.extend(congestion::misread_loss(record, role, side, peer));
         findings.extend(crypto::versus_machine(record, role, side));
         findings.extend(crypto::without_aes_ni(record, role, side));
+        findings.extend(copy::rep_movsb(record, role));
     }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
@@ -486,6 +498,7 @@ fn rcvbuf_drops(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> 
 }
 
 mod congestion;
+mod copy;
 mod crypto;
 #[cfg(test)]
 mod tests;

@@ -128,6 +128,18 @@ fn gso_off_is_its_own_finding() {
 }
 
 #[test]
+fn a_tcp_lut_gets_no_datagram_finding() {
+    // tcp-tls as measured: 500 MB in 3,817 send calls, each counted as one "datagram".
+    let (mut server, client) = quinn();
+    server.gso = 1;
+    server.send.messages = 17_600;
+    server.send.moved = 17_600;
+    let mut r = record(server, client);
+    r.lut.name = "tcp-tls".into();
+    assert!(rules(&r).is_empty(), "{:?}", rules(&r));
+}
+
+#[test]
 fn one_datagram_per_receive_against_a_batching_peer_is_gro_ineffective() {
     let (server, mut client) = quinn();
     client.gro = 1;
@@ -435,4 +447,60 @@ fn software_aes_on_a_cpu_with_aes_ni_is_a_finding() {
     assert_eq!(crypto_rules(&r), [(Rule::CryptoNoAesNi, Role::Server)]);
     r.crypto_limit.as_mut().expect("limit").cpu_aes = false;
     assert!(crypto_rules(&r).is_empty());
+}
+
+fn with_copies(copy: u64, slow_placements: u64) -> RunRecord {
+    let (server, client) = quinn();
+    let mut r = record(server, client);
+    let mut rep = serde_json::to_value(&r.repetitions[0]).expect("rep");
+    rep["profile"]["roles"][1]["rep_movsb_leaves"] = json!(copy);
+    r.repetitions[0] = serde_json::from_value(rep).expect("rep");
+    r.copy_limit = Some(crate::copy_limit::CopyLimit {
+        bytes: 16_384,
+        library: "libc memcpy".into(),
+        same_offset_gb_s: 98.8,
+        slowest_gb_s: 3.5,
+        slowest_placement: 9,
+        placements: 1_366,
+        slow_placements,
+    });
+    r
+}
+
+fn copy_rules(r: &RunRecord) -> Vec<(Rule, Role)> {
+    rules(r).into_iter().filter(|(rule, _)| *rule == Rule::RepMovsbCopy).collect()
+}
+
+#[test]
+fn rep_movsb_copies_on_a_machine_with_slow_placements_are_a_finding() {
+    // tcp-tls's client as measured: 46% of its samples in the rep movsb copy.
+    let r = with_copies(460, 5);
+    let f = find(&r).into_iter().find(|f| f.rule == Rule::RepMovsbCopy).expect("copy finding");
+    assert_eq!((f.role, f.severity), (Role::Client, Severity::High));
+    // 25 MB over 460/1000 of the client's 0.3 s: 0.2 GB/s of payload per second of rep movsb.
+    assert!(
+        f.seen.starts_with(
+            "46% of the client's samples (460 of 1000) interrupted a rep movsb (glibc's memcpy of large buffers), \
+             0.2 GB/s of payload per second of it"
+        ),
+        "{}",
+        f.seen
+    );
+    assert!(f.seen.contains("3.5 GB/s with the destination 9 B past the source"), "{}", f.seen);
+    assert!(f.seen.contains("(5 of 1366 placements") && f.seen.ends_with("against 98.8 GB/s at the same page offset"));
+    assert!(f.try_this.starts_with(&format!("{REP_MOVSB_OFF} nesquic run --lut quinn")), "{}", f.try_this);
+    assert_eq!(copy_rules(&with_copies(0, 5)), []);
+    // The causes removed: a machine without slow placements, or a small share of copies.
+    assert_eq!(copy_rules(&with_copies(460, 0)), []);
+    assert_eq!(copy_rules(&with_copies(40, 5)), []);
+    let mut r = with_copies(460, 5);
+    r.copy_limit = None;
+    assert_eq!(copy_rules(&r), []);
+    // Copies at the fast placements: 5 GB over the same 0.138 s is 36 GB/s of payload per second
+    // of rep movsb, far above 2 x the slow 3.5 GB/s (quiche's server measured ~14).
+    let mut r = with_copies(460, 5);
+    r.size_bytes = 5_000_000_000;
+    assert_eq!(copy_rules(&r), []);
+    r.size_bytes = 960_000_000; // 7.0 GB/s: at the bound, still a finding
+    assert_eq!(copy_rules(&r), [(Rule::RepMovsbCopy, Role::Client)]);
 }
