@@ -39,29 +39,22 @@ pub fn measure(repetitions: &[RepetitionFigures]) -> Option<CopyLimit> {
     let mut destination = vec![0u8; BYTES + 2 * PAGE];
     let from = source.as_mut_ptr().align_offset(PAGE);
     let to = destination.as_mut_ptr().align_offset(PAGE);
-    let mut same_offset = 0.0;
-    let (mut slowest, mut slowest_placement, mut placements, mut slow) = (f64::INFINITY, 0, 0u64, 0u64);
-    let mut speeds = Vec::with_capacity(PAGE / STEP + 1);
-    for placement in (0..PAGE).step_by(STEP) {
-        let gb_s = best_gb_s(&source[from..from + BYTES], &mut destination[to + placement..to + placement + BYTES]);
-        if placement == 0 {
-            same_offset = gb_s;
-        }
-        if gb_s < slowest {
-            (slowest, slowest_placement) = (gb_s, placement as u64);
-        }
-        speeds.push(gb_s);
-        placements += 1;
-    }
-    slow += speeds.iter().filter(|&&s| s < SLOW * same_offset).count() as u64;
+    // (placement, GB/s), placement 0 first: the same page offset as the source.
+    let speeds: Vec<(usize, f64)> = (0..PAGE)
+        .step_by(STEP)
+        .map(|p| (p, best_gb_s(&source[from..from + BYTES], &mut destination[to + p..to + p + BYTES])))
+        .collect();
+    let same_offset = speeds.first().map_or(0.0, |&(_, gb_s)| gb_s);
+    let (slowest_placement, slowest) =
+        speeds.iter().copied().fold((0, f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
     Some(CopyLimit {
         bytes: BYTES as u64,
         library: "libc memcpy (glibc's pick for this CPU)".into(),
         same_offset_gb_s: same_offset,
         slowest_gb_s: slowest,
-        slowest_placement,
-        placements,
-        slow_placements: slow,
+        slowest_placement: slowest_placement as u64,
+        placements: speeds.len() as u64,
+        slow_placements: speeds.iter().filter(|&&(_, gb_s)| gb_s < SLOW * same_offset).count() as u64,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Large copies against the machine's own `memcpy`: a side whose samples interrupted a
-//! `rep movsb` (glibc's memcpy of large buffers), on a machine where Nesquic measured that copy far slower at some placements
-//! of the destination against the source (`RunRecord::copy_limit`).
+//! `rep movsb` (glibc's memcpy of large buffers), on a machine where Nesquic measured that copy
+//! far slower at some placements of the destination against the source
+//! (`RunRecord::copy_limit`).
 
 use nesquic_protocol::Role;
 
