@@ -1,14 +1,15 @@
 //! The machine's large `memcpy` at every page-offset placement (`nesquic_record::copy_limit`):
 //! libc's `memcpy` of [`BYTES`] from a page-aligned source to a destination 0..4095 bytes into
 //! its page, best of [`ROUNDS`] rounds of [`COPIES`] copies each. Run after the transfer, and only
-//! when a side's profile put at least [`MIN_SHARE`] of its samples in glibc's `rep movsb` copy:
-//! ~0.1 s that no other run pays.
+//! when a side's profile put at least the finding's [`MEDIUM_SHARE`] of its samples in glibc's
+//! `rep movsb` copy: ~0.1 s that no other run pays.
 
 use std::time::Instant;
 
 use nesquic_protocol::Role;
 use nesquic_record::copy_limit::{rep_movsb_samples, CopyLimit};
 use nesquic_record::figures::RepetitionFigures;
+use nesquic_record::findings::MEDIUM_SHARE;
 
 /// A TLS record's plaintext: the size of the copies that made the finding (tcp-tls, rustls).
 pub const BYTES: usize = 16_384;
@@ -19,17 +20,16 @@ pub const ROUNDS: usize = 3;
 /// Placements are tried this many bytes apart, from 0 to 4095: enough to land in a window of
 /// slow placements ~15 bytes wide several times.
 pub const STEP: usize = 3;
-/// Share of a side's samples in `rep movsb` copies from which the machine is measured.
-pub const MIN_SHARE: f64 = 0.05;
 /// A placement is slow below this fraction of the same-offset speed.
 pub const SLOW: f64 = 0.25;
 
-/// The benchmark, when a side's profile spent at least [`MIN_SHARE`] in `rep movsb` copies.
+/// The benchmark, when a side's profile spent at least [`MEDIUM_SHARE`] in `rep movsb` copies
+/// (below it the `rep_movsb_copy` finding cannot fire, so nothing is measured).
 pub fn measure(repetitions: &[RepetitionFigures]) -> Option<CopyLimit> {
     let copying = [Role::Server, Role::Client]
         .into_iter()
         .filter_map(|role| rep_movsb_samples(repetitions, role))
-        .any(|(copy, all)| all > 0 && copy as f64 >= MIN_SHARE * all as f64);
+        .any(|(copy, all)| all > 0 && copy as f64 >= MEDIUM_SHARE * all as f64);
     if !copying {
         return None;
     }

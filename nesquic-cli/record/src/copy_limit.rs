@@ -1,10 +1,10 @@
 //! The machine's own `memcpy` of a large buffer, at every placement of the destination's page
 //! offset against the source's, measured by Nesquic on the same machine after a run whose
 //! profile caught a side in a `rep movsb` (the instruction glibc's memcpy copies large buffers
-//! with on CPUs with fast string moves; the profile counts the samples that interrupted one). Some CPUs run `rep movsb` many
-//! times slower at a few placements (measured on this project's AMD EPYC VM: 3.5 GB/s when the
-//! destination lies 1-15 bytes past the source in its page, ~90 GB/s elsewhere), and a stack
-//! whose buffers keep such a placement pays it on every copy.
+//! with on CPUs with fast string moves; the profile counts the samples that interrupted one).
+//! Some CPUs run `rep movsb` many times slower at a few placements (measured on this project's
+//! AMD EPYC VM: 3.5 GB/s when the destination lies 1-15 bytes past the source in its page,
+//! ~100 GB/s elsewhere), and a stack whose buffers keep such a placement pays it on every copy.
 
 use serde::{Deserialize, Serialize};
 
@@ -39,17 +39,4 @@ pub fn rep_movsb_samples(repetitions: &[RepetitionFigures], role: nesquic_protoc
         .filter(|r| r.role == role)
         .collect();
     (!roles.is_empty()).then(|| (roles.iter().map(|r| r.rep_movsb_leaves).sum(), roles.iter().map(|r| r.samples).sum()))
-}
-
-/// CPU seconds a side spent in `rep movsb` over the repetitions: each repetition's CPU time times
-/// its share of samples that interrupted one; `None` without a profile.
-pub fn rep_movsb_seconds(repetitions: &[RepetitionFigures], role: nesquic_protocol::Role) -> Option<f64> {
-    let mut seconds = None;
-    for rep in repetitions {
-        let cpu = if role == nesquic_protocol::Role::Client { rep.client.cpu_total_s } else { rep.server.cpu_total_s };
-        for r in rep.profile.iter().flat_map(|p| &p.roles).filter(|r| r.role == role && r.samples > 0) {
-            *seconds.get_or_insert(0.0) += cpu * r.rep_movsb_leaves as f64 / r.samples as f64;
-        }
-    }
-    seconds
 }

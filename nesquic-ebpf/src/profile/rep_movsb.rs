@@ -14,8 +14,7 @@ impl BlazeSymbolizer {
     /// Whether the instruction at user address `ip` (a sample's user leaf) is a `rep movsb`.
     pub(super) fn is_rep_movsb(&mut self, maps: &ProcessMaps, ip: u64) -> bool {
         let Some((path, offset)) = maps.find(ip) else { return false };
-        let path = path.to_path_buf();
-        self.code(&path, offset).is_some_and(|bytes| starts_with_rep_movsb(&bytes))
+        self.code(path, offset).is_some_and(|bytes| starts_with_rep_movsb(&bytes))
     }
 }
 

@@ -5,8 +5,7 @@
 
 use nesquic_protocol::Role;
 
-use super::{severity, stake, Finding, Rule, MEDIUM_SHARE};
-use crate::copy_limit::{rep_movsb_samples, rep_movsb_seconds};
+use super::{severity, stake, Finding, Rule, Side, MEDIUM_SHARE};
 use crate::run::RunRecord;
 
 /// glibc's tunable that keeps `rep movsb` off below this many bytes: the largest value, so every
@@ -21,12 +20,12 @@ pub const SLOW_PAYLOAD_FACTOR: f64 = 2.0;
 
 /// The side's `rep movsb` copies, when they are at least [`MEDIUM_SHARE`] of its samples, the
 /// machine has slow placements, and the payload crossed them at about the slow speed.
-pub(super) fn rep_movsb(record: &RunRecord, role: Role) -> Option<Finding> {
+pub(super) fn rep_movsb(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> {
     let limit = record.copy_limit.as_ref().filter(|l| l.slow_placements > 0)?;
-    let (copy, all) = rep_movsb_samples(&record.repetitions, role)?;
+    let (copy, all) = (side.rep_movsb_samples, side.samples);
     let share = (all > 0).then(|| copy as f64 / all as f64).filter(|&s| s >= MEDIUM_SHARE)?;
     let payload = record.size_bytes as f64 * record.repetitions.len() as f64;
-    let payload_gb_s = payload / rep_movsb_seconds(&record.repetitions, role)?.max(1e-9) / 1e9;
+    let payload_gb_s = payload / side.rep_movsb_s.max(1e-9) / 1e9;
     if payload_gb_s > SLOW_PAYLOAD_FACTOR * limit.slowest_gb_s {
         return None;
     }

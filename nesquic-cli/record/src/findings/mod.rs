@@ -97,6 +97,10 @@ struct Side {
     crypto_samples: u64,
     /// CPU seconds in the kernel's packet path: each repetition's CPU time times its share.
     packet_io_kernel_s: f64,
+    /// Samples that interrupted a `rep movsb` in user code, and the CPU seconds that share of
+    /// each repetition's CPU time stands for.
+    rep_movsb_samples: u64,
+    rep_movsb_s: f64,
     /// Datagrams the kernel dropped at its sockets, over the repetitions that measured it.
     rcvbuf_drops: Option<u64>,
     /// The receive buffer its socket was granted (SO_RCVBUF as the LUT reported it).
@@ -135,10 +139,12 @@ impl Side {
             self.packet_io_samples +=
                 p.components.iter().filter(|s| s.name == "packet_io").map(|s| s.samples).sum::<u64>();
             self.packet_io_kernel_samples += named("packet_io.kernel");
+            self.rep_movsb_samples += p.rep_movsb_leaves;
             self.crypto_samples += p.components.iter().filter(|s| s.name == "crypto").map(|s| s.samples).sum::<u64>();
             if p.samples > 0 {
                 let cpu = if role == Role::Client { rep.client.cpu_total_s } else { rep.server.cpu_total_s };
                 self.packet_io_kernel_s += cpu * named("packet_io.kernel") as f64 / p.samples as f64;
+                self.rep_movsb_s += cpu * p.rep_movsb_leaves as f64 / p.samples as f64;
             }
         }
     }
@@ -228,7 +234,7 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
         findings.extend(congestion::misread_loss(record, role, side, peer));
         findings.extend(crypto::versus_machine(record, role, side));
         findings.extend(crypto::without_aes_ni(record, role, side));
-        findings.extend(copy::rep_movsb(record, role));
+        findings.extend(copy::rep_movsb(record, role, side));
     }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
