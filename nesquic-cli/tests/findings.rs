@@ -22,10 +22,17 @@ fn quinn_run(dir: &Path, extra: &[&str]) -> RunRecord {
 
 /// `nesquic run --lut quinn --probe PROBE --size SIZE EXTRA` into `dir`; its typed record.
 fn quinn_probed(dir: &Path, probe: &str, size: &str, extra: &[&str]) -> RunRecord {
+    probed_run("quinn", dir, probe, size, extra, &[])
+}
+
+/// `nesquic run --lut LUT --probe PROBE --size SIZE EXTRA` into `dir`, with `env` set; its typed
+/// record.
+fn probed_run(lut: &str, dir: &Path, probe: &str, size: &str, extra: &[&str], env: &[(&str, &str)]) -> RunRecord {
     let out = nesquic()
-        .args(["run", "--lut", "quinn", "--probe", probe, "--size", size, "--out"])
+        .args(["run", "--lut", lut, "--probe", probe, "--size", size, "--out"])
         .arg(dir)
         .args(extra)
+        .envs(env.iter().copied())
         .output()
         .expect("run");
     assert!(out.status.success(), "{}", stderr(&out));
@@ -192,14 +199,7 @@ fn chacha20_seals_at_the_machine_s_limit_and_the_finding_tries_aes_while_aes_is_
 /// `nesquic run --lut tcp-tls --probe profile,io --size 500MB` into `dir`, with `env` set; its
 /// typed record.
 fn tcp_tls_run(dir: &Path, env: &[(&str, &str)]) -> RunRecord {
-    let out = nesquic()
-        .args(["run", "--lut", "tcp-tls", "--probe", "profile,io", "--size", "500MB", "--out"])
-        .arg(dir)
-        .envs(env.iter().copied())
-        .output()
-        .expect("run");
-    assert!(out.status.success(), "{}", stderr(&out));
-    RunRecord::load(&dir.join("summary.json")).expect("typed record")
+    probed_run("tcp-tls", dir, "profile,io", "500MB", &[], env)
 }
 
 fn rep_movsb_leaves(r: &RunRecord, role: Role) -> u64 {
