@@ -33,11 +33,27 @@ pub enum LutEvent {
     IoCounters(nesquic_io::Counters),
 }
 
+/// What a LUT's sockets carry its payload over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// UDP datagrams: every QUIC stack. The default, so a LUT that does not say is one.
+    #[default]
+    Udp,
+    /// A kernel TCP byte stream: a send or receive call moves bytes, not datagrams, so what is
+    /// said of datagrams (GSO and GRO batches, ACKs per datagram, receive-buffer drops) does not
+    /// apply.
+    Tcp,
+}
+
 /// A LUT socket's effective I/O settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IoSettings {
     /// Which code does the socket I/O ("quinn-udp 0.5", "nesquic-io", kernel TCP).
     pub stack: String,
+    /// What the socket carries: UDP datagrams unless the LUT says otherwise.
+    #[serde(default)]
+    pub transport: Transport,
     /// Most datagrams per GSO send (1 = no GSO).
     pub gso_max_segments: u64,
     /// Most datagrams per GRO receive (1 = no GRO).

@@ -10,7 +10,7 @@ use nesquic_io::{IoConfig, IoSwitches, UdpIo};
 use nesquic_translation::{Impairment, Stack, StackOptions, Summary};
 
 use nesquic_protocol::options::LutOpt;
-use nesquic_protocol::report::{IoSettings, LutEvent};
+use nesquic_protocol::report::{IoSettings, LutEvent, Transport};
 use nesquic_protocol::{IoMode, LutCommand};
 
 /// The I/O layer configuration for `io` with `gso`, `gro`, `mmsg`, `rcvbuf`, `sndbuf` applied;
@@ -46,6 +46,7 @@ fn report_io(io: &UdpIo) {
     let stack = if caps.plain { "nesquic-io (plain sendto/recvfrom)" } else { "nesquic-io" };
     LutEvent::Io(IoSettings {
         stack: stack.into(),
+        transport: Transport::Udp,
         gso_max_segments: caps.max_gso_segments as u64,
         gro_segments: if caps.gro { nesquic_io::MAX_GSO_SEGMENTS as u64 } else { 1 },
         send_mmsg: caps.mmsg,

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
-use nesquic_protocol::report::{IoSettings, LutEvent};
+use nesquic_protocol::report::{IoSettings, LutEvent, Transport};
 use s2n_quic::provider::event::{events, ConnectionInfo, ConnectionMeta, Subscriber};
 use s2n_quic::provider::io::tokio::Provider as TokioIo;
 
@@ -88,6 +88,7 @@ impl PlatformFeatures {
         let seen = self.0.lock().map(|s| *s).unwrap_or_default();
         LutEvent::Io(IoSettings {
             stack: "s2n-quic platform I/O (tokio)".into(),
+            transport: Transport::Udp,
             gso_max_segments: seen.gso_max_segments.max(1) as u64,
             // With GRO s2n-quic receives into 64 KiB buffers: as many of its largest datagrams
             // (MTU less the IPv4 and UDP headers) as fit in one.

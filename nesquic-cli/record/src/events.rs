@@ -617,6 +617,7 @@ mod tests {
         let link = LinkConfigured { link: "veth".into(), server: host.clone(), client: host, mechanisms: Vec::new() };
         let settings = IoSettings {
             stack: "s".into(),
+            transport: nesquic_protocol::report::Transport::Udp,
             gso_max_segments: 1,
             gro_segments: 1,
             send_mmsg: false,

@@ -9,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nesquic_lut_bins::protocol::options::{Choice, Cipher, CongestionControl, LutOpt};
 use nesquic_lut_bins::protocol::payload::{self as protocol, Verifier, REQUEST_LEN, SERVER_NAME};
-use nesquic_lut_bins::protocol::report::{ClientResult, ConnectionResult, IoSettings, LutEvent, StreamResult};
+use nesquic_lut_bins::protocol::report::{
+    ClientResult, ConnectionResult, IoSettings, LutEvent, StreamResult, Transport,
+};
 use nesquic_lut_bins::protocol::stream::{PayloadChunk, CORRUPT_ENV};
 use nesquic_lut_bins::protocol::{IoMode, LutCli, LutCommand};
 use nesquic_lut_bins::translation::quinn_shim;
@@ -142,6 +144,7 @@ fn bind(addr: std::net::SocketAddr, opts: &Options) -> Result<std::net::UdpSocke
     let state = quinn::udp::UdpSocketState::new((&socket).into()).context("probe UDP socket capabilities")?;
     LutEvent::Io(IoSettings {
         stack: "quinn-udp 0.5 (its own GSO/GRO path)".into(),
+        transport: Transport::Udp,
         gso_max_segments: state.max_gso_segments() as u64,
         gro_segments: state.gro_segments() as u64,
         // quinn-udp on Linux: one sendmsg per transmit, recvmmsg for receives.

@@ -6,6 +6,7 @@
 //! docs/findings.md lists every rule, its evidence and its threshold; keep both in step.
 
 use nesquic_model::metrics::{Direction as Dir, SyscallMetrics};
+use nesquic_protocol::report::Transport;
 use nesquic_protocol::Role;
 
 use crate::figures::RepetitionFigures;
@@ -105,6 +106,8 @@ struct Side {
     rcvbuf_drops: Option<u64>,
     /// The receive buffer its socket was granted (SO_RCVBUF as the LUT reported it).
     recv_buffer: Option<u64>,
+    /// What its socket carries, as the LUT reported it (UDP where it did not).
+    transport: Transport,
 }
 
 impl Side {
@@ -129,6 +132,7 @@ impl Side {
             self.gso_max_segments = Some(io.gso_max_segments);
             self.gro_segments = Some(io.gro_segments);
             self.recv_buffer = Some(io.recv_buffer);
+            self.transport = io.transport;
         }
         if let Some((_, n)) = rep.rcvbuf_drops.iter().find(|(r, _)| *r == role) {
             self.rcvbuf_drops = Some(self.rcvbuf_drops.unwrap_or(0) + n);
@@ -147,6 +151,12 @@ impl Side {
                 self.rep_movsb_s += cpu * p.rep_movsb_leaves as f64 / p.samples as f64;
             }
         }
+    }
+
+    /// Whether its send and receive calls move datagrams: a TCP byte stream's do not, so the
+    /// datagram rules (GSO, GRO, ACK ratio, receive-buffer drops) say nothing of it.
+    fn moves_datagrams(&self) -> bool {
+        self.transport == Transport::Udp
     }
 
     /// Share of the side's samples in packet I/O, when a profile was taken.
@@ -191,13 +201,6 @@ fn where_in(lut: &str, rule: Rule) -> Option<&'static str> {
     }
 }
 
-/// The LUTs that move their payload over TCP: their send and receive calls carry a byte stream,
-/// not datagrams, so the datagram rules (GSO, GRO, ACK ratio, receive-buffer drops) say nothing
-/// of them. Kept as data, by LUT name, like [`where_in`].
-fn over_tcp(lut: &str) -> bool {
-    lut == "tcp-tls"
-}
-
 /// The command that tests a change of the stack's source, between two commits.
 fn ab_of_source(lut: &str) -> String {
     format!("nesquic ab --lut {lut} --lut-path YOUR_CHECKOUT --base-rev HEAD --head-rev YOUR_CHANGE --probe profile,io")
@@ -212,7 +215,7 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
     let mut findings = Vec::new();
     for (role, side, peer) in [(Role::Server, &server, &client), (Role::Client, &client, &server)] {
         // The bulk sender and receiver: the side that moved at least half the payload.
-        let datagrams = !over_tcp(lut);
+        let datagrams = side.moves_datagrams();
         let sends_bulk = datagrams && side.send.datagrams >= MIN_DATAGRAMS && side.send.bytes * 2 >= size;
         let receives_bulk = datagrams && side.recv.datagrams >= MIN_DATAGRAMS && side.recv.bytes * 2 >= size;
         if sends_bulk {

@@ -10,7 +10,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 
 use anyhow::{Context, Result};
-use nesquic_lut_bins::protocol::report::IoSettings;
+use nesquic_lut_bins::protocol::report::{IoSettings, Transport};
 use socket2::{Domain, Protocol, SockRef, Socket, Type};
 
 use crate::options::Options;
@@ -51,6 +51,7 @@ pub fn io_settings(stream: &TcpStream) -> Result<IoSettings> {
     let cc = String::from_utf8_lossy(&cc).trim_end_matches('\0').to_string();
     Ok(IoSettings {
         stack: "kernel TCP (segmentation and coalescing by the kernel: TSO/GSO, GRO) + rustls, blocking threads".into(),
+        transport: Transport::Tcp,
         // UDP GSO/GRO segment counts do not apply to a byte stream.
         gso_max_segments: 1,
         gro_segments: 1,
