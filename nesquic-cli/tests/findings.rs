@@ -232,7 +232,14 @@ fn rustls_s_plaintext_copy_in_rep_movsb_is_a_finding_and_glibc_s_vector_copy_rem
     let _g = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
     let default = tcp_tls_run(&tmp.path().join("default"), &[]);
-    // A TCP stack's send calls carry a byte stream: no datagram finding.
+    // A TCP stack's calls carry a byte stream, as the LUT says: no datagram counted, and no
+    // datagram finding.
+    for role in [Role::Server, Role::Client] {
+        let metrics = common::role_metrics(&default, role);
+        assert!(metrics.byte_stream, "{role}: {metrics:#?}");
+        assert!(metrics.io.iter().any(|s| s.bytes > 0), "{role}: {metrics:#?}");
+        assert!(metrics.io.iter().all(|s| s.datagrams == 0 && s.segmented_messages == 0), "{role}: {metrics:#?}");
+    }
     assert!(
         !rules(&default).iter().any(|(r, _)| matches!(r, Rule::GsoOff | Rule::GsoBatchCapped | Rule::AckHeavy)),
         "{:#?}",

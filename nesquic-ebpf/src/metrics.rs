@@ -61,5 +61,5 @@ pub fn role_metrics(role: Role, io: &[NqStats], functions: &[(FunctionLabel, NqS
             mechanism: Mechanism::Uprobe,
         })
         .collect();
-    RoleMetrics { role, io, functions, io_crosscheck: Vec::new(), agent_lost: None }
+    RoleMetrics { role, io, functions, io_crosscheck: Vec::new(), agent_lost: None, byte_stream: false }
 }

@@ -245,6 +245,7 @@ impl UserProbes {
                         functions: Vec::new(),
                         io_crosscheck: Vec::new(),
                         agent_lost: None,
+                        byte_stream: false,
                     });
                     // Invariant: just pushed.
                     metrics.roles.last_mut().expect("role just added")

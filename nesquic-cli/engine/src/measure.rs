@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use nesquic_ebpf::metrics::Direction;
+use nesquic_protocol::report::{IoSettings, Transport};
 use nesquic_protocol::role::{Role, LUT_ROLES};
 use nesquic_record::events::{Event, IoConfigured, IoLayerCounters, MetricsUpdated};
 use nesquic_record::figures::RepetitionFigures;
@@ -55,6 +56,9 @@ pub fn measure(
             crate::remote::merge_totals(totals, &mut probes, &mut agents, &mut profile);
         }
     }
+    if let Some(metrics) = probes.as_mut() {
+        mark_byte_streams(metrics, &io_settings);
+    }
     if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
         for role in LUT_ROLES {
             let progress = (role == Role::Client).then_some(o.client_result.bytes);
@@ -94,6 +98,16 @@ pub fn measure(
     Ok(figures)
 }
 
+/// The roles whose LUT reported a TCP socket: their calls moved a byte stream, not the datagrams
+/// the probes counted ([`nesquic_ebpf::RoleMetrics::as_byte_stream`]).
+fn mark_byte_streams(metrics: &mut nesquic_ebpf::Metrics, io_settings: &[(Role, IoSettings)]) {
+    for role in &mut metrics.roles {
+        if io_settings.iter().any(|(r, io)| *r == role.role && io.transport == Transport::Tcp) {
+            role.as_byte_stream();
+        }
+    }
+}
+
 /// Follows the LUT processes with the probes ([`ProbeTracker`]), and writes what they report
 /// and periodic qlog snapshots while the transfer runs.
 struct RunObserver<'a> {
@@ -102,7 +116,7 @@ struct RunObserver<'a> {
     started: Instant,
     last: Instant,
     repetition: u32,
-    io_settings: Vec<(Role, nesquic_lut_adapters::report::IoSettings)>,
+    io_settings: Vec<(Role, IoSettings)>,
     io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
     /// The LUT sockets' receive-buffer drops, sampled while the processes run.
     drops: crate::drops::RcvbufDrops,

@@ -320,6 +320,7 @@ impl KernelProbes for FakeKernel {
             }],
             io_crosscheck: Vec::new(),
             agent_lost: None,
+            byte_stream: false,
         };
         Ok(Metrics {
             io_mechanism: None,
@@ -468,6 +469,7 @@ impl UserAgent for FakeAgent {
             io_crosscheck: Vec::new(),
             // Its process's health counters: a known loss per process.
             agent_lost: Some(AgentLost { shadow_full: 7, shadow_dropped: self.index as u64 }),
+            byte_stream: false,
         }
     }
     fn startup_cpu_ns(&self) -> Option<u64> {

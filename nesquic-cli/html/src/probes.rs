@@ -171,9 +171,11 @@ fn short(name: &str) -> String {
 }
 
 fn offload(page: &mut Page, m: &Metrics) -> Result<(), HtmlError> {
+    // A byte stream's calls move no datagrams: its roles have no row here, not a row of zeros.
     let rows: Vec<(nesquic_model::Role, &nesquic_model::metrics::SyscallMetrics)> = m
         .roles
         .iter()
+        .filter(|r| !r.byte_stream)
         .flat_map(|r| r.io.iter().map(move |s| (r.role, s)))
         .filter(|(_, s)| s.timing.calls > 0)
         .collect();

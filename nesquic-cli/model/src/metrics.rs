@@ -44,6 +44,24 @@ pub struct RoleMetrics {
     /// `None` where no agent measured the role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_lost: Option<AgentLost>,
+    /// The role's socket carries a TCP byte stream (the LUT said so): its calls move bytes, and
+    /// `datagrams` and `segmented_messages` are 0 ([`RoleMetrics::as_byte_stream`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub byte_stream: bool,
+}
+
+impl RoleMetrics {
+    /// Marks the role's calls as a TCP byte stream's. The probes cannot see a socket's type: they
+    /// count each message as one datagram, or as many as its UDP segment size divides it into.
+    /// The LUT's own word (its `io` event) takes those counts back, so nothing downstream shows
+    /// a datagram figure, per call or per CPU nanosecond, for calls that moved none.
+    pub fn as_byte_stream(&mut self) {
+        self.byte_stream = true;
+        for s in self.io.iter_mut().chain(&mut self.io_crosscheck) {
+            s.datagrams = 0;
+            s.segmented_messages = 0;
+        }
+    }
 }
 
 /// Calls of timed functions an agent could not record, from its health counters.
@@ -242,6 +260,7 @@ impl Metrics {
                 };
                 absorb_io(&mut mine.io, &role.io);
                 absorb_io(&mut mine.io_crosscheck, &role.io_crosscheck);
+                mine.byte_stream |= role.byte_stream;
                 if let Some(lost) = &role.agent_lost {
                     mine.agent_lost.get_or_insert_with(AgentLost::default).add(lost);
                 }
@@ -289,5 +308,56 @@ fn absorb_io(into: &mut Vec<SyscallMetrics>, from: &[SyscallMetrics]) {
             }
             None => into.push(s.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(direction: Direction, datagrams: u64) -> SyscallMetrics {
+        SyscallMetrics {
+            syscall: Syscall::Sendmsg,
+            direction,
+            timing: Timing { calls: 10, total_ns: 1000, p50_le_ns: 100, p99_le_ns: 200, hist: Vec::new() },
+            errors: 0,
+            eagain: 0,
+            bytes: 160_000,
+            datagrams,
+            messages: 10,
+            segmented_messages: 3,
+            mechanism: Mechanism::Tracepoint,
+        }
+    }
+
+    #[test]
+    fn a_byte_stream_keeps_its_calls_and_bytes_and_moves_no_datagram_through_a_merge() {
+        let mut role = RoleMetrics {
+            role: Role::Server,
+            io: vec![row(Direction::Send, 10)],
+            functions: Vec::new(),
+            io_crosscheck: vec![row(Direction::Send, 10)],
+            agent_lost: None,
+            byte_stream: false,
+        };
+        role.as_byte_stream();
+        for s in role.io.iter().chain(&role.io_crosscheck) {
+            assert_eq!((s.timing.calls, s.bytes, s.messages), (10, 160_000, 10));
+            assert_eq!((s.datagrams, s.segmented_messages), (0, 0));
+        }
+        let window = |role: &RoleMetrics| Metrics {
+            io_mechanism: None,
+            function_mechanism: None,
+            kprobes_available: false,
+            roles: vec![role.clone()],
+            lost: HealthCounts::default(),
+            kernel_io: Default::default(),
+        };
+        let mut plain = role.clone();
+        plain.byte_stream = false;
+        // Whichever repetition said so first: the merged role is a byte stream.
+        let merged = Metrics::merge(&[window(&plain), window(&role)]).expect("two windows");
+        assert!(merged.roles[0].byte_stream);
+        assert_eq!(merged.roles[0].io[0].timing.calls, 20);
     }
 }

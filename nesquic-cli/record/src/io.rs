@@ -157,8 +157,13 @@ impl IoFigures {
             server_syscalls_per_mb: median(&|(s, _, _)| Some(s.calls() as f64 / mb)),
             client_syscalls_per_mb: median(&|(_, c, _)| Some(c.calls() as f64 / mb)),
             server_bytes_per_send: median(&|(s, _, _)| ratio(s.send.bytes, s.send.moved_calls())),
-            server_datagrams_per_send: median(&|(s, _, _)| ratio(s.send.datagrams, s.send.moved_calls())),
-            client_datagrams_per_recv: median(&|(_, c, _)| ratio(c.recv.datagrams, c.recv.moved_calls())),
+            // A byte stream's calls moved bytes but no datagram: no figure rather than 0.
+            server_datagrams_per_send: median(&|(s, _, _)| {
+                ratio(s.send.datagrams, s.send.moved_calls()).filter(|r| *r > 0.0)
+            }),
+            client_datagrams_per_recv: median(&|(_, c, _)| {
+                ratio(c.recv.datagrams, c.recv.moved_calls()).filter(|r| *r > 0.0)
+            }),
             server_seal_ns: timed(Role::Server, "crypto.seal"),
             client_open_ns: timed(Role::Client, "crypto.open"),
             server_seals_per_datagram: per_packet(reps, Role::Server, "crypto.seal"),

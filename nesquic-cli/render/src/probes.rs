@@ -106,19 +106,29 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
     for dir in Direction::BOTH {
         for s in role.io.iter().filter(|s| s.direction == dir) {
             let t = &s.timing;
+            // A byte stream's calls move no datagrams: no datagram figure, not a zero.
+            let (datagrams, per_call, per_datagram) = if role.byte_stream {
+                ("-".to_string(), "-".to_string(), "-".to_string())
+            } else {
+                (
+                    s.datagrams.to_string(),
+                    format!("{:.2}", ratio(s.datagrams as f64, t.calls as f64)),
+                    format!("{:.0}", ratio(t.total_ns as f64, s.datagrams as f64)),
+                )
+            };
             println!(
-                "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8.0} {:>7.2} {:>8.0} {:>6} {:>6}  {}",
+                "  {:<12} {:>8} {:>12} {:>9} {:>10} {:>9} {:>9} {:>9} {:>8.0} {:>7} {:>8} {:>6} {:>6}  {}",
                 s.syscall,
                 t.calls,
                 s.bytes,
-                s.datagrams,
+                datagrams,
                 duration(t.total_ns as f64),
                 duration(t.mean_ns()),
                 duration(t.p50_le_ns as f64),
                 duration(t.p99_le_ns as f64),
                 ratio(s.bytes as f64, t.calls as f64),
-                ratio(s.datagrams as f64, t.calls as f64),
-                ratio(t.total_ns as f64, s.datagrams as f64),
+                per_call,
+                per_datagram,
                 s.eagain,
                 share(t.total_ns as f64, cpu_ns),
                 mechanism_label(s.mechanism),
@@ -321,6 +331,10 @@ pub fn print_compensated(metrics: &Metrics, calibration: &nesquic_record::calibr
 
 /// Whether GSO/GRO were in use, from what the probes saw: messages carrying several datagrams.
 pub fn offload_line(role: &RoleMetrics) -> String {
+    if role.byte_stream {
+        return "offload: a TCP byte stream, segmented and coalesced by the kernel (TSO/GSO, GRO) below the calls"
+            .to_string();
+    }
     let seen = |dir: Direction, name: &str| -> String {
         let (messages, segmented, datagrams) = role
             .io
@@ -413,6 +427,7 @@ mod kernel_path_tests {
             functions: Vec::new(),
             io_crosscheck: Vec::new(),
             agent_lost: None,
+            byte_stream: false,
         };
         let row = |function: &str, stage, total_ns| KernelFunctionMetrics {
             role: Role::Server,

@@ -2,6 +2,7 @@
 //! I/O settings and hosts, the I/O layer's own counters checked against the probes, the link,
 //! the calibration, and the probe tables and profile over all repetitions.
 
+use nesquic_protocol::report::Transport;
 use nesquic_protocol::Role;
 use nesquic_record::calibration::Calibration;
 use nesquic_record::events::HostInfo;
@@ -108,6 +109,17 @@ pub fn print_summary(report: &RunReport) {
     println!("CPU % is user+sys over each process's lifetime, per core (100% = one core busy).");
     if let Some(first) = report.repetitions.first() {
         for (role, io) in &first.io_settings {
+            if io.transport == Transport::Tcp {
+                // UDP's GSO/GRO segment counts and mmsg batching do not apply to a byte stream.
+                println!(
+                    "{role} I/O: {}; TCP, congestion control {}; SO_RCVBUF {} B, SO_SNDBUF {} B (granted)",
+                    io.stack,
+                    io.congestion_control.as_deref().unwrap_or("not reported"),
+                    io.recv_buffer,
+                    io.send_buffer
+                );
+                continue;
+            }
             println!(
                 "{role} I/O: {}; GSO up to {} segments, GRO up to {}, sendmmsg {}, recvmmsg {}; SO_RCVBUF {} B, SO_SNDBUF {} B (granted)",
                 io.stack,
