@@ -239,6 +239,17 @@ fn rustls_s_plaintext_copy_in_rep_movsb_is_a_finding_and_glibc_s_vector_copy_rem
         assert!(metrics.byte_stream, "{role}: {metrics:#?}");
         assert!(metrics.io.iter().any(|s| s.bytes > 0), "{role}: {metrics:#?}");
         assert!(metrics.io.iter().all(|s| s.datagrams == 0 && s.segmented_messages == 0), "{role}: {metrics:#?}");
+        // The qlog's snapshots, live and final, say the same.
+        let sqlog = std::fs::read(tmp.path().join("default").join(format!("{role}.sqlog"))).expect("sqlog");
+        let snapshots: Vec<serde_json::Value> = sqlog
+            .split(|b| *b == 0x1e)
+            .filter_map(|r| serde_json::from_slice::<serde_json::Value>(r).ok())
+            .filter(|e| e["name"] == "nesquic:metrics_updated")
+            .collect();
+        let rows: Vec<&serde_json::Value> =
+            snapshots.iter().filter_map(|e| e["data"]["io"].as_array()).flatten().collect();
+        assert!(!rows.is_empty(), "{role}: no io rows in {} snapshots", snapshots.len());
+        assert!(rows.iter().all(|r| r["datagrams"] == 0), "{role}: {rows:#?}");
     }
     assert!(
         !rules(&default).iter().any(|(r, _)| matches!(r, Rule::GsoOff | Rule::GsoBatchCapped | Rule::AckHeavy)),

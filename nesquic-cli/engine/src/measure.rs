@@ -99,7 +99,8 @@ pub fn measure(
 }
 
 /// The roles whose LUT reported a TCP socket: their calls moved a byte stream, not the datagrams
-/// the probes counted ([`nesquic_ebpf::RoleMetrics::as_byte_stream`]).
+/// the probes counted ([`nesquic_ebpf::RoleMetrics::as_byte_stream`]). Applied to the qlog's
+/// snapshots as well as to the totals, so that the two agree.
 fn mark_byte_streams(metrics: &mut nesquic_ebpf::Metrics, io_settings: &[(Role, IoSettings)]) {
     for role in &mut metrics.roles {
         if io_settings.iter().any(|(r, io)| *r == role.role && io.transport == Transport::Tcp) {
@@ -177,10 +178,13 @@ impl ProcessObserver for RunObserver<'_> {
             None => None,
         };
         // The agents' counters are shared memory: read live, no syscall in the LUT.
-        let metrics = match self.probes.user.as_deref() {
+        let mut metrics = match self.probes.user.as_deref() {
             Some(user) => Some(user.merge_into(kernel)),
             None => kernel,
         };
+        if let Some(metrics) = metrics.as_mut() {
+            mark_byte_streams(metrics, &self.io_settings);
+        }
         for &(role, pid) in &self.probes.pids {
             let progress = (role == Role::Client).then_some(progress_bytes);
             let (elapsed_ms, cpu_s) = (self.started.elapsed().as_secs_f64() * 1e3, process_cpu_s(pid));

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Barrier, Once};
+use std::sync::{mpsc, Arc, Barrier, Mutex, Once};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -30,6 +30,29 @@ struct Shared {
     verified: AtomicU64,
     /// The `io` line goes out once, for the first socket.
     reported: Once,
+    /// The first stream failure, as its stream saw it while its socket was still open.
+    first_failure: Mutex<Option<String>>,
+}
+
+impl Shared {
+    /// Keeps `failure` if it is the first. A stream notes its failure before it closes its
+    /// socket, and every failure that close causes (the server ends at its broken pipe, the
+    /// other streams then lose their peer) comes after it: the first noted is the cause.
+    fn note_failure(&self, failure: String) {
+        // A poisoned lock: a thread panicked while holding it; the note is then not needed.
+        if let Ok(mut first) = self.first_failure.lock() {
+            first.get_or_insert(failure);
+        }
+    }
+
+    /// The cause of a failed run: the first failure noted, else `reported` (what reached the
+    /// main thread first, which may be a consequence).
+    fn cause(&self, reported: anyhow::Error) -> anyhow::Error {
+        match self.first_failure.lock().ok().and_then(|mut f| f.take()) {
+            Some(first) => anyhow::anyhow!(first),
+            None => reported,
+        }
+    }
 }
 
 pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload) -> Result<()> {
@@ -41,6 +64,7 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
         workload,
         verified: AtomicU64::new(0),
         reported: Once::new(),
+        first_failure: Mutex::new(None),
     });
     let progress = shared.clone();
     std::thread::spawn(move || loop {
@@ -59,7 +83,7 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
                     return;
                 }
                 let start = Instant::now();
-                let result = one_connection(&shared, start).with_context(|| format!("connection {index}"));
+                let result = one_connection(&shared, index, start).with_context(|| format!("connection {index}"));
                 let failed = result.is_err();
                 let _ = tx.send(result.map(|r| (index, start, r)));
                 if failed {
@@ -71,8 +95,12 @@ pub fn run(connect: SocketAddr, ca: &Path, options: &Options, workload: Workload
     drop(tx);
     let mut results = Vec::with_capacity(workload.connections as usize);
     for _ in 0..workload.connections {
-        // A failed connection ends the run now (the process exit ends the other threads).
-        results.push(rx.recv().context("a connection worker ended early")??);
+        // A failed connection ends the run now (the process exit ends the other threads), with
+        // the failure that came first in time, not the first to reach this thread.
+        match rx.recv().context("a connection worker ended early")? {
+            Ok(result) => results.push(result),
+            Err(e) => return Err(shared.cause(e)),
+        }
     }
     // Connections' `start_ns` and the elapsed time count from the first connection attempt, not
     // from before the worker threads were spawned (a loaded machine delays those by 100+ ms).
@@ -105,10 +133,11 @@ struct StreamTimes {
 /// is until the last TLS handshake completed; its transfer time from then to the last byte
 /// verified; each stream's figures are its own TCP connection's.
 /// `start_ns` is filled in by the caller, once the first connection's start is known.
-fn one_connection(shared: &Shared, start: Instant) -> Result<ConnectionResult> {
+fn one_connection(shared: &Shared, index: u32, start: Instant) -> Result<ConnectionResult> {
     let streams = shared.workload.streams.max(1);
+    let label = |i: u32| format!("connection {index}: stream {i}");
     let times: Vec<StreamTimes> = if streams == 1 {
-        vec![one_stream(shared, None).context("stream 0")?]
+        vec![one_stream(shared, &label(0), None).context("stream 0")?]
     } else {
         let barrier = Barrier::new(streams as usize);
         let aborted = AtomicBool::new(false);
@@ -116,8 +145,9 @@ fn one_connection(shared: &Shared, start: Instant) -> Result<ConnectionResult> {
             let handles: Vec<_> = (0..streams)
                 .map(|i| {
                     let (barrier, aborted) = (&barrier, &aborted);
+                    let label = label(i);
                     scope.spawn(move || {
-                        one_stream(shared, Some((barrier, aborted))).with_context(|| format!("stream {i}"))
+                        one_stream(shared, &label, Some((barrier, aborted))).with_context(|| format!("stream {i}"))
                     })
                 })
                 .collect();
@@ -145,9 +175,23 @@ fn one_connection(shared: &Shared, start: Instant) -> Result<ConnectionResult> {
 }
 
 /// One TCP connection: connect, TLS handshake, (wait for the others' handshakes), request,
-/// verify the payload up to the server's close_notify, close.
-fn one_stream(shared: &Shared, together: Option<(&Barrier, &AtomicBool)>) -> Result<StreamTimes> {
+/// verify the payload up to the server's close_notify, close. A failure is noted as `label`'s
+/// while the socket is still open ([`Shared::note_failure`]).
+fn one_stream(shared: &Shared, label: &str, together: Option<(&Barrier, &AtomicBool)>) -> Result<StreamTimes> {
     let stream = socket::connect(shared.connect, &shared.options);
+    let result = stream_on(shared, &stream, together);
+    if let Err(e) = &result {
+        shared.note_failure(format!("{label}: {e:#}"));
+    }
+    // `stream` closes here, after the note.
+    result
+}
+
+fn stream_on(
+    shared: &Shared,
+    stream: &Result<std::net::TcpStream>,
+    together: Option<(&Barrier, &AtomicBool)>,
+) -> Result<StreamTimes> {
     let mut handshake = stream.as_ref().map_err(|e| anyhow::anyhow!("{e:#}")).and_then(|stream| {
         shared.reported.call_once(|| match socket::io_settings(stream) {
             Ok(settings) => LutEvent::Io(settings).emit(),
