@@ -61,5 +61,13 @@ pub fn role_metrics(role: Role, io: &[NqStats], functions: &[(FunctionLabel, NqS
             mechanism: Mechanism::Uprobe,
         })
         .collect();
-    RoleMetrics { role, io, functions, io_crosscheck: Vec::new(), agent_lost: None, byte_stream: false }
+    RoleMetrics {
+        role,
+        io,
+        functions,
+        io_crosscheck: Vec::new(),
+        agent_lost: None,
+        byte_stream: false,
+        blocking_calls: false,
+    }
 }

@@ -54,6 +54,11 @@ pub struct IoSettings {
     /// What the socket carries: UDP datagrams unless the LUT says otherwise.
     #[serde(default)]
     pub transport: Transport,
+    /// Its socket calls block until they can move data (a thread per connection), so the time
+    /// inside a call includes the wait for the peer or for buffer space, and is not CPU time.
+    /// False unless the LUT says so: event-loop stacks poll non-blocking sockets.
+    #[serde(default)]
+    pub blocking: bool,
     /// Most datagrams per GSO send (1 = no GSO).
     pub gso_max_segments: u64,
     /// Most datagrams per GRO receive (1 = no GRO).

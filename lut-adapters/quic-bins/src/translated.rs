@@ -47,6 +47,7 @@ fn report_io(io: &UdpIo) {
     LutEvent::Io(IoSettings {
         stack: stack.into(),
         transport: Transport::Udp,
+        blocking: false,
         gso_max_segments: caps.max_gso_segments as u64,
         gro_segments: if caps.gro { nesquic_io::MAX_GSO_SEGMENTS as u64 } else { 1 },
         send_mmsg: caps.mmsg,

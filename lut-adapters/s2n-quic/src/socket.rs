@@ -89,6 +89,7 @@ impl PlatformFeatures {
         LutEvent::Io(IoSettings {
             stack: "s2n-quic platform I/O (tokio)".into(),
             transport: Transport::Udp,
+            blocking: false,
             gso_max_segments: seen.gso_max_segments.max(1) as u64,
             // With GRO s2n-quic receives into 64 KiB buffers: as many of its largest datagrams
             // (MTU less the IPv4 and UDP headers) as fit in one.

@@ -246,6 +246,7 @@ impl UserProbes {
                         io_crosscheck: Vec::new(),
                         agent_lost: None,
                         byte_stream: false,
+                        blocking_calls: false,
                     });
                     // Invariant: just pushed.
                     metrics.roles.last_mut().expect("role just added")

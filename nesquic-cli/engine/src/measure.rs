@@ -57,7 +57,7 @@ pub fn measure(
         }
     }
     if let Some(metrics) = probes.as_mut() {
-        mark_byte_streams(metrics, &io_settings);
+        apply_socket_facts(metrics, &io_settings);
     }
     if let (Ok(o), Some(recorder)) = (&outcome, observer.recorder.as_deref_mut()) {
         for role in LUT_ROLES {
@@ -98,14 +98,17 @@ pub fn measure(
     Ok(figures)
 }
 
-/// The roles whose LUT reported a TCP socket: their calls moved a byte stream, not the datagrams
-/// the probes counted ([`nesquic_ebpf::RoleMetrics::as_byte_stream`]). Applied to the qlog's
-/// snapshots as well as to the totals, so that the two agree.
-fn mark_byte_streams(metrics: &mut nesquic_ebpf::Metrics, io_settings: &[(Role, IoSettings)]) {
+/// What each LUT said of its socket, applied to what the probes counted there: a TCP socket's
+/// calls moved a byte stream, not the datagrams the probes counted
+/// ([`nesquic_ebpf::RoleMetrics::as_byte_stream`]), and a blocking socket's calls waited inside.
+/// Applied to the qlog's snapshots as well as to the totals, so that the two agree.
+fn apply_socket_facts(metrics: &mut nesquic_ebpf::Metrics, io_settings: &[(Role, IoSettings)]) {
     for role in &mut metrics.roles {
-        if io_settings.iter().any(|(r, io)| *r == role.role && io.transport == Transport::Tcp) {
+        let Some((_, io)) = io_settings.iter().find(|(r, _)| *r == role.role) else { continue };
+        if io.transport == Transport::Tcp {
             role.as_byte_stream();
         }
+        role.blocking_calls = io.blocking;
     }
 }
 
@@ -183,7 +186,7 @@ impl ProcessObserver for RunObserver<'_> {
             None => kernel,
         };
         if let Some(metrics) = metrics.as_mut() {
-            mark_byte_streams(metrics, &self.io_settings);
+            apply_socket_facts(metrics, &self.io_settings);
         }
         for &(role, pid) in &self.probes.pids {
             let progress = (role == Role::Client).then_some(progress_bytes);

@@ -321,6 +321,7 @@ impl KernelProbes for FakeKernel {
             io_crosscheck: Vec::new(),
             agent_lost: None,
             byte_stream: false,
+            blocking_calls: false,
         };
         Ok(Metrics {
             io_mechanism: None,
@@ -470,6 +471,7 @@ impl UserAgent for FakeAgent {
             // Its process's health counters: a known loss per process.
             agent_lost: Some(AgentLost { shadow_full: 7, shadow_dropped: self.index as u64 }),
             byte_stream: false,
+            blocking_calls: false,
         }
     }
     fn startup_cpu_ns(&self) -> Option<u64> {

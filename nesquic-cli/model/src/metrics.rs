@@ -48,6 +48,10 @@ pub struct RoleMetrics {
     /// `datagrams` and `segmented_messages` are 0 ([`RoleMetrics::as_byte_stream`]).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub byte_stream: bool,
+    /// The role's socket calls block (the LUT said so): the time inside one includes waiting,
+    /// so it is no share of the process's CPU.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub blocking_calls: bool,
 }
 
 impl RoleMetrics {
@@ -261,6 +265,7 @@ impl Metrics {
                 absorb_io(&mut mine.io, &role.io);
                 absorb_io(&mut mine.io_crosscheck, &role.io_crosscheck);
                 mine.byte_stream |= role.byte_stream;
+                mine.blocking_calls |= role.blocking_calls;
                 if let Some(lost) = &role.agent_lost {
                     mine.agent_lost.get_or_insert_with(AgentLost::default).add(lost);
                 }
@@ -339,6 +344,7 @@ mod tests {
             io_crosscheck: vec![row(Direction::Send, 10)],
             agent_lost: None,
             byte_stream: false,
+            blocking_calls: false,
         };
         role.as_byte_stream();
         for s in role.io.iter().chain(&role.io_crosscheck) {

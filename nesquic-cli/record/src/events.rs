@@ -618,6 +618,7 @@ mod tests {
         let settings = IoSettings {
             stack: "s".into(),
             transport: nesquic_protocol::report::Transport::Udp,
+            blocking: false,
             gso_max_segments: 1,
             gro_segments: 1,
             send_mmsg: false,

@@ -130,10 +130,17 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
                 per_call,
                 per_datagram,
                 s.eagain,
-                share(t.total_ns as f64, cpu_ns),
+                // A blocking call's time includes its wait: no share of CPU.
+                if role.blocking_calls { "-".to_string() } else { share(t.total_ns as f64, cpu_ns) },
                 mechanism_label(s.mechanism),
             );
         }
+    }
+    if role.blocking_calls {
+        println!(
+            "  these calls block until data can move: their time includes waiting, so it is no share of CPU \
+             (the profile's packet_io.kernel is)"
+        );
     }
     println!("  {}", offload_line(role));
     if !role.io_crosscheck.is_empty() {
@@ -428,6 +435,7 @@ mod kernel_path_tests {
             io_crosscheck: Vec::new(),
             agent_lost: None,
             byte_stream: false,
+            blocking_calls: false,
         };
         let row = |function: &str, stage, total_ns| KernelFunctionMetrics {
             role: Role::Server,

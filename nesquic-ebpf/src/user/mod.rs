@@ -372,7 +372,15 @@ fn metrics_of(role: Role, c: &CountersMap, planned: &[PlannedFunction], io: bool
     let h = c.header();
     let agent_lost = (valid && h.state == abi::state::READY)
         .then_some(AgentLost { shadow_full: h.health.shadow_full, shadow_dropped: h.health.shadow_dropped });
-    RoleMetrics { role, io, functions, io_crosscheck: Vec::new(), agent_lost, byte_stream: false }
+    RoleMetrics {
+        role,
+        io,
+        functions,
+        io_crosscheck: Vec::new(),
+        agent_lost,
+        byte_stream: false,
+        blocking_calls: false,
+    }
 }
 
 #[cfg(test)]

@@ -145,6 +145,7 @@ fn bind(addr: std::net::SocketAddr, opts: &Options) -> Result<std::net::UdpSocke
     LutEvent::Io(IoSettings {
         stack: "quinn-udp 0.5 (its own GSO/GRO path)".into(),
         transport: Transport::Udp,
+        blocking: false,
         gso_max_segments: state.max_gso_segments() as u64,
         gro_segments: state.gro_segments() as u64,
         // quinn-udp on Linux: one sendmsg per transmit, recvmmsg for receives.

@@ -52,6 +52,8 @@ pub fn io_settings(stream: &TcpStream) -> Result<IoSettings> {
     Ok(IoSettings {
         stack: "kernel TCP (segmentation and coalescing by the kernel: TSO/GSO, GRO) + rustls, blocking threads".into(),
         transport: Transport::Tcp,
+        // One thread per TCP connection, reading and writing a blocking socket.
+        blocking: true,
         // UDP GSO/GRO segment counts do not apply to a byte stream.
         gso_max_segments: 1,
         gro_segments: 1,
