@@ -103,6 +103,11 @@ bench-perf: build
 bench-profile: build
     ./scripts/profile-coverage.sh
 
+# What verifying every byte costs the clients over 3% app: stack speed / verify speed in the LUT
+# -> bench/harness-floor.md
+bench-harness-floor: build
+    ./scripts/harness-floor.sh
+
 # QUIC against what it replaces: TCP+TLS vs quinn, bulk 200 MB, alternating rounds
 # -> bench/tcp-tls-vs-quinn.md
 bench-tcp-tls ROUNDS="9": build
@@ -124,7 +129,7 @@ bench-profile-cost: build
     ./bench/tick-cost/run.sh
 
 # Every benchmark (bench-frame-pointers needs an old build, so it is not among them).
-bench: bench-harness bench-io bench-probes bench-default-probes bench-sampler-floor bench-crypto bench-luts bench-perf bench-profile bench-profile-cost bench-tcp-tls bench-testcases
+bench: bench-harness bench-io bench-probes bench-default-probes bench-sampler-floor bench-crypto bench-luts bench-perf bench-profile bench-harness-floor bench-profile-cost bench-tcp-tls bench-testcases
 
 # The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
 # (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.

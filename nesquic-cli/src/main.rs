@@ -66,7 +66,8 @@ enum Command {
     /// patterns matched nothing, without running a transfer.
     #[command(after_help = EXIT_STATUS)]
     Probes(ProbesArgs),
-    /// Run any command under the eBPF probes and report what they measured.
+    /// Run any command under the probes, with every program it starts, and report what they
+    /// measured.
     #[command(after_help = EXIT_STATUS)]
     Trace(trace::TraceArgs),
     /// Print what a run recorded, from its qlog traces (run directory or .sqlog file), or draw

@@ -30,7 +30,12 @@ pub struct TraceArgs {
     /// Kill the command after this long.
     #[arg(long, default_value = "10m", value_parser = units::parse_duration)]
     pub timeout: Duration,
-    /// The command to run, after `--`.
+    /// The command to run, after `--`. The programs it execs and starts are measured with it:
+    /// the kernel backend follows its forks, the user-space agent loads into each dynamically
+    /// linked program it starts (a script, `env`, `cargo run`; the output names them). A
+    /// statically linked program (Go's) cannot load the agent, nor one started with an
+    /// environment stripped of it (`env -i`): the output names those it saw started and warns
+    /// that they are not counted; `--probe-backend kernel` measures them.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
@@ -51,6 +56,9 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
     let traced = nesquic_engine::trace::execute(&spec, &interrupted, &mut crate::run::Terminal::new(false))?;
     let Traced { exit, metrics, agents, profile, calibration } = traced;
     nesquic_render::probes::print_agent_problems(&agents);
+    if let Some(line) = nesquic_render::probes::agent_processes(&agents) {
+        println!("{line}");
+    }
     let cpu = (exit.user + exit.system).as_secs_f64();
     nesquic_render::probes::print_summary(
         &metrics,

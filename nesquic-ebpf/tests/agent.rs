@@ -141,7 +141,8 @@ fn counts_times_and_io_match_what_the_workload_did() {
     for (name, calls, bytes, datagrams, eagain) in [
         ("sendmsg", 7, 7000, 7, 0),
         ("sendmmsg", 3, 36000, 30, 0),
-        ("sendto", 4, 2000, 4, 0),
+        // 4 datagrams, and 2 `send`s on the TCP connection: bytes, no datagrams.
+        ("sendto", 6, 3000, 4, 0),
         ("recvmsg", 8, 7000, 7, 1),
         ("recvfrom", 4, 2000, 4, 0),
     ] {
@@ -164,8 +165,12 @@ fn counts_times_and_io_match_what_the_workload_did() {
     // `write`/`read` on its TCP socket are counted (as the kernel backend counts them); its
     // writes and reads of a file and a pipe are not, and `send`/`recv` join the sendto/recvfrom rows.
     let (write, read) = (io(&role, "write"), io(&role, "read"));
-    assert_eq!((write.timing.calls, write.bytes), (3, 3000), "{write:?}");
-    assert_eq!((Some(read.timing.calls), Some(read.bytes)), (did["read"]["calls"].as_u64(), Some(8000)), "{read:?}");
+    assert_eq!((write.timing.calls, write.bytes, write.datagrams, write.messages), (3, 3000, 0, 0), "{write:?}");
+    assert_eq!(
+        (Some(read.timing.calls), Some(read.bytes), read.datagrams, read.messages),
+        (did["read"]["calls"].as_u64(), Some(9000), 0, 0),
+        "{read:?}"
+    );
     assert!(role.io.iter().all(|s| !["send", "recv"].contains(&s.syscall.as_str())), "{:?}", role.io);
 
     // The agent did not spread to the child the workload started.
@@ -448,4 +453,28 @@ fn mismatched_bytes_leave_the_function_unpatched() {
     assert!(func(&role, "nesquic_workload_tick").is_none());
     assert_eq!(func(&role, "nesquic_workload_sleep_1ms").map(|f| f.timing.calls), Some(5));
     assert!(role.io.is_empty(), "I/O was not asked for");
+}
+
+#[test]
+fn an_fd_number_reused_behind_the_wrappers_back_is_seen_for_what_it_holds_now() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (backend, _) = UserBackend::prepare(dir.path(), &[], true).expect("prepare");
+    let agent = backend.process(0, nesquic_ebpf::Role::Process).expect("process");
+    let calls = 50u64;
+    let did = &workload_lines(Some(&agent), dir.path(), &["--fd-reuse", &calls.to_string()])[0];
+    // One number, held in turn by a file, a UDP socket, a TCP socket and a file.
+    let fds = did["fds"].as_array().expect("fds");
+    assert!(fds.iter().all(|fd| fd == &fds[0]), "{did}");
+    let bytes = calls * 100;
+    for holder in ["file_bytes", "udp_bytes", "tcp_bytes", "again_bytes"] {
+        assert_eq!(did[holder].as_u64(), Some(bytes), "{did}");
+    }
+    let role = agent.snapshot();
+    // `write` counts on IPv4/IPv6 sockets only: the UDP socket's calls, as datagrams; neither file's.
+    let write = io(&role, "write");
+    assert_eq!((write.timing.calls, write.bytes, write.datagrams), (calls, bytes, calls), "{write:?}");
+    // The TCP socket's `send`s (the `sendto` system call, reported in its row) move bytes, no
+    // datagrams.
+    let send = io(&role, "sendto");
+    assert_eq!((send.timing.calls, send.bytes, send.datagrams, send.messages), (calls, bytes, 0, 0), "{send:?}");
 }

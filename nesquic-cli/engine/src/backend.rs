@@ -56,6 +56,9 @@ pub struct KernelNeeds {
     /// The program starts through a launcher (`--lut exec` runs `/bin/sh -c 'exec CMD'`): the
     /// agent would load into the shell and be gone by the time it execs the command.
     pub launched_by_shell: bool,
+    /// The agent follows the command into the programs it execs and starts (`nesquic trace`: a
+    /// command is often a script or a launcher), instead of staying in its first process.
+    pub agent_follows_programs: bool,
 }
 
 /// One function the agent refused, measured by a kernel uprobe instead.
@@ -109,8 +112,9 @@ impl Probes {
         let wants_user_functions = user_possible && !needs.duty && !functions.is_empty();
         if user_io || wants_user_functions {
             let handed: &[ResolvedFunction] = if wants_user_functions { functions } else { &[] };
-            let (backend, refused) =
-                UserBackend::prepare(dir, handed, user_io).step("prepare the user-space probe agent")?;
+            let prepare =
+                if needs.agent_follows_programs { UserBackend::prepare_following } else { UserBackend::prepare };
+            let (backend, refused) = prepare(dir, handed, user_io).step("prepare the user-space probe agent")?;
             let fallbacks =
                 refused.iter().map(|(f, why)| Fallback { name: f.name.clone(), reason: why.clone() }).collect();
             kernel_functions.extend(refused.into_iter().map(|(f, _)| f));
@@ -198,11 +202,17 @@ impl UserProbes {
     pub fn finish_repetition(&mut self) -> Vec<AgentReport> {
         std::mem::take(&mut self.agents)
             .into_iter()
-            .map(|(role, a)| AgentReport {
-                role,
-                ready: a.ready(),
-                functions: a.patch_status(),
-                startup_cpu_ns: a.startup_cpu_ns(),
+            .map(|(role, a)| {
+                let seen = a.processes();
+                AgentReport {
+                    role,
+                    ready: a.ready(),
+                    functions: a.patch_status(),
+                    startup_cpu_ns: a.startup_cpu_ns(),
+                    processes: seen.listed,
+                    processes_unlisted: seen.unlisted,
+                    processes_unlisted_without_agent: seen.unlisted_without_agent,
+                }
             })
             .collect()
     }

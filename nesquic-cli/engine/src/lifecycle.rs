@@ -121,6 +121,10 @@ fn far_future(now: Instant) -> Instant {
 /// The default longest wait for an event.
 pub const POLL: Duration = Duration::from_millis(50);
 
+/// Longest wait for killed processes to be reaped before nesquic goes on (SIGKILL cannot be
+/// ignored: a process only takes this long when the machine is overloaded).
+const REAP_WAIT: Duration = Duration::from_secs(5);
+
 /// Collects the reports and exits of a set of processes, enforcing a deadline and interruption.
 pub struct Supervisor<'a> {
     rx: Receiver<ProcessEvent>,
@@ -199,12 +203,12 @@ impl<'a> Supervisor<'a> {
     /// Waits for the next report; records exits and results. Kills `procs` on timeout or signal.
     pub fn next(&mut self, procs: &mut [&mut LutProcess]) -> Result<Option<(Role, LutEvent)>> {
         if self.interrupted.load(Ordering::Relaxed) {
-            procs.iter_mut().for_each(|p| p.kill());
+            self.kill_and_reap(procs);
             return Err(EngineError::msg(format!("interrupted: {} killed, probes detached", self.what)));
         }
         let now = Instant::now();
         if now >= self.deadline {
-            procs.iter_mut().for_each(|p| p.kill());
+            self.kill_and_reap(procs);
             return Err(EngineError::msg(match &self.shortened_because {
                 Some(why) => format!("timed out: {why}"),
                 None => {
@@ -214,13 +218,7 @@ impl<'a> Supervisor<'a> {
         }
         match self.rx.recv_timeout(self.poll.min(self.deadline - now)) {
             Ok(ProcessEvent::Exited(role, exit)) => {
-                if let Some(p) = procs.iter_mut().find(|p| p.role == role) {
-                    p.mark_reaped();
-                }
-                match role {
-                    Role::Server => self.server_exit = Some(exit),
-                    Role::Client | Role::Process => self.client_exit = Some(exit),
-                }
+                self.record_exit(procs, role, exit);
                 Ok(None)
             }
             Ok(ProcessEvent::Remote(role, totals)) => {
@@ -242,6 +240,38 @@ impl<'a> Supervisor<'a> {
                 Ok(None)
             }
             Err(RecvTimeoutError::Disconnected) => Err(EngineError::msg(format!("lost contact with {}", self.what))),
+        }
+    }
+
+    /// A process's exit: it is reaped (never signalled again) and its exit kept for its role.
+    fn record_exit(&mut self, procs: &mut [&mut LutProcess], role: Role, exit: Exit) {
+        if let Some(p) = procs.iter_mut().find(|p| p.role == role) {
+            p.mark_reaped();
+        }
+        match role {
+            Role::Server => self.server_exit = Some(exit),
+            Role::Client | Role::Process => self.client_exit = Some(exit),
+        }
+    }
+
+    /// SIGKILLs `procs` and waits (up to [`REAP_WAIT`]) until each is reaped, so that no LUT
+    /// process outlives nesquic: a killed process takes a moment to die (the kernel frees its
+    /// memory and socket buffers first), and what runs after nesquic must not meet it. A test saw
+    /// a killed LUT still alive when `nesquic run --timeout` had already exited.
+    fn kill_and_reap(&mut self, procs: &mut [&mut LutProcess]) {
+        procs.iter_mut().for_each(|p| p.kill());
+        let until = Instant::now() + REAP_WAIT;
+        while procs.iter().any(|p| !p.is_reaped()) {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            match self.rx.recv_timeout(until - now) {
+                Ok(ProcessEvent::Exited(role, exit)) => self.record_exit(procs, role, exit),
+                Ok(ProcessEvent::Remote(role, totals)) => self.remote_totals.push((role, *totals)),
+                Ok(ProcessEvent::Report(..)) => {}
+                Err(_) => break,
+            }
         }
     }
 

@@ -147,6 +147,7 @@ impl Stage {
             duty: plan.duty.is_some(),
             datagram_events: plan.qlog_datagrams,
             launched_by_shell: launcher != plan.binary || client_launcher != plan.client_binary(),
+            ..KernelNeeds::default()
         };
         let topology = match plan.link {
             LinkKind::Veth => Some(Topology::create(&plan.conditions, &crate::kernel::TcFilters)?),

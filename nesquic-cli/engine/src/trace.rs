@@ -82,7 +82,7 @@ pub struct Traced {
 pub fn execute(spec: &TraceSpec, interrupted: &AtomicBool, reporter: &mut dyn RunReporter) -> Result<Traced> {
     let plan = ProbePlan::new(&spec.probe, &spec.binary)?;
     let (_scratch, dir) = crate::backend::scratch_dir()?;
-    let needs = KernelNeeds { duty: spec.duty.is_some(), ..KernelNeeds::default() };
+    let needs = KernelNeeds { duty: spec.duty.is_some(), agent_follows_programs: true, ..KernelNeeds::default() };
     let probes = Probes::open(&plan, spec.backend, &spec.binary, &dir, needs)?;
     reporter.probes_opened(&probes);
     let calibration = crate::calibrate::for_probes(&probes)?;

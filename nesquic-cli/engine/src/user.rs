@@ -7,7 +7,7 @@
 
 use std::ffi::OsString;
 
-use nesquic_ebpf::user::{AgentProcess, PatchStatus, PlannedFunction, UserBackend, UserError};
+use nesquic_ebpf::user::{AgentProcess, PatchStatus, PlannedFunction, ProcessesSeen, UserBackend, UserError};
 use nesquic_ebpf::{Role, RoleMetrics};
 
 /// The agent's plan for a run: what it hooks, and an agent for each process.
@@ -30,6 +30,10 @@ pub trait UserAgent {
     fn patch_status(&self) -> Vec<PatchStatus>;
     /// CPU time its start-up took in the process, ns (`None` before it started).
     fn startup_cpu_ns(&self) -> Option<u64>;
+    /// The processes it ran in or saw started without it (the first `MAX_PROCESSES` listed).
+    fn processes(&self) -> ProcessesSeen {
+        ProcessesSeen::default()
+    }
 }
 
 impl AgentPlan for UserBackend {
@@ -57,5 +61,8 @@ impl UserAgent for AgentProcess {
     fn startup_cpu_ns(&self) -> Option<u64> {
         let state = self.state();
         state.ready.then_some(state.init_cpu_ns)
+    }
+    fn processes(&self) -> ProcessesSeen {
+        AgentProcess::processes(self)
     }
 }

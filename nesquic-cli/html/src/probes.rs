@@ -175,9 +175,10 @@ fn offload(page: &mut Page, m: &Metrics) -> Result<(), HtmlError> {
     let rows: Vec<(nesquic_model::Role, &nesquic_model::metrics::SyscallMetrics)> = m
         .roles
         .iter()
-        .filter(|r| !r.byte_stream)
+        .filter(|r| !r.is_byte_stream())
         .flat_map(|r| r.io.iter().map(move |s| (r.role, s)))
-        .filter(|(_, s)| s.timing.calls > 0)
+        // A row with calls on TCP sockets would divide datagrams by calls that moved none.
+        .filter(|(_, s)| s.timing.calls > 0 && !s.has_stream_calls())
         .collect();
     if rows.is_empty() {
         return Ok(());

@@ -21,6 +21,32 @@ pub struct PatchStatus {
     pub reason: String,
 }
 
+/// A process the agent ran in (`nesquic trace` follows a command into the programs it execs
+/// and starts; a LUT process is one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessSeen {
+    /// Its pid (an exec keeps it: a script that execs its program is two entries, one pid).
+    pub pid: u32,
+    /// Its name as the kernel keeps it (`comm`, up to 15 bytes of the executable's file name).
+    pub name: String,
+    /// Set for a program a followed process exec'd or spawned that cannot load the agent: why
+    /// ("statically linked", ...). Nothing it did is in the counts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub without_agent: Option<String>,
+}
+
+/// The processes an agent ran in or saw started without it: the first few listed, the rest
+/// counted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProcessesSeen {
+    /// The first ones, in the order they started.
+    pub listed: Vec<ProcessSeen>,
+    /// How many more there were, not listed.
+    pub unlisted: u32,
+    /// Of those unlisted, how many cannot load the agent (nothing they did is in the counts).
+    pub unlisted_without_agent: u32,
+}
+
 /// What a hooked call costs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct AgentCost {

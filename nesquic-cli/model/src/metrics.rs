@@ -55,10 +55,23 @@ pub struct RoleMetrics {
 }
 
 impl RoleMetrics {
-    /// Marks the role's calls as a TCP byte stream's. The probes cannot see a socket's type: they
-    /// count each message as one datagram, or as many as its UDP segment size divides it into.
-    /// The LUT's own word (its `io` event) takes those counts back, so nothing downstream shows
-    /// a datagram figure, per call or per CPU nanosecond, for calls that moved none.
+    /// Whether the role's socket calls moved bytes but no datagram: the LUT said its socket is
+    /// TCP ([`RoleMetrics::byte_stream`]), or the probes, which count no datagram or message for a
+    /// call on a stream socket, saw calls succeed and none move a datagram (`nesquic trace` of a
+    /// TCP program).
+    pub fn is_byte_stream(&self) -> bool {
+        if self.byte_stream {
+            return true;
+        }
+        let succeeded: u64 = self.io.iter().map(|s| s.timing.calls.saturating_sub(s.eagain + s.errors)).sum();
+        succeeded > 0 && self.io.iter().all(|s| s.messages == 0)
+    }
+
+    /// Marks the role's calls as a TCP byte stream's, on the LUT's own word (its `io` event). The
+    /// probes count no datagram on a stream socket already; records of runs before they looked
+    /// at the socket's type counted each call as one, and this takes those counts back, so
+    /// nothing downstream shows a datagram figure, per call or per CPU nanosecond, for calls that
+    /// moved none.
     pub fn as_byte_stream(&mut self) {
         self.byte_stream = true;
         for s in self.io.iter_mut().chain(&mut self.io_crosscheck) {
@@ -119,6 +132,25 @@ pub struct SyscallMetrics {
     /// What measured it: `tracepoint` or `user (libc interposition)`.
     #[serde(default)]
     pub mechanism: Mechanism,
+}
+
+impl SyscallMetrics {
+    /// Calls that succeeded on a stream socket (TCP), which move bytes and no message: the
+    /// succeeded calls beyond the messages, for the syscalls that move one message a call on a
+    /// datagram socket; `None` for sendmmsg/recvmmsg, whose calls move several.
+    pub fn stream_calls(&self) -> Option<u64> {
+        match self.syscall {
+            Syscall::Sendmmsg | Syscall::Recvmmsg => None,
+            _ => Some(self.timing.calls.saturating_sub(self.eagain + self.errors).saturating_sub(self.messages)),
+        }
+    }
+
+    /// Whether some of the row's calls were on stream sockets (in `nesquic trace` of a program
+    /// using UDP and TCP, beside calls on datagram sockets): its datagrams per call and time per
+    /// datagram would divide by calls, and time, that moved no datagram.
+    pub fn has_stream_calls(&self) -> bool {
+        self.stream_calls().is_some_and(|n| n > 0)
+    }
 }
 
 /// One probed function of one role.
@@ -333,6 +365,45 @@ mod tests {
             segmented_messages: 3,
             mechanism: Mechanism::Tracepoint,
         }
+    }
+
+    /// What the probes count on a stream socket (bytes, no datagram or message) makes a role a
+    /// byte stream; a receive that only ever found nothing (EAGAIN) does not, nor a datagram.
+    #[test]
+    fn a_role_whose_calls_moved_bytes_and_no_datagram_is_a_byte_stream() {
+        let role = |rows: Vec<SyscallMetrics>| RoleMetrics {
+            role: Role::Process,
+            io: rows,
+            functions: Vec::new(),
+            io_crosscheck: Vec::new(),
+            agent_lost: None,
+            byte_stream: false,
+            blocking_calls: false,
+        };
+        let stream = SyscallMetrics { datagrams: 0, messages: 0, segmented_messages: 0, ..row(Direction::Send, 0) };
+        let nothing_yet = SyscallMetrics { eagain: 10, bytes: 0, ..stream.clone() };
+        assert!(role(vec![stream.clone()]).is_byte_stream());
+        assert!(role(vec![stream.clone(), nothing_yet.clone()]).is_byte_stream());
+        assert!(!role(vec![nothing_yet]).is_byte_stream());
+        assert!(!role(vec![stream, row(Direction::Recv, 10)]).is_byte_stream());
+        assert!(!role(vec![]).is_byte_stream());
+    }
+
+    /// A row whose succeeded calls outnumber its messages had calls on a stream socket; EAGAIN
+    /// and failed calls move nothing on either kind, and an mmsg call moves several messages.
+    #[test]
+    fn a_row_with_calls_on_udp_and_tcp_sockets_is_told_apart() {
+        let udp = row(Direction::Send, 10);
+        assert_eq!((udp.stream_calls(), udp.has_stream_calls()), (Some(0), false));
+        let waited =
+            SyscallMetrics { eagain: 4, errors: 1, timing: Timing { calls: 15, ..udp.timing.clone() }, ..udp.clone() };
+        assert_eq!((waited.stream_calls(), waited.has_stream_calls()), (Some(0), false));
+        let mixed = SyscallMetrics { timing: Timing { calls: 16, ..udp.timing.clone() }, ..udp.clone() };
+        assert_eq!((mixed.stream_calls(), mixed.has_stream_calls()), (Some(6), true));
+        let tcp_only = SyscallMetrics { datagrams: 0, messages: 0, segmented_messages: 0, ..udp.clone() };
+        assert_eq!((tcp_only.stream_calls(), tcp_only.has_stream_calls()), (Some(10), true));
+        let batched = SyscallMetrics { syscall: Syscall::Sendmmsg, messages: 40, ..mixed };
+        assert_eq!((batched.stream_calls(), batched.has_stream_calls()), (None, false));
     }
 
     #[test]

@@ -232,6 +232,20 @@ pub struct AgentReport {
     /// `main` (absent from records written before it was measured, and where it did not start).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_cpu_ns: Option<u64>,
+    /// The processes it ran in: the LUT's, or a followed command's programs (`nesquic trace`);
+    /// empty in older records.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<nesquic_model::agent::ProcessSeen>,
+    /// How many processes it ran in, when more than the list holds (0: the list is complete).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processes_unlisted: u32,
+    /// Of those unlisted, the programs that cannot load the agent (not measured).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub processes_unlisted_without_agent: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use nesquic_model::agent::ProcessSeen;
 use nesquic_model::metrics::{Direction, Mechanism, Timing};
 use nesquic_model::{HealthCounts, Metrics, Role, RoleMetrics};
 
@@ -107,13 +108,21 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
         for s in role.io.iter().filter(|s| s.direction == dir) {
             let t = &s.timing;
             // A byte stream's calls move no datagrams: no datagram figure, not a zero.
-            let (datagrams, per_call, per_datagram) = if role.byte_stream {
+            let (datagrams, per_call, per_datagram) = if role.is_byte_stream() {
                 ("-".to_string(), "-".to_string(), "-".to_string())
+            } else if s.has_stream_calls() {
+                // Calls on TCP sockets moved none of the datagrams: no per-call or per-datagram figure.
+                (s.datagrams.to_string(), "-".to_string(), "-".to_string())
             } else {
                 (
                     s.datagrams.to_string(),
                     format!("{:.2}", ratio(s.datagrams as f64, t.calls as f64)),
-                    format!("{:.0}", ratio(t.total_ns as f64, s.datagrams as f64)),
+                    // No datagram (every receive found nothing): no time per datagram, not a zero.
+                    if s.datagrams == 0 {
+                        "-".to_string()
+                    } else {
+                        format!("{:.0}", t.total_ns as f64 / s.datagrams as f64)
+                    },
                 )
             };
             println!(
@@ -142,6 +151,9 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
              (the profile's packet_io.kernel is)"
         );
     }
+    if let Some(line) = stream_calls_line(role) {
+        println!("  {line}");
+    }
     println!("  {}", offload_line(role));
     if !role.io_crosscheck.is_empty() {
         match nesquic_record::io::crosscheck_differences(role).as_slice() {
@@ -151,6 +163,26 @@ fn print_io(role: &RoleMetrics, cpu_ns: f64) {
             d => println!("  I/O cross-check DIFFERS: {}", d.join("; ")),
         }
     }
+}
+
+/// Which rows of a role that moved datagrams also hold calls on stream sockets (`nesquic trace`
+/// of a program using UDP and TCP), which move bytes and no datagram; `None` when no row does.
+fn stream_calls_line(role: &RoleMetrics) -> Option<String> {
+    if role.is_byte_stream() {
+        return None;
+    }
+    // In the table's order: sends, then receives.
+    let rows: Vec<String> = Direction::BOTH
+        .iter()
+        .flat_map(|&dir| role.io.iter().filter(move |s| s.direction == dir && s.has_stream_calls()))
+        .map(|s| format!("{} {} of {} calls", s.syscall, s.stream_calls().unwrap_or_default(), s.timing.calls))
+        .collect();
+    (!rows.is_empty()).then(|| {
+        format!(
+            "on stream sockets (TCP), moving bytes and no datagram: {}; no dg/call or ns/dg for these rows",
+            rows.join(", ")
+        )
+    })
 }
 
 /// Short name of what measured a row, for the terminal.
@@ -179,8 +211,70 @@ pub fn agent_problems(agents: &[nesquic_record::run::AgentReport]) -> Vec<String
         for f in a.functions.iter().filter(|f| !f.patched) {
             lines.push(format!("{}: {} not hooked by the agent (not measured): {}", a.role, f.name, f.reason));
         }
+        let without: Vec<&ProcessSeen> = a.processes.iter().filter(|p| p.without_agent.is_some()).collect();
+        let mut unmeasured = runs_of_a_program(&without, |pids, p| {
+            format!("{} ({pids}): {}", p.name, p.without_agent.as_deref().unwrap_or_default())
+        });
+        let count = without.len() + a.processes_unlisted_without_agent as usize;
+        if a.processes_unlisted_without_agent > 0 {
+            unmeasured.push(format!("{} more, not listed", a.processes_unlisted_without_agent));
+        }
+        if count > 0 {
+            lines.push(format!(
+                "the command started {count} program{} the user-space agent cannot load into, so nothing {} did is in \
+                 these counts: {}; --probe-backend kernel (root) measures every process",
+                if count == 1 { "" } else { "s" },
+                if count == 1 { "it" } else { "they" },
+                unmeasured.join(", ")
+            ));
+        }
     }
     lines
+}
+
+/// Which processes a command's agent measured (`nesquic trace`: it follows the command into the
+/// programs it execs and starts), and which it cannot: one line, `None` without an agent.
+pub fn agent_processes(agents: &[nesquic_record::run::AgentReport]) -> Option<String> {
+    let a = agents.iter().find(|a| a.ready)?;
+    let all: Vec<&ProcessSeen> = a.processes.iter().collect();
+    let listed = runs_of_a_program(&all, |pids, p| match &p.without_agent {
+        None => format!("{} ({pids})", p.name),
+        Some(_) => format!("{} ({pids}, NOT measured)", p.name),
+    });
+    let count = a.processes.iter().filter(|p| p.without_agent.is_none()).count();
+    let measured_unlisted = a.processes_unlisted.saturating_sub(a.processes_unlisted_without_agent);
+    let more = match (measured_unlisted, a.processes_unlisted_without_agent) {
+        (0, 0) => String::new(),
+        (m, 0) => format!(", and {m} more measured, not listed"),
+        (0, n) => format!(", and {n} more NOT measured, not listed"),
+        (m, n) => format!(", and {m} more measured and {n} NOT measured, not listed"),
+    };
+    // An exec starts a new program in the same process: the agent counts programs, and the
+    // pids say which shared a process.
+    Some(format!(
+        "user-space agent: measured {count} listed program{} (an exec keeps the pid): {}{more}; programs that cannot \
+         load it (statically linked ones, such as Go's) are not measured and are named when the command starts \
+         them with execve/execv/execvp/posix_spawn: --probe-backend kernel follows every process",
+        if count == 1 { "" } else { "s" },
+        listed.join(", "),
+    ))
+}
+
+/// `processes` described by `describe(pids, process)`, one item per run of consecutive entries
+/// of one program in one state (a script that starts a program 14 times reads as one item, with
+/// "14 runs, pids first..last" as its pids).
+fn runs_of_a_program(processes: &[&ProcessSeen], describe: impl Fn(&str, &ProcessSeen) -> String) -> Vec<String> {
+    processes
+        .chunk_by(|a, b| a.name == b.name && a.without_agent == b.without_agent)
+        .filter_map(|run| {
+            let (first, last) = (run.first()?, run.last()?);
+            let pids = match run.len() {
+                1 => format!("pid {}", first.pid),
+                n => format!("{n} runs, pids {}..{}", first.pid, last.pid),
+            };
+            Some(describe(&pids, first))
+        })
+        .collect()
 }
 
 /// Warns about agents that did not start or functions they could not patch (those functions
@@ -338,7 +432,7 @@ pub fn print_compensated(metrics: &Metrics, calibration: &nesquic_record::calibr
 
 /// Whether GSO/GRO were in use, from what the probes saw: messages carrying several datagrams.
 pub fn offload_line(role: &RoleMetrics) -> String {
-    if role.byte_stream {
+    if role.is_byte_stream() {
         return "offload: a TCP byte stream, segmented and coalesced by the kernel (TSO/GSO, GRO) below the calls"
             .to_string();
     }
@@ -477,6 +571,70 @@ mod lost_tests {
             kernel_lost_line(&lost),
             "2 mmsg batch(es) larger than the parsed maximum (the rest not counted); \
              31 sampled stack(s) lost to a stack-map collision (their user leaf kept)"
+        );
+    }
+}
+
+#[cfg(test)]
+mod agent_processes_tests {
+    use nesquic_record::run::AgentReport;
+
+    use super::*;
+
+    fn report(unlisted: u32, unlisted_without_agent: u32) -> AgentReport {
+        let seen = |name: &str, pid, why: Option<&str>| ProcessSeen {
+            pid,
+            name: name.into(),
+            without_agent: why.map(String::from),
+        };
+        AgentReport {
+            role: Role::Process,
+            ready: true,
+            functions: Vec::new(),
+            startup_cpu_ns: None,
+            processes: vec![seen("sh", 7, None), seen("busybox", 8, Some("statically linked"))],
+            processes_unlisted: unlisted,
+            processes_unlisted_without_agent: unlisted_without_agent,
+        }
+    }
+
+    #[test]
+    fn unlisted_programs_say_whether_they_were_measured() {
+        let more = |unlisted, without| {
+            let line = agent_processes(&[report(unlisted, without)]).expect("a ready agent");
+            let listed = "measured 1 listed program (an exec keeps the pid): sh (pid 7), busybox (pid 8, NOT measured)";
+            assert!(line.contains(listed), "{line}");
+            line[line.find(listed).map_or(0, |i| i + listed.len())..].split(';').next().unwrap_or_default().to_string()
+        };
+        assert_eq!(more(0, 0), "");
+        assert_eq!(more(3, 0), ", and 3 more measured, not listed");
+        assert_eq!(more(3, 3), ", and 3 more NOT measured, not listed");
+        assert_eq!(more(5, 2), ", and 3 more measured and 2 NOT measured, not listed");
+        let warning = agent_problems(&[report(5, 2)]);
+        assert_eq!(
+            warning,
+            ["the command started 3 programs the user-space agent cannot load into, so nothing they did is in these \
+              counts: busybox (pid 8): statically linked, 2 more, not listed; --probe-backend kernel (root) \
+              measures every process"]
+        );
+    }
+
+    #[test]
+    fn a_program_started_again_and_again_is_one_item_with_its_runs() {
+        let mut r = report(0, 0);
+        let busybox = r.processes[1].clone();
+        r.processes.extend([9, 11].map(|pid| ProcessSeen { pid, ..busybox.clone() }));
+        r.processes.push(ProcessSeen { pid: 12, name: "env".into(), without_agent: None });
+        let line = agent_processes(std::slice::from_ref(&r)).expect("a ready agent");
+        assert!(
+            line.contains("measured 2 listed programs (an exec keeps the pid): sh (pid 7), busybox (3 runs, pids 8..11, NOT measured), env (pid 12);"),
+            "{line}"
+        );
+        assert_eq!(
+            agent_problems(&[r]),
+            ["the command started 3 programs the user-space agent cannot load into, so nothing they did is in these \
+              counts: busybox (3 runs, pids 8..11): statically linked; --probe-backend kernel (root) measures every \
+              process"]
         );
     }
 }

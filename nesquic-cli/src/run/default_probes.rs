@@ -4,7 +4,8 @@
 //! bench/sampler-floor.md); counted crypto is 0.1-0.3% of a LUT's CPU by its own samples,
 //! 1.007x CPU per GB on quinn over 60 pairs (bench/counted-crypto.md). `nesquic run
 //! --overhead` measures the set as one.
-//! `--probe none` turns every probe off.
+//! Without root the sampling profile (eBPF) is left out, and packet I/O and counted crypto are
+//! the user-space agent's, where it can count both sides. `--probe none` turns every probe off.
 
 /// What `--probe none` says.
 pub const NONE: &str = "none";
@@ -16,8 +17,12 @@ pub const DEFAULT: &str = "profile,io,crypto";
 /// a call (0.47x quinn's goodput, docs/probe-overhead.md), far from free.
 pub const WITHOUT_AGENT: &str = "profile,io";
 
+/// The default without the privileges eBPF needs: what the user-space agent counts.
+pub const WITHOUT_ROOT: &str = "io,crypto";
+
 /// The probe list when `--probe` was not given, or `None` (with the reason on stderr) when
-/// probes cannot run: the sampling profile, packet I/O and counted crypto.
+/// probes cannot run: the sampling profile, packet I/O and counted crypto; without root, the
+/// last two where the agent can count them.
 pub fn choose(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
     // Privileges and the agent are this host's: a role elsewhere is probed only on request.
     if plan.remote.any() {
@@ -25,8 +30,18 @@ pub fn choose(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
         return None;
     }
     if let Err(why) = nesquic_ebpf::preflight::check_privileges() {
-        eprintln!("nesquic: running without probes: {why} (--probe none skips this note)");
-        return None;
+        if let Some(agent) = why_the_agent_cannot_count(plan) {
+            eprintln!(
+                "nesquic: running without probes: {why}; and the user-space agent cannot count here: {agent} \
+                 (--probe none skips this note)"
+            );
+            return None;
+        }
+        eprintln!(
+            "nesquic: probes: {WITHOUT_ROOT} (the default without eBPF, counted in user space by the agent; no \
+             sampling profile: {why}; --probe none for none)"
+        );
+        return Some(WITHOUT_ROOT.to_string());
     }
     let set = match why_the_agent_cannot_count(plan) {
         None => DEFAULT,
@@ -54,6 +69,7 @@ fn why_the_agent_cannot_count(plan: &nesquic_engine::run::RunPlan) -> Option<Str
                 duty: false,
                 datagram_events: plan.qlog_datagrams,
                 launched_by_shell: lut.launcher(binary) != binary,
+                ..KernelNeeds::default()
             };
             why_not_user_space(binary, needs)
         },

@@ -158,8 +158,9 @@ pub struct RunArgs {
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
     /// Not given: `nesquic run` turns on profile,io,crypto, each measured near its cost floor
-    /// (docs/probe-overhead.md), when it can load eBPF (root), none otherwise; crypto is left out
-    /// where the user-space agent cannot count it (a static binary such as quic-go's).
+    /// (docs/probe-overhead.md), when it can load eBPF (root); crypto is left out where the
+    /// user-space agent cannot count it (a static binary such as quic-go's). Without root:
+    /// io,crypto, counted by the agent, where it can count both sides; none otherwise.
     /// `nesquic probes --lut NAME --probe LIST` shows what a list resolves to.
     #[arg(long, value_name = "LIST", env = "NESQUIC_PROBE")]
     pub probe: Option<String>,
@@ -632,7 +633,15 @@ mod tests {
             patched,
             reason: if patched { "patched" } else { "prologue too short" }.into(),
         };
-        AgentReport { role, ready, functions: vec![function], startup_cpu_ns: None }
+        AgentReport {
+            role,
+            ready,
+            functions: vec![function],
+            startup_cpu_ns: None,
+            processes: vec![],
+            processes_unlisted: 0,
+            processes_unlisted_without_agent: 0,
+        }
     }
 
     #[test]

@@ -9,18 +9,24 @@
 #![no_std]
 #![warn(missing_docs)]
 
-/// Env var naming the plan file (set by Nesquic, removed by the agent during init).
+/// Env var naming the plan file (set by Nesquic, removed by the agent during init unless the plan
+/// has [`PLAN_FOLLOW`]).
 pub const PLAN_ENV: &str = "NESQUIC_AGENT_PLAN";
 /// Env var naming the counters file (set by Nesquic, removed by the agent during init). The agent
 /// maps it first, so even a missing or corrupt plan is reported there.
 pub const COUNTERS_ENV: &str = "NESQUIC_AGENT_COUNTERS";
+/// The agent library's file name, as Nesquic finds it and puts it in `LD_PRELOAD` (the agent
+/// looks for it in the environment a followed program is started with).
+pub const AGENT_LIB_NAME: &str = "libnesquic_agent.so";
 
 /// First 8 bytes of a plan file.
 pub const PLAN_MAGIC: u64 = u64::from_le_bytes(*b"NQPLAN01");
 /// First 8 bytes of a counters file.
 pub const COUNTERS_MAGIC: u64 = u64::from_le_bytes(*b"NQCOUNT1");
-/// Layout version of both files; bumped on any change (2: per-thread function shards).
-pub const VERSION: u32 = 3;
+/// Layout version of both files; bumped on any change (2: per-thread function shards; 4: the
+/// processes the agent ran in; 5: the programs they started that cannot load it; 6: how many of
+/// the unlisted ones cannot).
+pub const VERSION: u32 = 6;
 
 /// Function slots (same limit as the kernel path's attach cookies).
 pub const MAX_SLOTS: usize = 256;
@@ -43,6 +49,33 @@ pub const EXPECTED_LEN: usize = 32;
 
 /// Plan flag: interpose the libc I/O wrappers.
 pub const PLAN_IO: u32 = 1;
+/// Plan flag: the agent stays in the environment (its `LD_PRELOAD` entry and variables), so the
+/// programs the process execs or starts load it too and count into the same counters file
+/// (`nesquic trace`: a command is often a script or a launcher such as `cargo run`). Without it
+/// the agent removes itself during init: a LUT's helpers are not the LUT.
+pub const PLAN_FOLLOW: u32 = 2;
+/// Processes whose pid and name the counters file keeps ([`Counters::processes`]); more are
+/// still counted ([`CountersHeader::processes`]).
+pub const MAX_PROCESSES: usize = 16;
+
+/// [`ProcessEntry::flags`] bits. An entry without [`entry::NO_AGENT`] is a program the agent
+/// ran in; with it, a program a followed process exec'd or spawned that cannot load the agent,
+/// so nothing it does is counted (the reason bits say why).
+pub mod entry {
+    /// A program that cannot load the agent: not measured.
+    pub const NO_AGENT: u32 = 1;
+    /// ...because it is statically linked (no `PT_INTERP`: nothing reads `LD_PRELOAD`).
+    pub const STATIC: u32 = 2;
+    /// ...because it is set-user-ID or set-group-ID (the loader ignores `LD_PRELOAD` paths).
+    pub const SETUID: u32 = 4;
+    /// ...because it is no 64-bit ELF executable (another architecture's loader cannot load it).
+    pub const NOT_ELF64: u32 = 8;
+    /// The exec that was to start it failed: the entry counts nothing, readers skip it.
+    pub const EXEC_FAILED: u32 = 16;
+    /// ...because the environment it was started with no longer carries the agent (`env -i`,
+    /// an explicit environment without `LD_PRELOAD`).
+    pub const ENV_DROPPED: u32 = 32;
+}
 
 /// `PlanTarget::mode`: count calls and bytes only.
 pub const MODE_COUNT: u32 = 0;
@@ -68,7 +101,7 @@ pub struct PlanHeader {
     pub version: u32,
     /// Number of targets following.
     pub targets: u32,
-    /// [`PLAN_IO`] and future flags.
+    /// [`PLAN_IO`], [`PLAN_FOLLOW`].
     pub flags: u32,
     /// Reserved, 0.
     pub reserved: u32,
@@ -284,12 +317,19 @@ pub struct CountersHeader {
     /// Threads that claimed a function shard so far (atomic; those numbered [`SHARDS`] and
     /// above share [`OVERFLOW_SHARD`]).
     pub threads: u32,
+    /// Entries taken in [`Counters::processes`] (atomic): the programs the agent initialised in
+    /// (1, unless the plan has [`PLAN_FOLLOW`] and the process exec'd or started others), and,
+    /// with [`PLAN_FOLLOW`], the programs they exec'd or spawned that cannot load it.
+    pub processes: u32,
+    /// Of the [`processes`](Self::processes) past [`MAX_PROCESSES`] (not listed), those that
+    /// cannot load the agent (atomic).
+    pub unlisted_without_agent: u32,
     /// Reserved, 0.
     pub reserved: u32,
-    /// CPU time the agent's constructor took in the process (its start-up cost), ns.
+    /// CPU time the agent's constructor took, summed over those processes (its start-up cost), ns.
     pub init_cpu_ns: u64,
     /// Reserved, 0: pads the header to a whole number of cache lines.
-    pub pad: [u64; 5],
+    pub pad: [u64; 4],
 }
 
 impl CountersHeader {
@@ -307,9 +347,11 @@ impl CountersHeader {
             health: AgentHealth { shadow_full: 0, shadow_dropped: 0, reserved: 0, dlopen_hooked: 0 },
             slot_status: [slot_status::UNUSED; MAX_SLOTS],
             threads: 0,
+            processes: 0,
+            unlisted_without_agent: 0,
             reserved: 0,
             init_cpu_ns: 0,
-            pad: [0; 5],
+            pad: [0; 4],
         }
     }
 
@@ -345,9 +387,27 @@ pub struct Counters {
     pub header: CountersHeader,
     /// Per I/O wrapper, in [`IO_CALLS`] order (atomic adds: each call is a system call anyway).
     pub io: [Stats; IO_KINDS],
+    /// The first [`MAX_PROCESSES`] processes the agent initialised in, in that order (entry `i`
+    /// is written by the process that took number `i` of [`CountersHeader::processes`]).
+    pub processes: [ProcessEntry; MAX_PROCESSES],
     /// Function counters: shard `i < SHARDS` has one writer (plain adds), [`OVERFLOW_SHARD`] many
     /// (`lock` adds). A slot's value is the sum over all shards.
     pub shards: [Shard; SHARDS + 1],
+}
+
+/// A program the agent ran in, or (flag [`entry::NO_AGENT`]) one that a process it ran in exec'd
+/// or spawned and that cannot load it. An exec keeps the pid: a script that execs its program
+/// is two entries with one pid.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProcessEntry {
+    /// Its pid (0: not written yet).
+    pub pid: u32,
+    /// [`entry`] bits; 0 for a program the agent ran in.
+    pub flags: u32,
+    /// Its name as the kernel keeps it (`comm`: the executable's file name, up to 15 bytes),
+    /// NUL-padded.
+    pub comm: [u8; 16],
 }
 
 impl Counters {
@@ -358,13 +418,13 @@ impl Counters {
 }
 
 impl PlanHeader {
-    /// A header for `targets` targets.
-    pub fn new(targets: u32, io: bool, tsc_mult: u64, counters_path: &[u8]) -> Option<PlanHeader> {
+    /// A header for `targets` targets; `flags`: [`PLAN_IO`], [`PLAN_FOLLOW`].
+    pub fn new(targets: u32, flags: u32, tsc_mult: u64, counters_path: &[u8]) -> Option<PlanHeader> {
         Some(PlanHeader {
             magic: PLAN_MAGIC,
             version: VERSION,
             targets,
-            flags: if io { PLAN_IO } else { 0 },
+            flags,
             reserved: 0,
             tsc_mult,
             counters_path: c_path(counters_path)?,
@@ -429,8 +489,11 @@ const _: () = assert!(core::mem::size_of::<AgentHealth>() == 32);
 const _: () = assert!(core::mem::size_of::<CountersHeader>() == 40 + 32 + 4 * MAX_SLOTS + 56);
 const _: () = assert!(
     core::mem::size_of::<Counters>()
-        == core::mem::size_of::<CountersHeader>() + 384 * (IO_KINDS + MAX_SLOTS * (SHARDS + 1))
+        == core::mem::size_of::<CountersHeader>()
+            + 384 * (IO_KINDS + MAX_SLOTS * (SHARDS + 1))
+            + core::mem::size_of::<ProcessEntry>() * MAX_PROCESSES
 );
+const _: () = assert!(core::mem::size_of::<ProcessEntry>() == 24);
 // Shards and slots start on cache lines (relative to the page-aligned mapping), so a shard's
 // single writer never shares a line with another thread.
 const _: () = assert!(core::mem::size_of::<CountersHeader>().is_multiple_of(64));

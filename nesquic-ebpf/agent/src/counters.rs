@@ -63,7 +63,8 @@ pub fn publish_ready() {
     state.store(abi::state::READY, Ordering::Release);
 }
 
-/// Sets a slot's status code.
+/// Sets a slot's status code; never over `PATCHED`: in a followed command another process may
+/// have hooked the function where this one has not loaded its object.
 pub fn set_slot_status(slot: usize, code: u32) {
     let c = get();
     if c.is_null() || slot >= abi::MAX_SLOTS {
@@ -71,7 +72,94 @@ pub fn set_slot_status(slot: usize, code: u32) {
     }
     // SAFETY: in bounds of the live mapping, u32-aligned.
     let s = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*c).header.slot_status[slot])) };
-    s.store(code, Ordering::Release);
+    let _ =
+        s.fetch_update(Ordering::Release, Ordering::Relaxed, |old| (old != abi::slot_status::PATCHED).then_some(code));
+}
+
+/// Counts this process among those the agent runs in and, among the first
+/// [`abi::MAX_PROCESSES`], writes its pid and name; the first process also becomes the header's
+/// `pid`. During init, before any other thread.
+pub fn register_process() {
+    let c = get();
+    if c.is_null() {
+        return;
+    }
+    let pid = std::process::id();
+    // SAFETY: a u32 field of the live mapping, aligned.
+    let first = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*c).header.pid)) };
+    let _ = first.compare_exchange(0, pid, Ordering::AcqRel, Ordering::Relaxed);
+    let mut comm = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes (NUL included) into the buffer.
+    unsafe { libc::prctl(libc::PR_GET_NAME, comm.as_mut_ptr()) };
+    add_entry(pid, comm, 0);
+}
+
+/// Takes the next entry of the processes list (counted even past [`abi::MAX_PROCESSES`]) and
+/// writes it when it is among the first; the number taken (`None` when inert). Async-signal-safe
+/// (a forked child calls it before exec): atomics and plain stores only.
+pub fn add_entry(pid: u32, comm: [u8; 16], flags: u32) -> Option<usize> {
+    let c = get();
+    if c.is_null() {
+        return None;
+    }
+    // SAFETY: a u32 field of the live mapping, aligned.
+    let count = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*c).header.processes)) };
+    let index = count.fetch_add(1, Ordering::AcqRel) as usize;
+    if index >= abi::MAX_PROCESSES {
+        if flags & abi::entry::NO_AGENT != 0 {
+            // SAFETY: a u32 field of the live mapping, aligned.
+            let unmeasured = unsafe { AtomicU32::from_ptr(std::ptr::addr_of_mut!((*c).header.unlisted_without_agent)) };
+            unmeasured.fetch_add(1, Ordering::AcqRel);
+        }
+        return Some(index);
+    }
+    // SAFETY: an entry of the live mapping; name and flags first, then the pid that marks it
+    // written (release), so a reader that sees the pid sees the rest.
+    unsafe {
+        let entry = std::ptr::addr_of_mut!((*c).processes[index]);
+        std::ptr::write_volatile(std::ptr::addr_of_mut!((*entry).comm), comm);
+        AtomicU32::from_ptr(std::ptr::addr_of_mut!((*entry).flags)).store(flags, Ordering::Relaxed);
+        AtomicU32::from_ptr(std::ptr::addr_of_mut!((*entry).pid)).store(pid, Ordering::Release);
+    }
+    Some(index)
+}
+
+/// Undoes [`add_entry`]'s number `index` for a program without the agent that never ran (its
+/// exec failed): a listed entry is flagged [`abi::entry::EXEC_FAILED`]; an unlisted number is
+/// given back to both counts (the total stays at least [`abi::MAX_PROCESSES`], so no later
+/// process takes a listed entry).
+pub fn exec_failed(index: usize) {
+    let c = get();
+    if c.is_null() {
+        return;
+    }
+    if index >= abi::MAX_PROCESSES {
+        // SAFETY: u32 fields of the live mapping, aligned.
+        unsafe {
+            for count in [
+                std::ptr::addr_of_mut!((*c).header.processes),
+                std::ptr::addr_of_mut!((*c).header.unlisted_without_agent),
+            ] {
+                AtomicU32::from_ptr(count).fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        return;
+    }
+    // SAFETY: a u32 field of an entry of the live mapping, aligned.
+    unsafe {
+        AtomicU32::from_ptr(std::ptr::addr_of_mut!((*c).processes[index].flags))
+            .fetch_or(abi::entry::EXEC_FAILED, Ordering::AcqRel)
+    };
+}
+
+/// Adds this process's agent start-up CPU time to the header's sum.
+pub fn add_init_cpu(ns: u64) {
+    let c = get();
+    if c.is_null() {
+        return;
+    }
+    // SAFETY: a u64 field of the live mapping, 8-byte aligned.
+    unsafe { AtomicU64::from_ptr(std::ptr::addr_of_mut!((*c).header.init_cpu_ns)).fetch_add(ns, Ordering::Relaxed) };
 }
 
 /// Address of an I/O slot's stats; null when inert.

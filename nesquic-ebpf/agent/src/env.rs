@@ -1,5 +1,7 @@
 //! The agent must not spread: during init it takes its own variables out of the environment and
-//! its own entry out of `LD_PRELOAD`, so programs the LUT execs start without it.
+//! its own entry out of `LD_PRELOAD`, so programs the LUT execs start without it. A plan with
+//! `PLAN_FOLLOW` (`nesquic trace`) says the opposite: everything stays, and the programs the
+//! command execs or starts load the agent too.
 
 use std::ffi::{CStr, CString, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
@@ -14,27 +16,36 @@ pub struct AgentPaths {
     pub counters: Option<OsString>,
 }
 
-/// Reads and removes the agent's variables and its `LD_PRELOAD` entry. Runs single-threaded,
-/// in the constructor (setenv/unsetenv are not thread-safe).
-pub fn take_agent_vars() -> AgentPaths {
-    let plan = take(abi::PLAN_ENV);
-    let counters = take(abi::COUNTERS_ENV);
+/// Reads the agent's variables, leaving them in place.
+pub fn agent_vars() -> AgentPaths {
+    AgentPaths { plan: read(abi::PLAN_ENV), counters: read(abi::COUNTERS_ENV) }
+}
+
+/// Removes the agent's variables and its `LD_PRELOAD` entry. Runs single-threaded, in the
+/// constructor (setenv/unsetenv are not thread-safe).
+pub fn remove_agent_vars() {
+    for name in [abi::PLAN_ENV, abi::COUNTERS_ENV] {
+        take(name);
+    }
     remove_own_preload();
-    AgentPaths { plan, counters }
+}
+
+fn read(name: &str) -> Option<OsString> {
+    let c_name = CString::new(name).ok()?;
+    // SAFETY: getenv with a valid name; the value is copied at once.
+    unsafe {
+        let v = libc::getenv(c_name.as_ptr());
+        (!v.is_null()).then(|| OsString::from_vec(CStr::from_ptr(v).to_bytes().to_vec()))
+    }
 }
 
 fn take(name: &str) -> Option<OsString> {
+    // `read` copies the value before unsetenv frees it.
+    let value = read(name)?;
     let c_name = CString::new(name).ok()?;
-    // SAFETY: getenv with a valid name; the value is copied before unsetenv frees it.
-    unsafe {
-        let v = libc::getenv(c_name.as_ptr());
-        if v.is_null() {
-            return None;
-        }
-        let value = OsString::from_vec(CStr::from_ptr(v).to_bytes().to_vec());
-        libc::unsetenv(c_name.as_ptr());
-        Some(value)
-    }
+    // SAFETY: unsetenv with a valid name, single-threaded (see remove_agent_vars).
+    unsafe { libc::unsetenv(c_name.as_ptr()) };
+    Some(value)
 }
 
 /// The file name this library was loaded as (`libnesquic_agent.so`).
@@ -43,7 +54,7 @@ fn own_file_name() -> Option<Vec<u8>> {
     // by the loader for as long as this object is mapped.
     unsafe {
         let mut info: libc::Dl_info = std::mem::zeroed();
-        if libc::dladdr(take_agent_vars as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+        if libc::dladdr(agent_vars as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
             return None;
         }
         let full = CStr::from_ptr(info.dli_fname).to_bytes();

@@ -6,9 +6,15 @@
 //!
 //! `send`/`recv` are counted on any fd, like the `sendto`/`recvfrom` system calls they are and
 //! the tracepoints count (so TCP sockets' I/O is counted too); `write`/`read` only on IPv4/IPv6
-//! sockets, TCP or UDP, as the kernel backend's `write`/`read` tracepoints (a per-fd answer is
-//! cached and forgotten on `close`/`dup2`/`dup3`): on other fds they are files, pipes and Unix
-//! sockets. `writev`/`readv`/`sendfile` are not interposed (the kernel backend counts them).
+//! sockets, TCP or UDP, as the kernel backend's `write`/`read` tracepoints: on other fds they are
+//! files, pipes and Unix sockets. On a stream socket (TCP) every call adds calls and bytes but no
+//! datagrams or messages, as in the eBPF program: the kernel segments the stream below the call.
+//! What an fd is, is asked once (`getsockopt`), cached, and forgotten where an fd number is
+//! closed or handed out again: `close`, `dup2`, `dup3`, `close_range`, `closefrom`, and the
+//! calls that create sockets (`socket`, `accept`, `accept4`, `socketpair`). The last four keep
+//! the cache right even when the number's previous holder was closed where no wrapper sees it
+//! (`fclose`, libc's own closes, a raw system call).
+//! `writev`/`readv`/`sendfile` are not interposed (the kernel backend counts them).
 //! The hot path allocates nothing, takes no lock and keeps
 //! `errno` as the real call left it. The exported symbols are naked front doors: while the
 //! wrappers are off (a run with function probes only still has them interposed), each is a tail
@@ -46,8 +52,14 @@ const READ: usize = 9;
 const CLOSE: usize = 10;
 const DUP2: usize = 11;
 const DUP3: usize = 12;
+const CLOSE_RANGE: usize = 13;
+const CLOSEFROM: usize = 14;
+const SOCKET: usize = 15;
+const ACCEPT: usize = 16;
+const ACCEPT4: usize = 17;
+const SOCKETPAIR: usize = 18;
 
-const NAMES: [&std::ffi::CStr; 13] = [
+const NAMES: [&std::ffi::CStr; 19] = [
     c"sendmsg",
     c"sendmmsg",
     c"sendto",
@@ -61,13 +73,19 @@ const NAMES: [&std::ffi::CStr; 13] = [
     c"close",
     c"dup2",
     c"dup3",
+    c"close_range",
+    c"closefrom",
+    c"socket",
+    c"accept",
+    c"accept4",
+    c"socketpair",
 ];
 const _: () = assert!(IO_CALLS.len() == CLOSE);
 
 /// The next definitions (libc's), resolved at init or on first use.
-static REAL: [AtomicUsize; 13] = [const { AtomicUsize::new(0) }; 13];
+static REAL: [AtomicUsize; 19] = [const { AtomicUsize::new(0) }; 19];
 
-fn resolve(cell: &AtomicUsize, name: &std::ffi::CStr) -> usize {
+pub(crate) fn resolve(cell: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     let mut p = cell.load(Ordering::Relaxed);
     if p == 0 {
         // SAFETY: dlsym with a valid NUL-terminated name.
@@ -77,20 +95,15 @@ fn resolve(cell: &AtomicUsize, name: &std::ffi::CStr) -> usize {
     p
 }
 
-/// The real function `$i` as type `$t`; a missing libc symbol is unrecoverable.
+/// libc's function `$i` as type `$t`.
 macro_rules! real {
-    ($i:expr, $t:ty) => {{
-        let p = resolve(&REAL[$i], NAMES[$i]);
-        if p == 0 {
-            missing_symbol();
-        }
-        // SAFETY: dlsym returned libc's definition of this name, whose C type is `$t`.
-        unsafe { std::mem::transmute::<usize, $t>(p) }
-    }};
+    ($i:expr, $t:ty) => {
+        next_libc_fn!(REAL, NAMES, $i, $t)
+    };
 }
 
-fn missing_symbol() -> ! {
-    let msg = b"nesquic agent: libc I/O function not found (dlsym RTLD_NEXT)\n";
+pub(crate) fn missing_symbol() -> ! {
+    let msg = b"nesquic agent: libc function not found (dlsym RTLD_NEXT)\n";
     // SAFETY: write(2) of a static buffer, then abort.
     unsafe {
         libc::syscall(libc::SYS_write, 2, msg.as_ptr(), msg.len());
@@ -98,40 +111,78 @@ fn missing_symbol() -> ! {
     }
 }
 
-// ---- is this fd an IPv4/IPv6 socket? ----
+// ---- what is this fd? ----
 
 const CACHED_FDS: usize = 65536;
+/// Not looked at yet (or forgotten: closed, or the number handed out again).
 const UNKNOWN: u8 = 0;
-const INET: u8 = 1;
-const OTHER: u8 = 2;
+/// Looked at: bit set below or not.
+const KNOWN: u8 = 1;
+/// An IPv4/IPv6 socket (TCP or UDP).
+const INET: u8 = 2;
+/// A stream socket (TCP, a Unix stream): its calls move bytes, not datagrams.
+const STREAM: u8 = 4;
 static FD_KIND: [AtomicU8; CACHED_FDS] = [const { AtomicU8::new(UNKNOWN) }; CACHED_FDS];
+/// The highest fd ever cached: a bulk close forgets up to here, not the whole cache (a
+/// `close_range(3, ~0)` before each exec would otherwise clear 64 Ki entries, ~22 us).
+static HIGHEST_CACHED: AtomicUsize = AtomicUsize::new(0);
 
-fn is_inet_socket(fd: c_int) -> bool {
+/// What `fd` is (`KNOWN` plus `INET`/`STREAM` bits), asked of the kernel once per fd (two
+/// `getsockopt` calls) and cached until it is closed or replaced; fds past the cache are asked
+/// every time.
+fn fd_kind(fd: c_int) -> u8 {
     let cached = usize::try_from(fd).ok().and_then(|i| FD_KIND.get(i));
     if let Some(k) = cached {
-        match k.load(Ordering::Relaxed) {
-            INET => return true,
-            OTHER => return false,
-            _ => {}
+        let kind = k.load(Ordering::Relaxed);
+        if kind != UNKNOWN {
+            return kind;
         }
     }
-    let mut domain: c_int = 0;
-    let mut len = std::mem::size_of::<c_int>() as socklen_t;
-    // SAFETY: errno location of this thread; getsockopt with valid out pointers.
-    let inet = unsafe {
-        let errno = *libc::__errno_location();
-        let ok = libc::getsockopt(fd, libc::SOL_SOCKET, libc::SO_DOMAIN, (&mut domain as *mut c_int).cast(), &mut len);
-        *libc::__errno_location() = errno;
-        ok == 0 && (domain == libc::AF_INET || domain == libc::AF_INET6)
+    let option = |name: c_int| -> Option<c_int> {
+        let mut value: c_int = 0;
+        let mut len = std::mem::size_of::<c_int>() as socklen_t;
+        // SAFETY: getsockopt with valid out pointers.
+        let ok = unsafe { libc::getsockopt(fd, libc::SOL_SOCKET, name, (&mut value as *mut c_int).cast(), &mut len) };
+        (ok == 0).then_some(value)
     };
-    if let Some(k) = cached {
-        k.store(if inet { INET } else { OTHER }, Ordering::Relaxed);
+    // SAFETY: this thread's errno, restored after the lookups (the caller's call sets its own).
+    let errno = unsafe { *libc::__errno_location() };
+    let mut kind = KNOWN;
+    if let Some(domain) = option(libc::SO_DOMAIN) {
+        if domain == libc::AF_INET || domain == libc::AF_INET6 {
+            kind |= INET;
+        }
+        if option(libc::SO_TYPE) == Some(libc::SOCK_STREAM) {
+            kind |= STREAM;
+        }
     }
-    inet
+    // SAFETY: as above.
+    unsafe { *libc::__errno_location() = errno };
+    if let Some(k) = cached {
+        k.store(kind, Ordering::Relaxed);
+        HIGHEST_CACHED.fetch_max(fd as usize, Ordering::Relaxed);
+    }
+    kind
+}
+
+fn is_inet_socket(fd: c_int) -> bool {
+    fd_kind(fd) & INET != 0
+}
+
+fn is_stream(fd: c_int) -> bool {
+    fd_kind(fd) & STREAM != 0
 }
 
 fn forget_fd(fd: c_int) {
     if let Some(k) = usize::try_from(fd).ok().and_then(|i| FD_KIND.get(i)) {
+        k.store(UNKNOWN, Ordering::Relaxed);
+    }
+}
+
+/// Forgets every cached fd from `first` to `last` (inclusive; `c_uint::MAX` means all).
+fn forget_fds(first: c_uint, last: c_uint) {
+    let (first, last) = (first as usize, (last as usize).min(HIGHEST_CACHED.load(Ordering::Relaxed)));
+    for k in FD_KIND.iter().take(last + 1).skip(first) {
         k.store(UNKNOWN, Ordering::Relaxed);
     }
 }
@@ -167,13 +218,18 @@ fn record(kind: usize, ret: isize, start: u64, moved: impl FnOnce(*mut Stats)) {
     moved(s);
 }
 
-/// One message of `len` bytes split in units of `unit` (0: not segmented).
+/// One message of `len` bytes split in units of `unit` (0: not segmented); on a stream socket
+/// (`stream`) bytes only: a TCP send is no datagram, and the kernel segments it below the call.
 #[inline(always)]
-fn add_message(s: *mut Stats, len: u64, unit: u64) {
-    let datagrams = if len == 0 || unit == 0 || unit >= len { 1 } else { len.div_ceil(unit) };
+fn add_message(s: *mut Stats, len: u64, unit: u64, stream: bool) {
     // SAFETY: `s` is a slot of the live mapping (checked by `record`).
+    unsafe { counters::add(&raw mut (*s).bytes, len) };
+    if stream {
+        return;
+    }
+    let datagrams = if len == 0 || unit == 0 || unit >= len { 1 } else { len.div_ceil(unit) };
+    // SAFETY: as above.
     unsafe {
-        counters::add(&raw mut (*s).bytes, len);
         counters::add(&raw mut (*s).datagrams, datagrams);
         counters::add(&raw mut (*s).messages, 1);
         counters::add(&raw mut (*s).segmented, u64::from(datagrams > 1));
@@ -238,7 +294,10 @@ unsafe extern "C" fn counted_sendmsg(fd: c_int, msg: *const msghdr, flags: c_int
     // SAFETY: forwarding unchanged.
     let ret = unsafe { real(fd, msg, flags) };
     // SAFETY: the call succeeded, so `msg` was a valid msghdr.
-    record(SENDMSG, ret, start, |s| add_message(s, ret as u64, unsafe { udp_cmsg_value(msg, true) }));
+    record(SENDMSG, ret, start, |s| {
+        let stream = is_stream(fd);
+        add_message(s, ret as u64, if stream { 0 } else { unsafe { udp_cmsg_value(msg, true) } }, stream)
+    });
     ret
 }
 
@@ -256,7 +315,10 @@ unsafe extern "C" fn counted_recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) 
     // SAFETY: forwarding unchanged.
     let ret = unsafe { real(fd, msg, flags) };
     // SAFETY: the call succeeded, so `msg` is a valid msghdr the kernel filled.
-    record(RECVMSG, ret, start, |s| add_message(s, ret as u64, unsafe { udp_cmsg_value(msg, false) }));
+    record(RECVMSG, ret, start, |s| {
+        let stream = is_stream(fd);
+        add_message(s, ret as u64, if stream { 0 } else { unsafe { udp_cmsg_value(msg, false) } }, stream)
+    });
     ret
 }
 
@@ -264,12 +326,13 @@ unsafe extern "C" fn counted_recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) 
 ///
 /// # Safety
 /// `v` must hold at least `ret` valid mmsghdrs.
-unsafe fn add_batch(s: *mut Stats, v: *const mmsghdr, ret: c_int, send: bool) {
+unsafe fn add_batch(s: *mut Stats, v: *const mmsghdr, ret: c_int, send: bool, stream: bool) {
     for i in 0..usize::try_from(ret).unwrap_or(0) {
         // SAFETY: guaranteed by the caller.
         let m = unsafe { &*v.add(i) };
         // SAFETY: as above.
-        add_message(s, u64::from(m.msg_len), unsafe { udp_cmsg_value(&m.msg_hdr, send) });
+        let unit = if stream { 0 } else { unsafe { udp_cmsg_value(&m.msg_hdr, send) } };
+        add_message(s, u64::from(m.msg_len), unit, stream);
     }
 }
 
@@ -287,7 +350,7 @@ unsafe extern "C" fn counted_sendmmsg(fd: c_int, v: *mut mmsghdr, n: c_uint, fla
     // SAFETY: forwarding unchanged.
     let ret = unsafe { real(fd, v, n, flags) };
     // SAFETY: the kernel sent `ret` of the caller's messages.
-    record(SENDMMSG, ret as isize, start, |s| unsafe { add_batch(s, v, ret, true) });
+    record(SENDMMSG, ret as isize, start, |s| unsafe { add_batch(s, v, ret, true, is_stream(fd)) });
     ret
 }
 
@@ -311,7 +374,7 @@ unsafe extern "C" fn counted_recvmmsg(
     // SAFETY: forwarding unchanged.
     let ret = unsafe { real(fd, v, n, flags, timeout) };
     // SAFETY: the kernel filled `ret` of the caller's messages.
-    record(RECVMMSG, ret as isize, start, |s| unsafe { add_batch(s, v, ret, false) });
+    record(RECVMMSG, ret as isize, start, |s| unsafe { add_batch(s, v, ret, false, is_stream(fd)) });
     ret
 }
 
@@ -336,7 +399,7 @@ unsafe extern "C" fn counted_sendto(
     let start = tsc::now();
     // SAFETY: forwarding unchanged.
     let ret = unsafe { real(fd, buf, len, flags, addr, addrlen) };
-    record(SENDTO, ret, start, |s| add_message(s, ret as u64, 0));
+    record(SENDTO, ret, start, |s| add_message(s, ret as u64, 0, is_stream(fd)));
     ret
 }
 
@@ -363,7 +426,7 @@ unsafe extern "C" fn counted_recvfrom(
     let start = tsc::now();
     // SAFETY: forwarding unchanged.
     let ret = unsafe { real(fd, buf, len, flags, addr, addrlen) };
-    record(RECVFROM, ret, start, |s| add_message(s, ret as u64, 0));
+    record(RECVFROM, ret, start, |s| add_message(s, ret as u64, 0, is_stream(fd)));
     ret
 }
 
@@ -383,7 +446,7 @@ macro_rules! plain_io {
             let start = tsc::now();
             // SAFETY: forwarding unchanged.
             let ret = unsafe { real(fd, $($arg),*) };
-            record($slot, ret, start, |s| add_message(s, ret as u64, 0));
+            record($slot, ret, start, |s| add_message(s, ret as u64, 0, is_stream(fd)));
             ret
         }
     };
@@ -491,6 +554,87 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
     forget_fd(new);
     // SAFETY: forwarding unchanged.
     unsafe { real(old, new, flags) }
+}
+
+/// Interposed `close_range`: forgets the range's cached socket kinds.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let real = real!(CLOSE_RANGE, unsafe extern "C" fn(c_uint, c_uint, c_int) -> c_int);
+    forget_fds(first, last);
+    // SAFETY: forwarding unchanged.
+    unsafe { real(first, last, flags) }
+}
+
+/// Interposed `closefrom`: forgets the cached socket kinds from `low` up.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    let real = real!(CLOSEFROM, unsafe extern "C" fn(c_int));
+    forget_fds(c_uint::try_from(low).unwrap_or(0), c_uint::MAX);
+    // SAFETY: forwarding unchanged.
+    unsafe { real(low) }
+}
+
+/// Forgets what a new fd number was before: it names a new socket now.
+fn fresh(fd: c_int) -> c_int {
+    forget_fd(fd);
+    fd
+}
+
+/// Interposed `socket`: the new fd's number may have been cached as something else.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn socket(domain: c_int, kind: c_int, protocol: c_int) -> c_int {
+    let real = real!(SOCKET, unsafe extern "C" fn(c_int, c_int, c_int) -> c_int);
+    // SAFETY: forwarding unchanged.
+    fresh(unsafe { real(domain, kind, protocol) })
+}
+
+/// Interposed `accept`: the new fd's number may have been cached as something else.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t) -> c_int {
+    let real = real!(ACCEPT, unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t) -> c_int);
+    // SAFETY: forwarding unchanged.
+    fresh(unsafe { real(fd, addr, len) })
+}
+
+/// Interposed `accept4`: the new fd's number may have been cached as something else.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn accept4(fd: c_int, addr: *mut sockaddr, len: *mut socklen_t, flags: c_int) -> c_int {
+    let real = real!(ACCEPT4, unsafe extern "C" fn(c_int, *mut sockaddr, *mut socklen_t, c_int) -> c_int);
+    // SAFETY: forwarding unchanged.
+    fresh(unsafe { real(fd, addr, len, flags) })
+}
+
+/// Interposed `socketpair`: both new fds' numbers may have been cached as something else.
+///
+/// # Safety
+/// Same contract as libc's.
+#[no_mangle]
+pub unsafe extern "C" fn socketpair(domain: c_int, kind: c_int, protocol: c_int, fds: *mut c_int) -> c_int {
+    let real = real!(SOCKETPAIR, unsafe extern "C" fn(c_int, c_int, c_int, *mut c_int) -> c_int);
+    // SAFETY: forwarding unchanged.
+    let ret = unsafe { real(domain, kind, protocol, fds) };
+    if ret == 0 {
+        for i in 0..2 {
+            // SAFETY: on success the kernel wrote two fds to the caller's array.
+            forget_fd(unsafe { *fds.add(i) });
+        }
+    }
+    ret
 }
 
 #[cfg(test)]

@@ -9,9 +9,24 @@
 //! (`nesquic-agent-abi`) is all it shares with Nesquic. It must never change the LUT's behaviour:
 //! any problem leaves the function unpatched and is recorded in the counters header.
 
+/// libc's next definition (`dlsym(RTLD_NEXT)`) of slot `$i` of a module's `$real`/`$names`
+/// tables, as type `$t`; a missing libc symbol is unrecoverable. Defined before the modules
+/// that use it.
+macro_rules! next_libc_fn {
+    ($real:ident, $names:ident, $i:expr, $t:ty) => {{
+        let p = $crate::io::resolve(&$real[$i], $names[$i]);
+        if p == 0 {
+            $crate::io::missing_symbol();
+        }
+        // SAFETY: dlsym returned libc's definition of this name, whose C type is `$t`.
+        unsafe { std::mem::transmute::<usize, $t>(p) }
+    }};
+}
+
 mod counters;
 mod emit;
 mod env;
+mod exec;
 mod hook;
 mod io;
 mod near;
@@ -26,20 +41,27 @@ use nesquic_agent_abi as abi;
 /// Runs before `main` (and before the LUT's own constructors in the executable).
 extern "C" fn agent_init() {
     let started = thread_cpu_ns();
-    let paths = env::take_agent_vars();
+    let paths = env::agent_vars();
     let Some(counters) = paths.counters.as_deref().and_then(counters::map) else {
         // Nowhere to count: stay inert (the I/O wrappers pass straight through).
+        env::remove_agent_vars();
         return;
     };
     shard::init();
     let plan = paths.plan.as_deref().map(plan::read);
+    if matches!(&plan, Some(Ok(p)) if p.header.flags & abi::PLAN_FOLLOW != 0) {
+        exec::follow();
+    } else {
+        env::remove_agent_vars();
+    }
+    counters::register_process();
     let tsc_mult = match &plan {
         Some(Ok(p)) if p.header.tsc_mult != 0 => p.header.tsc_mult,
         _ => tsc::calibrate(),
     };
     tsc::set_mult(tsc_mult);
+    // Every process of a followed command writes the same values here.
     counters.header.tsc_mult = tsc_mult;
-    counters.header.pid = std::process::id();
     match plan {
         None => counters.header.plan_status = abi::plan_status::NONE,
         Some(Err(status)) => counters.header.plan_status = status,
@@ -54,7 +76,7 @@ extern "C" fn agent_init() {
     }
     // The constructor runs on the main thread before any other: its CPU time is the agent's
     // start-up cost to the process (the dynamic loader's mapping of the agent comes before).
-    counters.header.init_cpu_ns = thread_cpu_ns().saturating_sub(started);
+    counters::add_init_cpu(thread_cpu_ns().saturating_sub(started));
     counters::publish_ready();
 }
 

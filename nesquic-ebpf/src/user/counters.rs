@@ -127,6 +127,12 @@ impl CountersMap {
         sum
     }
 
+    /// The processes table (entries not yet written are zero).
+    pub fn processes(&self) -> [abi::ProcessEntry; abi::MAX_PROCESSES] {
+        // SAFETY: a field of the live mapping, aligned, plain integers; volatile as above.
+        unsafe { std::ptr::read_volatile(std::ptr::addr_of!((*self.ptr).processes)) }
+    }
+
     /// A copy of the header alone (state, statuses, health), without reading the counters.
     pub fn header(&self) -> CountersHeader {
         // SAFETY: the header starts the live mapping; volatile as above.

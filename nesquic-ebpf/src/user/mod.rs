@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::Role;
-use nesquic_agent_abi::{self as abi, plan_status, slot_status, CountersHeader, PlanHeader, PlanTarget, Stats};
+use nesquic_agent_abi::{self as abi, entry, plan_status, slot_status, CountersHeader, PlanHeader, PlanTarget, Stats};
 
 // The calibration that measures it is the engine's (`nesquic_engine::calibrate`).
 pub use counters::CountersMap;
@@ -28,6 +28,7 @@ pub use nesquic_agent_abi::SHADOW_DEPTH;
 const _: () = assert!(SHADOW_DEPTH == nesquic_model::agent::SHADOW_DEPTH);
 pub use nesquic_model::agent::AgentCost;
 pub use nesquic_model::agent::PatchStatus;
+pub use nesquic_model::agent::{ProcessSeen, ProcessesSeen};
 pub use tsc::tsc_mult;
 
 use crate::catalog::ResolvedFunction;
@@ -35,8 +36,7 @@ use crate::metrics::{AgentLost, FunctionMetrics, Mechanism, RoleMetrics, Syscall
 
 /// Env var overriding where the agent library is.
 pub const AGENT_LIB_ENV: &str = "NESQUIC_AGENT_LIB";
-/// The agent library's file name.
-pub const AGENT_LIB_NAME: &str = "libnesquic_agent.so";
+pub use nesquic_agent_abi::AGENT_LIB_NAME;
 
 /// What can go wrong preparing user-space probes.
 #[derive(Debug, thiserror::Error)]
@@ -84,10 +84,31 @@ impl UserBackend {
     /// Checks every function's site, writes the plan (into a memfd; into `run_dir` where there
     /// is none). Returns the backend and
     /// the functions it refused, each with one short reason: measure those with kernel uprobes.
+    /// The agent stays in the one process it is started in (see [`UserBackend::prepare_following`]).
     pub fn prepare(
         run_dir: &Path,
         functions: &[ResolvedFunction],
         io: bool,
+    ) -> Result<(UserBackend, Vec<(ResolvedFunction, String)>), UserError> {
+        Self::prepare_with(run_dir, functions, io, false)
+    }
+
+    /// [`UserBackend::prepare`] for an agent that follows the process into the programs it execs
+    /// and starts (`abi::PLAN_FOLLOW`): they load it too and count into the same counters. Each
+    /// hooks the planned functions of the objects it has loaded.
+    pub fn prepare_following(
+        run_dir: &Path,
+        functions: &[ResolvedFunction],
+        io: bool,
+    ) -> Result<(UserBackend, Vec<(ResolvedFunction, String)>), UserError> {
+        Self::prepare_with(run_dir, functions, io, true)
+    }
+
+    fn prepare_with(
+        run_dir: &Path,
+        functions: &[ResolvedFunction],
+        io: bool,
+        follow: bool,
     ) -> Result<(UserBackend, Vec<(ResolvedFunction, String)>), UserError> {
         let agent_lib = agent_library()?;
         let mut files: HashMap<PathBuf, Result<(PathBuf, Vec<u8>), String>> = HashMap::new();
@@ -111,8 +132,10 @@ impl UserBackend {
             }
         }
         let placeholder = run_dir.join("agent.counters");
-        let header = PlanHeader::new(targets.len() as u32, io, tsc_mult(), placeholder.as_os_str().as_encoded_bytes())
-            .ok_or_else(|| UserError::PathTooLong(placeholder.clone()))?;
+        let flags = if io { abi::PLAN_IO } else { 0 } | if follow { abi::PLAN_FOLLOW } else { 0 };
+        let header =
+            PlanHeader::new(targets.len() as u32, flags, tsc_mult(), placeholder.as_os_str().as_encoded_bytes())
+                .ok_or_else(|| UserError::PathTooLong(placeholder.clone()))?;
         let mut bytes = abi::as_bytes(&header).to_vec();
         for t in &targets {
             bytes.extend_from_slice(abi::as_bytes(t));
@@ -190,7 +213,8 @@ pub struct AgentState {
     pub pid: u32,
     /// Losses and events.
     pub health: abi::AgentHealth,
-    /// CPU time the agent's start-up took in the process (its constructor), ns.
+    /// CPU time the agent's start-up took (its constructor), summed over the processes it ran
+    /// in, ns.
     pub init_cpu_ns: u64,
 }
 
@@ -245,6 +269,44 @@ impl AgentProcess {
     /// The agent's state in the process.
     pub fn state(&self) -> AgentState {
         state_of(&self.counters.header())
+    }
+
+    /// The programs the agent ran in and those they started that cannot load it, in the order
+    /// they started (the first [`abi::MAX_PROCESSES`] entries), and how many more there were.
+    pub fn processes(&self) -> ProcessesSeen {
+        let entries = self.counters.processes();
+        let written: Vec<_> = entries.iter().filter(|p| p.pid != 0 || p.flags & entry::NO_AGENT != 0).collect();
+        let failed = written.iter().filter(|p| p.flags & entry::EXEC_FAILED != 0).count() as u32;
+        let listed: Vec<ProcessSeen> = written
+            .iter()
+            .filter(|p| p.flags & entry::EXEC_FAILED == 0)
+            .map(|p| {
+                let len = p.comm.iter().position(|b| *b == 0).unwrap_or(p.comm.len());
+                ProcessSeen {
+                    pid: p.pid,
+                    name: String::from_utf8_lossy(&p.comm[..len]).into_owned(),
+                    without_agent: (p.flags & entry::NO_AGENT != 0).then(|| why_without_agent(p.flags).to_string()),
+                }
+            })
+            .collect();
+        let header = self.counters.header();
+        let unlisted = header.processes.saturating_sub(failed).saturating_sub(listed.len() as u32);
+        ProcessesSeen { listed, unlisted, unlisted_without_agent: header.unlisted_without_agent.min(unlisted) }
+    }
+}
+
+/// The reason bits of an entry without the agent, in words.
+fn why_without_agent(flags: u32) -> &'static str {
+    if flags & entry::STATIC != 0 {
+        "statically linked"
+    } else if flags & entry::SETUID != 0 {
+        "set-user-ID or set-group-ID: the loader ignores LD_PRELOAD"
+    } else if flags & entry::NOT_ELF64 != 0 {
+        "not a 64-bit x86 ELF program"
+    } else if flags & entry::ENV_DROPPED != 0 {
+        "started with an environment without the agent's variables"
+    } else {
+        "cannot load the agent"
     }
 }
 

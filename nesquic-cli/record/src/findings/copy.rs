@@ -50,9 +50,10 @@ pub(super) fn rep_movsb(record: &RunRecord, role: Role, side: &Side) -> Option<F
         stake(Some(share), "the rep movsb copy", role)
     );
     let try_this = format!(
-        "{REP_MOVSB_OFF} nesquic run --lut {} --probe profile,io (glibc's vector copy instead; compare CPU per GB \
+        "{REP_MOVSB_OFF} nesquic run --lut {} {} (glibc's vector copy instead; compare CPU per GB \
          with this run's)",
-        record.lut.name
+        record.lut.name,
+        super::experiment_probes(record)
     );
     Some(Finding {
         rule: Rule::RepMovsbCopy,

@@ -60,7 +60,7 @@ pub(super) fn versus_machine(record: &RunRecord, role: Role, side: &Side) -> Opt
             ),
             format!(
                 "{} (and compare crypto.seal ns per packet: --probe crypto.seal:time,io)",
-                super::ab_of_source(&record.lut.name)
+                super::ab_of_source(record)
             ),
         )
     } else {
@@ -108,7 +108,7 @@ pub(super) fn without_aes_ni(record: &RunRecord, role: Role, side: &Side) -> Opt
         ),
         try_this: format!(
             "{} (build the crypto library with its assembly and CPU detection)",
-            super::ab_of_source(&record.lut.name)
+            super::ab_of_source(record)
         ),
         cpu_share_at_stake: share,
     })
@@ -127,8 +127,9 @@ fn faster_suite(record: &RunRecord, limit: &crate::crypto_limit::CryptoLimit) ->
     let (fastest, fastest_ns) = options.into_iter().fold(("", f64::INFINITY), |a, b| if b.1 < a.1 { b } else { a });
     (fastest_ns * CRYPTO_NEAR <= used_ns).then(|| {
         format!(
-            "nesquic ab --lut {} --base-opt cipher={used} --head-opt cipher={fastest} --probe profile,io",
-            record.lut.name
+            "nesquic ab --lut {} --base-opt cipher={used} --head-opt cipher={fastest} {}",
+            record.lut.name,
+            super::experiment_probes(record)
         )
     })
 }

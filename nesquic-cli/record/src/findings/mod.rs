@@ -186,7 +186,9 @@ fn severity(share: Option<f64>) -> Severity {
 fn stake(share: Option<f64>, what: &str, role: Role) -> String {
     match share {
         Some(s) => format!("{what} is {:.0}% of the {role}'s CPU (sampling profile)", 100.0 * s),
-        None => "no profile in this run to say how much CPU is at stake: add --probe profile,io".to_string(),
+        None => {
+            "no profile in this run to say how much CPU is at stake: add --probe profile,io (eBPF: root)".to_string()
+        }
     }
 }
 
@@ -201,9 +203,24 @@ fn where_in(lut: &str, rule: Rule) -> Option<&'static str> {
     }
 }
 
+/// The probes of the experiment a finding proposes after `record`: the profile for the CPU at
+/// stake and packet I/O for the counts; packet I/O alone after a run that had no profile, which
+/// could not load eBPF (most often: no root), where the user-space agent still measures it.
+fn experiment_probes(record: &RunRecord) -> &'static str {
+    if record.repetitions.iter().any(|r| r.profile.is_some()) {
+        "--probe profile,io"
+    } else {
+        "--probe io"
+    }
+}
+
 /// The command that tests a change of the stack's source, between two commits.
-fn ab_of_source(lut: &str) -> String {
-    format!("nesquic ab --lut {lut} --lut-path YOUR_CHECKOUT --base-rev HEAD --head-rev YOUR_CHANGE --probe profile,io")
+fn ab_of_source(record: &RunRecord) -> String {
+    format!(
+        "nesquic ab --lut {} --lut-path YOUR_CHECKOUT --base-rev HEAD --head-rev YOUR_CHANGE {}",
+        record.lut.name,
+        experiment_probes(record)
+    )
 }
 
 /// Every finding the record supports, most at stake first.
@@ -211,7 +228,6 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
     let size = record.size_bytes.max(1) * record.repetitions.len().max(1) as u64;
     let server = Side::of(record, Role::Server);
     let client = Side::of(record, Role::Client);
-    let lut = record.lut.name.as_str();
     let mut findings = Vec::new();
     for (role, side, peer) in [(Role::Server, &server, &client), (Role::Client, &client, &server)] {
         // The bulk sender and receiver: the side that moved at least half the payload.
@@ -219,18 +235,18 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
         let sends_bulk = datagrams && side.send.datagrams >= MIN_DATAGRAMS && side.send.bytes * 2 >= size;
         let receives_bulk = datagrams && side.recv.datagrams >= MIN_DATAGRAMS && side.recv.bytes * 2 >= size;
         if sends_bulk {
-            findings.extend(gso_batch(lut, role, side));
+            findings.extend(gso_batch(record, role, side));
             findings.extend(gso_off(record, role, side));
         }
         if receives_bulk {
             // Through the impairment relay the receiver's peer is the relay, which forwards one
             // datagram per message whatever the sender batched: no GRO evidence there.
             if record.link.as_ref().is_none_or(|l| l.relay.is_none()) {
-                findings.extend(gro(role, side, peer));
+                findings.extend(gro(record, role, side, peer));
             }
             findings.extend(ack_heavy(role, side));
         }
-        findings.extend(busy_polling(role, side));
+        findings.extend(busy_polling(record, role, side));
         if datagrams {
             findings.extend(rcvbuf_drops(record, role, side));
         }
@@ -243,7 +259,7 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
     findings
 }
 
-fn gso_batch(lut: &str, role: Role, side: &Side) -> Option<Finding> {
+fn gso_batch(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> {
     let segments = side.gso_max_segments.filter(|&s| s > 1)?;
     let datagram = side.send.bytes / side.send.datagrams.max(1);
     let by_size = GSO_MAX_BYTES / datagram.max(1);
@@ -254,7 +270,8 @@ fn gso_batch(lut: &str, role: Role, side: &Side) -> Option<Finding> {
         return None;
     }
     let share = side.packet_io_share();
-    let cause = where_in(lut, Rule::GsoBatchCapped).unwrap_or("the stack caps the datagrams it hands one send");
+    let cause =
+        where_in(&record.lut.name, Rule::GsoBatchCapped).unwrap_or("the stack caps the datagrams it hands one send");
     Some(Finding {
         rule: Rule::GsoBatchCapped,
         role,
@@ -270,7 +287,7 @@ fn gso_batch(lut: &str, role: Role, side: &Side) -> Option<Finding> {
             "each send message costs a trip through the kernel's UDP path and its per-call overhead; {cause}. {}",
             stake(share, "packet I/O", role)
         ),
-        try_this: ab_of_source(lut),
+        try_this: ab_of_source(record),
         cpu_share_at_stake: share,
     })
 }
@@ -321,17 +338,19 @@ fn gso_off(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> {
         try_this: if turned_off {
             // The run turned it off: the same run with it on is the experiment.
             format!(
-                "nesquic ab --lut {} --io {} --base-opt gso=off --head-opt gso=on --probe profile,io",
-                record.lut.name, record.lut.io
+                "nesquic ab --lut {} --io {} --base-opt gso=off --head-opt gso=on {}",
+                record.lut.name,
+                record.lut.io,
+                experiment_probes(record)
             )
         } else {
-            format!("{} (after setting UDP_SEGMENT on the stack's socket)", ab_of_source(&record.lut.name))
+            format!("{} (after setting UDP_SEGMENT on the stack's socket)", ab_of_source(record))
         },
         cpu_share_at_stake: share,
     })
 }
 
-fn gro(role: Role, side: &Side, peer: &Side) -> Option<Finding> {
+fn gro(record: &RunRecord, role: Role, side: &Side, peer: &Side) -> Option<Finding> {
     let per_recv = side.recv.per_message();
     let peer_batch = peer.send.per_message();
     if per_recv >= GRO_MIN_PER_RECV || peer_batch < GRO_PEER_BATCH {
@@ -357,12 +376,16 @@ fn gro(role: Role, side: &Side, peer: &Side) -> Option<Finding> {
              is a receive of its own (GRO on the client cut packet-I/O CPU by 58% in the kernel-bypass study). {}",
             stake(share, "packet I/O", role)
         ),
-        try_this: "nesquic ab --base-opt gro=off --head-opt gro=on --probe profile,io (if the LUT has the setting; else set UDP_GRO in the stack)".into(),
+        try_this: format!(
+            "nesquic ab --base-opt gro=off --head-opt gro=on {} (if the LUT has the setting; else set UDP_GRO in \
+             the stack)",
+            experiment_probes(record)
+        ),
         cpu_share_at_stake: share,
     })
 }
 
-fn busy_polling(role: Role, side: &Side) -> Option<Finding> {
+fn busy_polling(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> {
     let r = &side.recv;
     if r.calls < MIN_DATAGRAMS || (r.eagain as f64) <= EAGAIN_SHARE * r.calls as f64 {
         return None;
@@ -385,7 +408,10 @@ fn busy_polling(role: Role, side: &Side) -> Option<Finding> {
              drains until EAGAIN makes at most one per wake-up. {}",
             stake(share, "packet I/O", role)
         ),
-        try_this: format!("nesquic run --probe profile,io --size 1GB (and compare the {role}'s recv EAGAIN count after the change)"),
+        try_this: format!(
+            "nesquic run {} --size 1GB (and compare the {role}'s recv EAGAIN count after the change)",
+            experiment_probes(record)
+        ),
         cpu_share_at_stake: share,
     })
 }
@@ -459,11 +485,12 @@ fn run_again(record: &RunRecord, replaced_key: &str, extra: &str) -> String {
         .map(|o| format!(" --lut-opt {o}"))
         .collect();
     format!(
-        "nesquic run --lut {} --io {} --size {}{}{options} {extra} --probe profile,io",
+        "nesquic run --lut {} --io {} --size {}{}{options} {extra} {}",
         record.lut.name,
         record.lut.io,
         record.size_bytes,
-        link_flags(record)
+        link_flags(record),
+        experiment_probes(record)
     )
 }
 

@@ -118,6 +118,21 @@ fn without_a_profile_the_severity_is_low_and_says_how_to_measure_it() {
     assert!(f.why.contains("add --probe profile"), "{}", f.why);
 }
 
+/// A run that could not load eBPF (no profile on either side) is told an experiment it can run
+/// there: the agent's `--probe io`, not the profile.
+#[test]
+fn without_any_profile_the_experiment_asks_for_no_profile() {
+    let (mut server, mut client) = quinn();
+    (server.profile, client.profile) = (None, None);
+    let found = find(&record(server, client));
+    let f = found.iter().find(|f| f.rule == Rule::GsoBatchCapped).expect("the GSO batch finding");
+    assert_eq!(
+        f.try_this,
+        "nesquic ab --lut quinn --lut-path YOUR_CHECKOUT --base-rev HEAD --head-rev YOUR_CHANGE --probe io"
+    );
+    assert!(found.iter().all(|f| !f.try_this.contains("profile")), "{found:#?}");
+}
+
 #[test]
 fn gso_off_is_its_own_finding() {
     let (mut server, client) = quinn();

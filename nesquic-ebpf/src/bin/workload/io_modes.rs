@@ -1,5 +1,6 @@
 //! The workload's packet-I/O modes for the user-space agent's libc wrappers: many threads
-//! counted exactly (`--io-hammer`), and what one wrapped call costs (`--io-calibrate`).
+//! counted exactly (`--io-hammer`), what one wrapped call costs (`--io-calibrate`), and one fd
+//! number reused by sockets and files behind the wrappers' back (`--fd-reuse`).
 
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
@@ -126,4 +127,62 @@ pub fn io_calibrate_mode(calls: u64, rounds: u64, out: &str) -> std::io::Result<
             })
             .collect();
     std::fs::write(out, to_lines(&lines)?)
+}
+
+/// `--fd-reuse CALLS OUT`: one fd number held in turn by a file, a UDP socket, a TCP socket and
+/// a file again, each closed where no libc wrapper sees it (a raw `close`, then `close_range`),
+/// with CALLS 100-byte calls on each holder: `write` on the UDP socket, `send` on the TCP one,
+/// `write` on the second file. The agent must see each holder for what it is, whatever it
+/// learned of the number before. OUT gets the fd numbers and what each call returned.
+pub fn fd_reuse_mode(calls: u64, out: &str) -> std::io::Result<()> {
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::IntoRawFd;
+    extern "C" {
+        // glibc >= 2.34; the agent interposes it.
+        fn close_range(first: libc::c_uint, last: libc::c_uint, flags: libc::c_int) -> libc::c_int;
+    }
+    let payload = [0x5au8; DATAGRAM];
+    let write_all = |fd: i32, through_send: bool| -> u64 {
+        (0..calls)
+            .map(|_| {
+                // SAFETY: a valid fd and buffer.
+                let n = unsafe {
+                    if through_send {
+                        libc::send(fd, payload.as_ptr().cast(), payload.len(), 0)
+                    } else {
+                        libc::write(fd, payload.as_ptr().cast(), payload.len())
+                    }
+                };
+                u64::try_from(n).unwrap_or(0)
+            })
+            .sum()
+    };
+    let raw_close = |fd: i32| {
+        // SAFETY: closing an fd this mode owns, straight to the kernel.
+        unsafe { libc::syscall(libc::SYS_close, fd) };
+    };
+    let (sink, listener) = (UdpSocket::bind("127.0.0.1:0")?, TcpListener::bind("127.0.0.1:0")?);
+    let file = std::fs::OpenOptions::new().write(true).open("/dev/null")?.into_raw_fd();
+    let file_bytes = write_all(file, false);
+    raw_close(file);
+    let udp = UdpSocket::bind("127.0.0.1:0")?;
+    udp.connect(sink.local_addr()?)?;
+    let udp = udp.into_raw_fd();
+    let udp_bytes = write_all(udp, false);
+    raw_close(udp);
+    let tcp = TcpStream::connect(listener.local_addr()?)?.into_raw_fd();
+    let (_peer, _) = listener.accept()?;
+    let tcp_bytes = write_all(tcp, true);
+    // SAFETY: closes only this mode's TCP fd.
+    if unsafe { close_range(tcp as libc::c_uint, tcp as libc::c_uint, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let again = std::fs::OpenOptions::new().write(true).open("/dev/null")?.into_raw_fd();
+    let again_bytes = write_all(again, false);
+    raw_close(again);
+    let json = format!(
+        "{{\"fds\":[{file},{udp},{tcp},{again}],\"file_bytes\":{file_bytes},\"udp_bytes\":{udp_bytes},\
+         \"tcp_bytes\":{tcp_bytes},\"again_bytes\":{again_bytes}}}\n"
+    );
+    std::fs::write(out, json)
 }
