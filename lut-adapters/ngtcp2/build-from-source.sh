@@ -13,6 +13,10 @@
 #   - the dynamic loader (ldd) resolves libngtcp2 and libngtcp2_crypto_gnutls to DIR/build, and
 #     no other copy of them (Debian's) is loaded;
 #   - every ngtcp2_* symbol the executable imports is defined by those libraries (nm -D).
+# Versions: the adapter's code for the checkout's API is chosen by compat.h from the checkout's
+# NGTCP2_VERSION_NUM: 0.12.x (Debian 12) or 1.x (upstream since 1.0.0); 0.13-0.19 are refused
+# before compiling, naming the version. Only the two libraries are built (ENABLE_LIB_ONLY, no
+# tests): a clone without its submodules (tests/munit, third-party/urlparse) builds too.
 # Cached in DIR (see ../source-build.sh): a second call with nothing changed only re-runs the proof.
 set -euo pipefail
 
@@ -35,6 +39,24 @@ build="$out/build"
 libdirs=("$build/lib" "$build/crypto/gnutls")
 key="$(build_key "$here"/*.c "$here"/*.h "$0")"
 
+# The checkout's version (the configured version.h) and the adapter's API branch for it (compat.h).
+version_h="$build/lib/includes/ngtcp2/version.h"
+check_api() {
+    [ -f "$version_h" ] || die "cmake configured $source but wrote no $version_h"
+    version="$(sed -n 's/^#define NGTCP2_VERSION "\(.*\)"/\1/p' "$version_h")"
+    local num
+    num="$(sed -n 's/^#define NGTCP2_VERSION_NUM \(0x[0-9a-fA-F]*\).*/\1/p' "$version_h")"
+    [ -n "$num" ] || die "$version_h defines no NGTCP2_VERSION_NUM"
+    if ((num >= 0x010000)); then
+        api="1.x"
+    elif ((num >= 0x000c00 && num < 0x000d00)); then
+        api="0.12"
+    else
+        die "$source is ngtcp2 ${version:-$num}: the adapter is written for the 0.12.x API (Debian 12) and the 1.x API" \
+            "(upstream since 1.0.0); 0.13-0.19 renamed it on the way to 1.0. Check out a 1.x tag or the default branch"
+    fi
+}
+
 if cached; then
     say "up to date: $binary ($source at $revision)"
 else
@@ -47,7 +69,8 @@ else
     step "configure $source (cmake, GnuTLS backend)" "$out/configure.log" \
         cmake -S "$source" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
         -DCMAKE_C_FLAGS=-fno-omit-frame-pointer -DENABLE_GNUTLS=ON -DENABLE_OPENSSL=OFF \
-        -DENABLE_SHARED_LIB=ON -DENABLE_STATIC_LIB=OFF
+        -DENABLE_SHARED_LIB=ON -DENABLE_STATIC_LIB=OFF -DENABLE_LIB_ONLY=ON -DBUILD_TESTING=OFF
+    check_api
     step "build libngtcp2 and libngtcp2_crypto_gnutls" "$out/build.log" \
         make -C "$build" -j"$(nproc)" ngtcp2 ngtcp2_crypto_gnutls
     # As build.sh, symbols kept; not -Werror: another ngtcp2 version may deprecate what the adapter calls.
@@ -60,6 +83,7 @@ else
         -Wl,--disable-new-dtags,-rpath,"${libdirs[0]}:${libdirs[1]}"
     mark_built
 fi
+check_api
 
 # Proof 1: the libraries were compiled from the checkout.
 grep -qsxF "CMAKE_HOME_DIRECTORY:INTERNAL=$source" "$build/CMakeCache.txt" \
@@ -89,6 +113,5 @@ missing="$(comm -23 <(printf '%s\n' "$imported") <(printf '%s\n' "$defined"))"
 [ -n "$imported" ] || die "$binary imports no ngtcp2_* symbol: ngtcp2 is not linked dynamically"
 [ -z "$missing" ] || die "ngtcp2 symbols the adapter imports but the checkout's libraries do not define: $missing"
 
-version="$(sed -n 's/^#define NGTCP2_VERSION "\(.*\)"/\1/p' "$build/lib/includes/ngtcp2/version.h")"
-say "ready: $binary from $source (${version:-unknown}, $revision$([ "$dirty" = true ] && echo ", dirty"))"
-emit "${version:-unknown}" "$build configured from $source; ldd: $(for n in "${!libs[@]}"; do printf '%s => %s; ' "$n" "${libs[$n]}"; done)all $(wc -l <<<"$imported") ngtcp2_* symbols the adapter imports defined there"
+say "ready: $binary from $source (ngtcp2 ${version:-unknown}, the adapter's $api API, $revision$([ "$dirty" = true ] && echo ", dirty"))"
+emit "${version:-unknown}" "$build configured from $source (ngtcp2 ${version:-unknown}, adapter API $api); ldd: $(for n in "${!libs[@]}"; do printf '%s => %s; ' "$n" "${libs[$n]}"; done)all $(wc -l <<<"$imported") ngtcp2_* symbols the adapter imports defined there"

@@ -250,9 +250,7 @@ void nq_qlog_open(struct nq_qlog *q, ngtcp2_settings *s, const char *path, int i
   struct timespec wall;
   clock_gettime(CLOCK_REALTIME, &wall);
   s->initial_ts = nq_now();
-  nq_random(s->qlog.odcid.data, 8);
-  s->qlog.odcid.datalen = 8;
-  s->qlog.write = qlog_write;
+  nq_settings_qlog(s, qlog_write);
   nq_emit("{\"event\":\"qlog\",\"path\":\"%s\",\"start_unix_ns\":%llu}", name,
           (unsigned long long)wall.tv_sec * 1000000000ull + (unsigned long long)wall.tv_nsec);
 }

@@ -12,6 +12,8 @@
 #include <ngtcp2/ngtcp2.h>
 #include <ngtcp2/ngtcp2_crypto.h>
 
+#include "compat.h"
+
 #include "payload.h"
 
 #define NQ_PROG "nesquic-lut-ngtcp2"

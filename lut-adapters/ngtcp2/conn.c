@@ -148,11 +148,10 @@ void nq_conn_read(struct nq_conn *c, const uint8_t *pkt, size_t len) {
   if (rv == 0) return;
   if (rv == NGTCP2_ERR_DRAINING) {
     /* The peer closed: with an application error other than 0 that is a failure. */
-    ngtcp2_connection_close_error e;
-    ngtcp2_conn_get_connection_close_error(c->conn, &e);
-    if (e.error_code != 0 && !c->error[0])
+    const nq_ccerr *e = nq_conn_ccerr(c->conn);
+    if (e->error_code != 0 && !c->error[0])
       snprintf(c->error, sizeof c->error, "the peer closed the connection with error 0x%llx (%.*s)",
-               (unsigned long long)e.error_code, (int)e.reasonlen, e.reason ? (const char *)e.reason : "");
+               (unsigned long long)e->error_code, (int)e->reasonlen, e->reason ? (const char *)e->reason : "");
     c->closed = 1;
     return;
   }
@@ -285,8 +284,8 @@ void nq_conn_close(struct nq_conn *c) {
   uint8_t buf[1500];
   ngtcp2_path path = path_of(c);
   ngtcp2_pkt_info pi;
-  ngtcp2_connection_close_error e;
-  ngtcp2_connection_close_error_set_application_error(&e, 0, NULL, 0);
+  nq_ccerr e;
+  nq_ccerr_application(&e, 0);
   ngtcp2_ssize n = ngtcp2_conn_write_connection_close(c->conn, &path, &pi, buf, sizeof buf, &e, nq_now());
   if (n > 0) nq_udp_send(c->fd, (struct sockaddr *)&c->remote, c->remotelen, buf, (size_t)n, (size_t)n);
   c->closed = 1;

@@ -84,7 +84,7 @@ static struct nq_conn *accept_conn(struct server *sv, const uint8_t *pkt, size_t
   ngtcp2_transport_params params;
   nq_settings(&settings, &params, &sv->a->opt, 1);
   if (sv->a->qlog) nq_qlog_open(&c->qlog, &settings, sv->a->qlog, sv->accepted);
-  params.original_dcid = hd.dcid;
+  nq_params_original_dcid(&params, &hd.dcid);
   ngtcp2_cid scid;
   scid.datalen = NGTCP2_MAX_CIDLEN;
   nq_random(scid.data, scid.datalen);
