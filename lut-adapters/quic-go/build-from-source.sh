@@ -12,6 +12,16 @@
 #   - the executable's own build information (`go version -m`) records the replace by CHECKOUT,
 #     so the code compiled in is the checkout's, not the module cache's.
 # Cached in DIR (see ../source-build.sh): a second call with nothing changed only re-runs the proof.
+#
+# Versions: the adapter is written for quic-go v0.49 to v0.66 and upstream's main. What differs
+# is chosen by Go build tags (version.go lists them), selected here from the API the checkout has,
+# not from a version number (a checkout between tags, or a module download without .git, states
+# none). A part a version lacks (qlog before v0.56) is turned off with a note, never a failed build.
+# The version recorded: `git describe --tags` in a git checkout; the Go module cache's
+# `MODULE@VERSION` directory name for a module download (`go mod download -json` names it Dir);
+# else "devel, replacing" the version go.mod pins. Where that is a release (or a pseudo-version
+# of a commit after one), go.mod requires it, so that the executable's build information and its
+# io report line name it too.
 set -euo pipefail
 
 lut=quic-go
@@ -30,6 +40,44 @@ declared="$(sed -n 's/^module[[:space:]]\{1,\}\([^[:space:]]*\).*/\1/p' "$source
 
 checkout_state
 binary="$out/nesquic-lut-quic-go"
+
+# Build tags from the API the checkout has (version.go says what each one changes).
+tags=() notes=()
+has() { grep -Eqs "$1" "${@:2}"; }
+root_go=("$source"/*.go)
+if [ ! -d "$source/qlogwriter" ]; then
+    tags+=(nesquic_noqlog)
+    notes+=("qlog off: no qlogwriter package (quic-go v0.56 added it)")
+elif has 'func NewConnectionFileSeq\(w io\.WriteCloser, isClient bool, odcid ConnectionID, eventSchemas \[\]string\)' "$source"/qlogwriter/*.go; then
+    tags+=(nesquic_qlog_schemas)
+elif ! has 'func NewConnectionFileSeq\(w io\.WriteCloser, isClient bool, odcid ConnectionID\)' "$source"/qlogwriter/*.go; then
+    tags+=(nesquic_noqlog)
+    notes+=("qlog off: qlogwriter.NewConnectionFileSeq has a signature this adapter does not know")
+fi
+has '^type Conn struct' "${root_go[@]}" || tags+=(nesquic_connif)
+has '^func \(c \*Conn\) ConnectionStats\(\) ConnectionStats' "${root_go[@]}" || tags+=(nesquic_nostats)
+tag_list="$(IFS=,; echo "${tags[*]:-}")"
+for note in "${notes[@]}"; do say "note: $note"; done
+
+# The version, and the one go.mod requires (a release or a pseudo-version; else the pin).
+pinned="$(sed -n "s|^[[:space:]]*\(require[[:space:]]\{1,\}\)\{0,1\}$module[[:space:]]\{1,\}\(v[^[:space:]]*\).*|\2|p" "$here/go.mod" | head -n1)"
+release='^v[0-9]+\.[0-9]+\.[0-9]+$'
+require=""
+if [ "$revision" != "not a git repository" ] && version="$(checkout_git describe --tags --always 2>/dev/null)"; then
+    if [[ "$version" =~ $release ]]; then
+        require="$version"
+    elif [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\.([0-9]+)-[0-9]+-g[0-9a-f]+$ ]]; then
+        # Go's pseudo-version of a commit after release vX.Y.Z: vX.Y.(Z+1)-0.UTCTIME-HASH12.
+        when="$(TZ=UTC checkout_git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)"
+        require="v${BASH_REMATCH[1]}.${BASH_REMATCH[2]}.$((BASH_REMATCH[3] + 1))-0.$when-${revision:0:12}"
+    fi
+elif [[ "$(basename "$source")" =~ ^quic-go@(v[0-9]+\.[0-9]+\.[0-9]+)$ ]]; then
+    # A module download (the module cache's directory, or a copy keeping its name).
+    version="${BASH_REMATCH[1]}" require="$version"
+else
+    # A directory has no version of its own: Go records the replaced module as (devel).
+    version="devel, replacing ${pinned:-unknown}"
+fi
 adapter=("$here"/*.go "$here/go.mod" "$here/go.sum")
 key="$(build_key "${adapter[@]}" "$0")"
 src="$out/src"
@@ -43,10 +91,11 @@ else
     cp "${adapter[@]}" "$src/"
     cd "$src"
     go mod edit -replace "$module=$source"
+    [ -z "$require" ] || go mod edit -require "$module@$require"
     # -mod=mod: the checkout may need other dependency versions than go.sum lists (fetched from the
     # Go module proxy); GOFLAGS from the caller's environment would otherwise decide.
-    step "go build against $source" "$out/build.log" \
-        env GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath -o "$binary" .
+    step "go build against $source (build tags: ${tag_list:-none})" "$out/build.log" \
+        env GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath -tags "$tag_list" -o "$binary" .
     mark_built
 fi
 
@@ -64,12 +113,5 @@ linked="$(printf '%s\n' "$info" | awk -v m="$module" '$1 == "dep" && $2 == m { g
     die "$binary was not built from $source: its build information replaces $module with '${linked:-nothing}'"
 }
 
-if [ "$revision" != "not a git repository" ] && version="$(checkout_git describe --tags --always 2>/dev/null)"; then
-    :
-else
-    version="$(sed -n "s|^[[:space:]]*\(require[[:space:]]\{1,\}\)\{0,1\}$module[[:space:]]\{1,\}\(v[^[:space:]]*\).*|\2|p" "$here/go.mod" | head -n1)"
-    # A directory has no version of its own: Go records the replaced module as (devel).
-    version="devel, replacing ${version:-unknown}"
-fi
 say "ready: $binary from $source ($version, $revision$([ "$dirty" = true ] && echo ", dirty"))"
-emit "$version" "go list -m $module: replaced by $source; go version -m $(basename "$binary"): dep $module => $source"
+emit "$version" "go list -m $module: replaced by $source; go version -m $(basename "$binary"): dep $module => $source; build tags: ${tag_list:-none}${notes[*]/#/; }"

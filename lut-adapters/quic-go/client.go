@@ -52,8 +52,8 @@ func runClient(a clientArgs) error {
 		if ql, err = openQlog(a.qlog, true); err != nil {
 			return fmt.Errorf("--qlog %s: %w", a.qlog, err)
 		}
-		conf.Tracer = ql.tracer
 	}
+	setTracer(conf, ql)
 	tr := &quic.Transport{Conn: udp}
 	initTransport(tr)
 	if err := applyBuffers(udp, a.opts); err != nil {
@@ -133,8 +133,8 @@ func runClient(a clientArgs) error {
 
 // pto is RFC 9002's probe timeout from a connection's RTT estimates (max_ack_delay: the
 // default 25 ms quic-go advertises).
-func pto(s quic.ConnectionStats) time.Duration {
-	return s.SmoothedRTT + max(4*s.MeanDeviation, time.Millisecond) + 25*time.Millisecond
+func pto(s connStats) time.Duration {
+	return s.smoothedRTT + max(4*s.meanDeviation, time.Millisecond) + 25*time.Millisecond
 }
 
 // drain is how long quic-go keeps the last closed connection answering: 3 PTO.
@@ -206,7 +206,7 @@ func oneConnection(ctx context.Context, tr *quic.Transport, server net.Addr, tls
 		return connectionResult{}, failed
 	}
 	transfer := time.Since(requests)
-	stats := conn.ConnectionStats()
+	stats := statsOf(conn)
 	_ = conn.CloseWithError(0, "done")
 	return connectionResult{
 		pto:         pto(stats),
@@ -217,7 +217,7 @@ func oneConnection(ctx context.Context, tr *quic.Transport, server net.Addr, tls
 	}, nil
 }
 
-func oneStream(ctx context.Context, conn *quic.Conn, size uint64, verified *atomic.Uint64) (streamResult, error) {
+func oneStream(ctx context.Context, conn quicConn, size uint64, verified *atomic.Uint64) (streamResult, error) {
 	s, err := conn.OpenStreamSync(ctx)
 	if err != nil {
 		return streamResult{}, fmt.Errorf("open stream: %w", err)

@@ -1,3 +1,5 @@
+//go:build !nesquic_noqlog
+
 package main
 
 // `--qlog PATH`: quic-go's own qlog (JSON-SEQ, qlog 0.3 header, draft event names such as
@@ -56,7 +58,7 @@ func openQlog(path string, isClient bool) (*qlogFile, error) {
 		return nil, err
 	}
 	capture := &headerCapture{w: bufio.NewWriter(f), f: f, closed: make(chan struct{})}
-	trace := qlogwriter.NewConnectionFileSeq(capture, isClient, quic.ConnectionID{})
+	trace := newConnectionFileSeq(capture, isClient)
 	var header struct {
 		Trace struct {
 			CommonFields struct {
@@ -76,6 +78,14 @@ func openQlog(path string, isClient bool) (*qlogFile, error) {
 	go trace.Run()
 	emit(qlogEvent{Event: "qlog", Path: path, StartUnixNs: uint64(start.UnixNano())})
 	return &qlogFile{trace: trace, keeper: trace.AddProducer(), closed: capture.closed}, nil
+}
+
+// setTracer makes every connection of conf record into ql (none: no --qlog).
+func setTracer(conf *quic.Config, ql *qlogFile) {
+	trackStats(conf)
+	if ql != nil {
+		conf.Tracer = ql.tracer
+	}
 }
 
 // tracer is quic.Config.Tracer: every connection records into the one file.

@@ -49,8 +49,8 @@ func runServer(a serverArgs) error {
 		if ql, err = openQlog(a.qlog, false); err != nil {
 			return fmt.Errorf("--qlog %s: %w", a.qlog, err)
 		}
-		conf.Tracer = ql.tracer
 	}
+	setTracer(conf, ql)
 	tr := &quic.Transport{Conn: udp}
 	ln, err := tr.Listen(tlsConf, conf)
 	if err != nil {
@@ -100,7 +100,7 @@ func closedByClient(err error) bool {
 	return errors.As(err, &app) && app.Remote && app.ErrorCode == 0
 }
 
-func serveConnection(conn *quic.Conn, expected int, corruptAt int64) error {
+func serveConnection(conn quicConn, expected int, corruptAt int64) error {
 	streams := make(chan error, expected)
 	opened := 0
 	for opened < expected {
@@ -128,16 +128,16 @@ func serveConnection(conn *quic.Conn, expected int, corruptAt int64) error {
 
 // awaitClose waits for the client's close, or closes with code 0 once the client has been
 // silent for closeGrace (see closeGrace).
-func awaitClose(conn *quic.Conn) {
+func awaitClose(conn quicConn) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	heard, silentSince := conn.ConnectionStats().PacketsReceived, time.Now()
+	heard, silentSince := statsOf(conn).received, time.Now()
 	for {
 		select {
 		case <-conn.Context().Done():
 			return
 		case now := <-tick.C:
-			if r := conn.ConnectionStats().PacketsReceived; r != heard {
+			if r := statsOf(conn).received; r != heard {
 				heard, silentSince = r, now
 			} else if now.Sub(silentSince) >= closeGrace {
 				_ = conn.CloseWithError(0, "served")
@@ -147,7 +147,7 @@ func awaitClose(conn *quic.Conn) {
 	}
 }
 
-func serveStream(s *quic.Stream, corruptAt int64) error {
+func serveStream(s quicStream, corruptAt int64) error {
 	request, err := io.ReadAll(io.LimitReader(s, requestLen+1))
 	if err != nil {
 		return fmt.Errorf("read request: %w", err)

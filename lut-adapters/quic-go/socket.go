@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// quic-go v0.65 packs a GSO batch into one 20 KiB buffer (internal/protocol.MaxLargePacketBufferSize),
+// quic-go (every version from v0.48 to v0.66) packs a GSO batch into one 20 KiB buffer (internal/protocol.MaxLargePacketBufferSize),
 // so a send carries at most that over the smallest QUIC packet (1200 bytes) datagrams.
 const gsoBatchBytes, minQUICPacket = 20 * 1024, 1200
 
@@ -79,9 +79,13 @@ func applyBuffers(udp *net.UDPConn, o options) error {
 	if gsoErr == nil && !disabled {
 		gso = gsoBatchBytes / minQUICPacket
 	}
+	stack := "quic-go " + quicGoVersion() + " (its own UDP path: sendmsg, GSO by UDP_SEGMENT where enabled; recvmmsg of 8; no GRO)"
+	for _, note := range versionNotes {
+		stack += "; " + note
+	}
 	emit(ioEvent{
 		Event:          "io",
-		Stack:          "quic-go " + quicGoVersion() + " (its own UDP path: sendmsg, GSO by UDP_SEGMENT where enabled; recvmmsg of 8; no GRO)",
+		Stack:          stack,
 		GsoMaxSegments: gso,
 		GroSegments:    1,
 		SendMmsg:       false,
