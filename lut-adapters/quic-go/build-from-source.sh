@@ -17,7 +17,8 @@
 # is chosen by Go build tags (version.go lists them), selected here from the API the checkout has,
 # not from a version number (a checkout between tags, or a module download without .git, states
 # none). A part a version lacks (qlog before v0.56) is turned off with a note, never a failed build.
-# The version recorded: `git describe --tags` in a git checkout; the Go module cache's
+# The version recorded: `git describe --tags` in a git checkout; the version in
+# .nesquic-release.json (a release `--lut-version` fetched); the Go module cache's
 # `MODULE@VERSION` directory name for a module download (`go mod download -json` names it Dir);
 # else "devel, replacing" the version go.mod pins. Where that is a release (or a pseudo-version
 # of a commit after one), go.mod requires it, so that the executable's build information and its
@@ -71,6 +72,10 @@ if [ "$revision" != "not a git repository" ] && version="$(checkout_git describe
         when="$(TZ=UTC checkout_git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S HEAD)"
         require="v${BASH_REMATCH[1]}.${BASH_REMATCH[2]}.$((BASH_REMATCH[3] + 1))-0.$when-${revision:0:12}"
     fi
+elif marked="$(sed -n 's/^[[:space:]]*"version":[[:space:]]*"\(v[0-9][0-9.]*\)".*/\1/p' "$source/.nesquic-release.json" 2>/dev/null)" \
+    && [[ "$marked" =~ $release ]]; then
+    # A release nesquic fetched from the Go module proxy (--lut-version): its marker names it.
+    version="$marked" require="$version"
 elif [[ "$(basename "$source")" =~ ^quic-go@(v[0-9]+\.[0-9]+\.[0-9]+)$ ]]; then
     # A module download (the module cache's directory, or a copy keeping its name).
     version="${BASH_REMATCH[1]}" require="$version"
