@@ -56,7 +56,12 @@ elif ! has 'func NewConnectionFileSeq\(w io\.WriteCloser, isClient bool, odcid C
     notes+=("qlog off: qlogwriter.NewConnectionFileSeq has a signature this adapter does not know")
 fi
 has '^type Conn struct' "${root_go[@]}" || tags+=(nesquic_connif)
-has '^func \(c \*Conn\) ConnectionStats\(\) ConnectionStats' "${root_go[@]}" || tags+=(nesquic_nostats)
+if ! has '^func \(c \*Conn\) ConnectionStats\(\) ConnectionStats' "${root_go[@]}"; then
+    tags+=(nesquic_nostats)
+    # Without ConnectionStats, a tracer finds each connection again by its tracing ID.
+    has 'ConnectionTracingID' "${root_go[@]}" \
+        || die "$source is a quic-go older than v0.43 (no ConnectionStats, no ConnectionTracingID): the adapter supports v0.43 and later (lut-adapters/quic-go/version.go)"
+fi
 tag_list="$(IFS=,; echo "${tags[*]:-}")"
 for note in "${notes[@]}"; do say "note: $note"; done
 

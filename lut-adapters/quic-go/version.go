@@ -12,7 +12,9 @@ package main
 //	nesquic_qlog_schemas  qlogwriter.NewConnectionFileSeq takes the event schemas (v0.56-v0.64
 //	                      and upstream's main as of 2026-08); without: v0.65's form
 //
-// No tag at all is the version go.mod pins (build.sh).
+// No tag at all is the version go.mod pins (build.sh). The oldest quic-go supported is v0.43
+// (April 2024): before it there is no quic.ConnectionTracingID for the nesquic_nostats tracer, and
+// build-from-source.sh refuses such a checkout by name.
 
 // versionNotes: what this build of the adapter turned off because its quic-go lacks it, for the
 // io report line (and stderr where it matters).
