@@ -1,14 +1,16 @@
 //! The ngtcp2 LUT (a C adapter over Debian's ngtcp2 + GnuTLS, `lut-adapters/ngtcp2/`) end to
 //! end: bulk transfers over loopback and veth, every workload shape, ngtcp2's crypto helpers and
 //! syscalls counted on both sides, GSO and GRO off and on, the trust anchor really checked, and payloads
-//! that agree with quinn's in both directions.
+//! that agree with quinn's in both directions; and a published 1.x release (Debian's source)
+//! built through `--lut-path` with the adapter's 1.x API branch.
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::lut::{calls, crypto_bytes, role, syscall, verified};
-use common::{run_record, serial, Role};
+use common::{run_record, serial, stderr, Role};
 
 /// The C executable; `just build` builds it when Debian's packages are installed.
 fn ngtcp2() -> PathBuf {
@@ -109,4 +111,52 @@ fn a_corrupted_byte_is_reported_at_its_offset() {
 fn the_qlog_of_ngtcp2_is_merged_into_the_traces() {
     ngtcp2();
     common::lut::the_library_qlog_is_merged("ngtcp2", "\"original_name\":\"transport:packet_sent\"");
+}
+
+/// A published ngtcp2 1.x release, the newest whose source Debian serves (Debian 12 ships 0.12.1,
+/// its newer suites 1.x; `release-source.sh`), built through `nesquic run --lut-path` with the
+/// adapter's 1.x API branch (compat.h): a verified payload, the release's version in the record
+/// and in each side's own account of its stack, its crypto helpers and syscalls counted.
+#[test]
+fn a_published_1x_release_builds_from_its_debian_source_and_runs() {
+    let _g = serial();
+    ngtcp2();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lut-adapters/ngtcp2/release-source.sh");
+    let out = Command::new(script).arg("newest-1.x").arg(tmp.path().join("src")).output().expect("release-source.sh");
+    assert!(out.status.success(), "release-source.sh newest-1.x: {}", stderr(&out));
+    let src = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let path = src.to_str().expect("UTF-8 path");
+    let report = run_record(&["--lut", "ngtcp2", "--lut-path", path, "--size", "5MB", "--probe", "io,crypto"]);
+    // Its build directory under target/lut-builds/ is keyed by this temporary path: not reused.
+    let build = report.lut.binary.parent().map(Path::to_path_buf);
+    let _cleanup = DirGuard(build.filter(|b| b.to_string_lossy().contains("/target/lut-builds/")));
+    verified(&report, 5_000_000);
+    let version = &report.lut.version;
+    assert!(version.starts_with("1."), "lut.version {version:?}");
+    let source = report.lut.source.as_ref().expect("lut.source");
+    assert!(source.proof.contains("adapter API 1.x") && source.proof.contains(path), "{}", source.proof);
+    for (_, side) in &report.repetitions[0].io_settings {
+        assert!(side.stack.starts_with(&format!("ngtcp2 {version} + GnuTLS")), "{}", side.stack);
+    }
+    for name in [Role::Server, Role::Client] {
+        let r = role(&report, name);
+        for category in ["crypto.seal", "crypto.open", "crypto.header_protection"] {
+            assert!(calls(r, category) > 0, "{name:?}: no {category}");
+        }
+        let (_, sent, _) = syscall(r, "sendmsg");
+        let seals = calls(r, "crypto.seal");
+        assert!(seals >= sent, "{name:?}: {seals} seals for {sent} datagrams sent");
+    }
+}
+
+/// Removes a directory when dropped.
+struct DirGuard(Option<PathBuf>);
+
+impl Drop for DirGuard {
+    fn drop(&mut self) {
+        if let Some(dir) = &self.0 {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
 }
