@@ -4,7 +4,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
+use crate::descriptor::{Descriptor, OptionSpec, Refusal, Releases, SourceBuild, NATIVE};
 
 /// quic-go on its own I/O (sendmsg with GSO, recvmmsg), crypto from Go's standard library.
 pub static QUIC_GO: Descriptor = Descriptor {
@@ -40,5 +40,11 @@ pub static QUIC_GO: Descriptor = Descriptor {
          https://go.dev/dl/) is installed, or run lut-adapters/quic-go/build.sh",
     // `go mod edit -replace` onto the checkout; `go list -m` and `go version -m` prove it.
     source_build: Some(&SourceBuild::Script("quic-go/build-from-source.sh")),
+    // Verified by building and running each (bench/versions.md, quic-go section).
+    supported_versions: "quic-go v0.43 to v0.66 and upstream's main (2026-08-03, v0.61.0-8): the adapter's Go build \
+         tags are chosen from the checkout's API (interfaces before v0.53, a stats tracer before v0.55, qlog event \
+         schemas v0.56-v0.64 and main); before v0.56 there is no qlogwriter, so --lut-qlog is off (the io line and \
+         stderr say so); older than v0.43 is refused by name (no quic.ConnectionTracingID)",
+    releases: Some(Releases::GoModule("github.com/quic-go/quic-go")),
     ..Descriptor::BUILTIN
 };

@@ -1,11 +1,13 @@
 //! The quic-go LUT (a Go executable, `lut-adapters/quic-go/`) end to end: bulk transfers over
 //! loopback and veth, every workload shape, its Go crypto counted by the kernel probes (Go
 //! binaries are static: no user-space agent; no return probes: counting only), GSO on and off,
-//! the trust anchor really checked, and payloads that agree with quinn's in both directions.
+//! the trust anchor really checked, and payloads that agree with quinn's in both directions; and
+//! an older release than the pinned one, from the Go module proxy, built as a checkout.
 
 mod common;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::lut::{calls, role, syscall, verified};
 use common::{nesquic, run_record, serial, stderr, Role};
@@ -106,4 +108,87 @@ fn a_corrupted_byte_is_reported_at_its_offset() {
 fn the_qlog_of_quic_go_is_merged_into_the_traces() {
     quic_go();
     common::lut::the_library_qlog_is_merged("quic-go", "\"original_name\":\"transport:packet_sent\"");
+}
+
+/// An older quic-go than go.mod pins: before v0.53 (connections are interfaces), v0.55 (no
+/// ConnectionStats) and v0.56 (no qlogwriter), so every version-dependent part of the adapter is
+/// the other variant.
+const OLDER_RELEASE: &str = "v0.52.0";
+
+/// The Go toolchain: where lut-adapters/quic-go's scripts look for it too.
+fn go() -> Command {
+    let go = if Path::new("/usr/local/go/bin/go").is_file() { "/usr/local/go/bin/go" } else { "go" };
+    let mut c = Command::new(go);
+    c.env("GOTOOLCHAIN", "local").env("GOFLAGS", "-mod=mod");
+    c
+}
+
+/// `go mod download` of quic-go `version` from the module proxy (or the module cache), copied
+/// writable into `dir` under the module cache's name for it, `quic-go@VERSION`.
+fn module_download(version: &str, dir: &Path) -> PathBuf {
+    #[derive(serde::Deserialize)]
+    struct Download {
+        #[serde(rename = "Dir")]
+        dir: Option<PathBuf>,
+        #[serde(rename = "Error")]
+        error: Option<String>,
+    }
+    let module = format!("github.com/quic-go/quic-go@{version}");
+    let out = go().args(["mod", "download", "-json", &module]).current_dir(dir).output().expect("run go");
+    let info: Download = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("go mod download {module}: {e}: {}", common::stderr(&out)));
+    assert!(info.error.is_none(), "go mod download {module}: {:?}", info.error);
+    let from = info.dir.unwrap_or_else(|| panic!("go mod download {module}: no Dir"));
+    let copy = dir.join(format!("quic-go@{version}"));
+    let cp = Command::new("cp").arg("-r").arg(&from).arg(&copy).status().expect("cp");
+    assert!(cp.success(), "copy {}", from.display());
+    let chmod = Command::new("chmod").arg("-R").arg("u+w").arg(&copy).status().expect("chmod");
+    assert!(chmod.success(), "chmod {}", copy.display());
+    copy
+}
+
+/// A release older than the pinned one, as the module proxy serves it (no .git), builds through
+/// `--lut-path` with the build tags its API needs, records that version as what was linked, turns
+/// its missing qlog off with a note instead of failing, and moves a verified payload.
+#[test]
+fn an_older_release_from_the_module_proxy_builds_and_runs_as_a_checkout() {
+    let _g = serial();
+    quic_go();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = module_download(OLDER_RELEASE, dir.path());
+    let path = src.to_str().expect("UTF-8 path");
+    let report = run_record(&["--lut", "quic-go", "--lut-path", path, "--size", "5MB", "--probe", "io"]);
+    // Each temporary path is a new build directory under target/lut-builds/: remove it after.
+    struct Cleanup(Option<PathBuf>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.take().filter(|d| d.to_string_lossy().contains("/target/lut-builds/")) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    let _cleanup = Cleanup(report.lut.binary.parent().map(Path::to_path_buf));
+    verified(&report, 5_000_000);
+
+    let source = src.canonicalize().expect("canonical").display().to_string();
+    let checkout = report.lut.source.as_ref().unwrap_or_else(|| panic!("no lut.source: {:?}", report.lut));
+    assert_eq!(checkout.path.to_str(), Some(source.as_str()), "{:?}", report.lut);
+    let linked: Vec<(&str, &str)> = checkout.linked.iter().map(|c| (c.name.as_str(), c.version.as_str())).collect();
+    assert_eq!(linked, [("quic-go", OLDER_RELEASE)], "{checkout:?}");
+    // The API the checkout has chose the adapter's code: all three older variants.
+    for tag in ["nesquic_connif", "nesquic_nostats", "nesquic_noqlog"] {
+        assert!(checkout.proof.contains(tag), "build tag {tag} not used: {}", checkout.proof);
+    }
+    // Each side's executable says, from its own build information, which quic-go it linked,
+    // and that its qlog is off for this version.
+    let sides = &report.repetitions[0].io_settings;
+    assert_eq!(sides.len(), 2, "{sides:?}");
+    for (role, side) in sides {
+        let stack = &side.stack;
+        assert!(stack.starts_with(&format!("quic-go {OLDER_RELEASE} => {source} ")), "{role:?}: {stack}");
+        assert!(stack.contains("qlog off: this quic-go has no qlogwriter package"), "{role:?}: {stack}");
+    }
+    // The io probe measured that version's sends: GSO batches several datagrams per sendmsg.
+    let (_, sent, messages) = syscall(role(&report, Role::Server), "sendmsg");
+    assert!(messages > 0 && sent >= 2 * messages, "server: {sent} datagrams in {messages} sendmsg");
 }
