@@ -216,3 +216,78 @@ pub fn one_seal_or_open_per_datagram(report: &RunRecord, send: &str, recv: &str)
     let opens = calls(client, "crypto.open");
     assert!(opens.abs_diff(received) <= 16, "client: {opens} opens for {received} datagrams received");
 }
+
+/// A published release laid out as a checkout of its repository: `krate = "=version"` resolved
+/// from crates.io in a throwaway project (`cargo metadata` downloads and unpacks what it needs),
+/// then each of `layout`'s (crate, directory) copied from the unpacked registry source to
+/// `checkout/directory`. Returns the versions copied, in `layout`'s order.
+pub fn registry_release_as_checkout(
+    krate: &str,
+    version: &str,
+    layout: &[(&str, &str)],
+    checkout: &Path,
+) -> Vec<String> {
+    let project = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(project.path().join("src")).expect("src");
+    std::fs::write(project.path().join("src/lib.rs"), "").expect("lib.rs");
+    std::fs::write(
+        project.path().join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"nesquic-release-fetch\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\n\
+             [dependencies]\n{krate} = \"={version}\"\n\n[workspace]\n"
+        ),
+    )
+    .expect("Cargo.toml");
+    let out = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(project.path().join("Cargo.toml"))
+        .output()
+        .expect("cargo metadata");
+    assert!(out.status.success(), "cargo metadata ({krate} ={version} from crates.io): {}", stderr(&out));
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+    let packages = metadata["packages"].as_array().expect("packages");
+    layout
+        .iter()
+        .map(|(name, dir)| {
+            let package = packages
+                .iter()
+                .find(|p| p["name"] == *name)
+                .unwrap_or_else(|| panic!("{krate} {version}'s graph has no {name}"));
+            let manifest = Path::new(package["manifest_path"].as_str().expect("manifest_path"));
+            let to = checkout.join(dir);
+            std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+            let st = std::process::Command::new("cp")
+                .arg("-r")
+                .arg(manifest.parent().expect("crate dir"))
+                .arg(&to)
+                .status()
+                .expect("cp");
+            assert!(st.success(), "copy {name}");
+            package["version"].as_str().expect("version").to_string()
+        })
+        .collect()
+}
+
+/// Makes the function whose signature line is `signature` in `file` append `word` and a newline
+/// to `log` when it is called (the first statement of its body): proof that this source ran.
+pub fn mark_entry(file: &Path, signature: &str, log: &Path, word: &str) {
+    let mut text = std::fs::read_to_string(file).expect("read");
+    let at = text.find(signature).unwrap_or_else(|| panic!("{} has no {signature:?}", file.display()));
+    let body = at + text[at..].find("{\n").expect("body") + 2;
+    let mark = format!(
+        "    {{\n        use std::io::Write as _;\n        if let Ok(mut f) = \
+         std::fs::OpenOptions::new().create(true).append(true).open({:?}) {{\n            \
+         let _ = writeln!(f, \"{word}\");\n        }}\n    }}\n",
+        log.to_str().expect("UTF-8 path")
+    );
+    text.insert_str(body, &mark);
+    std::fs::write(file, text).expect("write");
+}
+
+/// The words [`mark_entry`]'s marks wrote to `log`, sorted.
+pub fn marks(log: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut words: Vec<String> = text.lines().map(String::from).collect();
+    words.sort_unstable();
+    words
+}
