@@ -1,5 +1,6 @@
 //! ngtcp2 (C, sans-IO) with GnuTLS, from Debian's packages, driven by a C adapter with its own
-//! event loop (`lut-adapters/ngtcp2/`, built with the system compiler by `build.sh`).
+//! event loop (`lut-adapters/ngtcp2/`, built with the system compiler by `build.sh`); the same
+//! adapter builds against an ngtcp2 1.x checkout (`--lut-path`, `compat.h`).
 
 use nesquic_protocol::options::OptionKind;
 
@@ -37,5 +38,12 @@ pub static NGTCP2: Descriptor = Descriptor {
          libgnutls28-dev are installed (scripts/setup.sh installs them), or run lut-adapters/ngtcp2/build.sh",
     // Built from the checkout with cmake against GnuTLS; the executable's libraries prove it.
     source_build: Some(&SourceBuild::Script("ngtcp2/build-from-source.sh")),
+    // compat.h picks the API from the checkout's NGTCP2_VERSION_NUM; checked 2026-12-07 with
+    // upstream's repository (bench/versions.md has each build and transfer).
+    supported_versions: "ngtcp2 1.x with GnuTLS (1.x asks for GnuTLS >= 3.7.2; Debian 12 has 3.7.9): upstream's default \
+         branch (1.25.90, 2026-08-22) and every release from 1.0.0 to 1.25.0 (each built and moved 50 MB here; 1.3.0 \
+         and 1.4.0 need their tests/munit submodule, which their cmake reads), Debian's 1.24.0 source \
+         (release-source.sh); and 0.12.x (Debian 12, the pinned default). 0.13-0.19 are refused before building: their \
+         API changed release by release on the way to 1.0",
     ..Descriptor::BUILTIN
 };
