@@ -1,7 +1,7 @@
 /* What differs between the ngtcp2 APIs the adapter is written for, chosen at compile time from
  * the library's own version macro (NGTCP2_VERSION_NUM, ngtcp2/version.h, 0xMMmmpp):
  *   - 0.12.x: Debian 12's libngtcp2 (the pinned default, what build.sh links);
- *   - 1.x: upstream since 2023-10 (checked: 1.9.0 to 1.25.0 and the default branch).
+ *   - 1.x: upstream since 1.0.0, 2023-10 (checked: every release 1.0.0 to 1.25.0 and the default branch).
  * The differences it bridges: the CONNECTION_CLOSE error (0.12: ngtcp2_connection_close_error and
  * ngtcp2_conn_get_connection_close_error(), 1.x: ngtcp2_ccerr and ngtcp2_conn_get_ccerr()), the
  * qlog hook (0.12: settings.qlog.{write,odcid}, 1.x: settings.qlog_write, the original DCID being
