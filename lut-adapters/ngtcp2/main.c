@@ -1,7 +1,8 @@
 /* nesquic-lut-ngtcp2: ngtcp2 (C, sans-IO) with GnuTLS (Debian 12's 0.12 packages, or a 1.x
- * checkout: compat.h), on this adapter's own poll loop (sendmsg with UDP GSO, recvmsg with UDP GRO), speaking Nesquic's benchmark
- * protocol (docs/protocol.md). `server` and `client` take the same flags as every LUT
- * executable. It depends on that description only, never on the project's Rust crates. */
+ * checkout: compat.h), on this adapter's own poll loop (sendmsg with UDP GSO, recvmsg with UDP
+ * GRO), speaking Nesquic's benchmark protocol (docs/protocol.md). `server` and `client` take the
+ * same flags as every LUT executable. It depends on that description only, never on the
+ * project's Rust crates. */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <stdio.h>
