@@ -149,3 +149,9 @@ bench-gate JOBS="20": build
 # The CI recipe of docs/ci.md, run on a local repository (needs nesquic built; root)
 ci-recipe-check:
     ./scripts/ci-recipe-check.sh
+
+# The version matrix: per LUT, the releases its registry serves (newest first, COUNT of them) built
+# with --lut-version, plus upstream checkouts (CLONES="quinn=PATH ..." built with --lut-path):
+# builds or not and why, goodput, datagrams per send, seals per datagram -> bench/versions.md
+bench-versions: build
+    ./scripts/bench-versions.py

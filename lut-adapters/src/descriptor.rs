@@ -35,6 +35,24 @@ pub struct Descriptor {
     /// How to rebuild the adapter against a checkout of the library (`--lut-path`); `None`: it
     /// cannot be.
     pub source_build: Option<&'static SourceBuild>,
+    /// The upstream versions the adapter is written for, as a user reads it (`--help`,
+    /// bench/versions.md): releases, branches, and what a version lacks (turned off, not failed).
+    pub supported_versions: &'static str,
+    /// Where `--lut-version VERSION` gets a published release from; `None`: no registry serves one.
+    pub releases: Option<Releases>,
+}
+
+/// A registry that serves a LUT's published releases, for `--lut-version`: the release is
+/// fetched into a checkout-shaped tree and built like a `--lut-path` checkout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Releases {
+    /// crates.io: the library's crates (as [`CargoBuild::crates`]), the first being the one
+    /// whose version is asked for; the others at the versions that release's graph resolves.
+    Crates,
+    /// The Go module proxy: this module path.
+    GoModule(&'static str),
+    /// PyPI: this project's source distribution.
+    PyPi(&'static str),
 }
 
 /// What most descriptors share; a LUT's own `static` overrides the rest
@@ -53,6 +71,8 @@ impl Descriptor {
         refuses: &[],
         build_hint: "build it with `just build` (Rust LUTs: `cargo build --release -p nesquic-lut-bins`)",
         source_build: None,
+        supported_versions: "the version this build pins",
+        releases: None,
     };
 
     /// Executable file name, found next to the `nesquic` binary.

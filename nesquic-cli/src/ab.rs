@@ -12,7 +12,7 @@ use nesquic_engine::ab::{AbPlan, Order};
 use nesquic_record::compare::{from_record, Pairing};
 
 use crate::compare::{judge, GateArgs, Outcome};
-use crate::run::{install_signal_flag, RunArgs, Terminal};
+use crate::run::{default_probes, install_signal_flag, RunArgs, Terminal};
 
 /// `nesquic ab` arguments.
 #[derive(Debug, clap::Args)]
@@ -42,6 +42,13 @@ pub struct AbArgs {
     /// without uncommitted changes).
     #[arg(long, value_name = "REV")]
     pub head_rev: Option<String>,
+    /// Base variant: this published release of the LUT's library (see run --lut-version):
+    /// `--base-version 0.11.8 --head-version 0.11.9` answers "which release changed this?".
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["base_lut_path", "base_rev"])]
+    pub base_version: Option<String>,
+    /// Head variant: this published release of the LUT's library.
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["head_lut_path", "head_rev"])]
+    pub head_version: Option<String>,
     /// Base variant with --lut exec: its server command (see run --server-cmd).
     #[arg(long, value_name = "CMD", requires = "base_client_cmd")]
     pub base_server_cmd: Option<String>,
@@ -82,7 +89,7 @@ impl AbArgs {
     /// One side's `nesquic run` flags: the shared ones with the side's variant applied.
     fn side(
         &self,
-        (lut_path, rev): (&Option<PathBuf>, &Option<String>),
+        (lut_path, rev, version): (&Option<PathBuf>, &Option<String>, &Option<String>),
         cmds: (&Option<String>, &Option<String>),
         opts: &[String],
     ) -> RunArgs {
@@ -92,6 +99,11 @@ impl AbArgs {
         }
         if rev.is_some() {
             run.lut_rev.clone_from(rev);
+        }
+        if version.is_some() {
+            // A side's release replaces the shared checkout, if any.
+            (run.lut_path, run.lut_rev) = (None, None);
+            run.lut_version.clone_from(version);
         }
         if let (Some(server), Some(client)) = cmds {
             (run.server_cmd, run.client_cmd) = (Some(server.clone()), Some(client.clone()));
@@ -128,12 +140,12 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         bail!("nesquic ab sets the repetitions itself: give --rounds (not --repeat, --json or --overhead)");
     }
     let base = args.side(
-        (&args.base_lut_path, &args.base_rev),
+        (&args.base_lut_path, &args.base_rev, &args.base_version),
         (&args.base_server_cmd, &args.base_client_cmd),
         &args.base_opts,
     );
     let head = args.side(
-        (&args.head_lut_path, &args.head_rev),
+        (&args.head_lut_path, &args.head_rev, &args.head_version),
         (&args.head_server_cmd, &args.head_client_cmd),
         &args.head_opts,
     );
@@ -143,7 +155,14 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         }
     }
     let variant = |r: &RunArgs| {
-        (r.lut_path.clone(), r.lut_rev.clone(), r.server_cmd.clone(), r.client_cmd.clone(), r.lut_opts.clone())
+        (
+            r.lut_path.clone(),
+            r.lut_rev.clone(),
+            r.lut_version.clone(),
+            r.server_cmd.clone(),
+            r.client_cmd.clone(),
+            r.lut_opts.clone(),
+        )
     };
     if variant(&base) == variant(&head) {
         eprintln!("nesquic: warning: base and head are the same variant: this is an A/A comparison");
@@ -162,6 +181,23 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         },
         out: out.clone(),
     };
+    if args.run.probe.is_none() {
+        // What `nesquic run` measures by default, so that the obvious CI command compares
+        // syscall and crypto counts; both variants get the same set or the gate would refuse.
+        let (b, h) = (default_probes::choose(&plan.base), default_probes::choose(&plan.head));
+        if b != h {
+            bail!(
+                "the default probes differ between base ({}) and head ({}): give --probe LIST (or --probe none)",
+                b.as_deref().unwrap_or("none"),
+                h.as_deref().unwrap_or("none")
+            );
+        }
+        (plan.base.probe, plan.head.probe) = (b.clone(), h);
+        eprintln!(
+            "nesquic: ab measures {} in every round (as nesquic run does by default)",
+            b.as_deref().unwrap_or("no probes")
+        );
+    }
     if let (Some(b), Some(h)) = (&plan.base.lut_source, &plan.head.lut_source) {
         if b.requested_rev.is_some() && b.worktree == h.worktree && variant(&base) != variant(&head) {
             eprintln!("nesquic: warning: base and head are the same commit {}: this is an A/A comparison", b.revision);

@@ -23,6 +23,7 @@ mod units;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use nesquic_lut_adapters::descriptor::Releases;
 
 /// Profile QUIC libraries from the outside.
 ///
@@ -232,6 +233,15 @@ fn list_luts() {
         }
         for r in d.refuses {
             println!("{:<8} no {}: {}", "", r.kind.key(), r.why);
+        }
+        if d.source_build.is_some() {
+            let from = match d.releases {
+                Some(Releases::Crates) => "; --lut-version VERSION: a crates.io release".to_string(),
+                Some(Releases::GoModule(m)) => format!("; --lut-version VERSION: {m} from the Go module proxy"),
+                Some(Releases::PyPi(p)) => format!("; --lut-version VERSION: {p} from PyPI"),
+                None => String::new(),
+            };
+            println!("{:<8} --lut-path: {}{from}", "", d.supported_versions);
         }
     }
 }

@@ -173,7 +173,7 @@ fn quinn_2mb_with_io_and_crypto_probes() {
 fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
     let _g = serial();
     let (d, _) = doctor();
-    let report = run_record(&["--lut", "quinn", "--link", "veth", "--loss", "5", "--delay", "10", "--size", "2MB"]);
+    let report = run_record(&["--lut", "quinn", "--link", "veth", "--loss", "5", "--delay", "10", "--size", "4MB"]);
     assert!(report.repetitions[0].payload_verified);
     let link = report.link.as_ref().expect("link");
     let mechanisms = &link.mechanisms;
@@ -181,8 +181,16 @@ fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
     assert_eq!(used("netem "), has(&d, "netem"), "{mechanisms:?}");
     assert_eq!(used("userspace relay"), !has(&d, "netem"), "{mechanisms:?}");
     let loss = link.observed_loss.unwrap_or_else(|| panic!("loss not measured: {link:?}"));
-    let pct = loss.pct;
-    assert!(loss.dropped > 0 && (1.0..=12.0).contains(&pct), "{loss:?}");
+    // The loss is drawn once per packet (skb), and a GSO batch is one packet: a dropped batch
+    // takes all its datagrams, so the datagram share swings widely (0.89% for 5% once, on 6.1
+    // under QEMU). The packet count is Binomial(offered, 5%): within 4.5 standard deviations
+    // fails about once in 10^5 runs.
+    let (dropped, offered) = loss.packets.unwrap_or_else(|| panic!("packet loss not measured: {loss:?}"));
+    assert!(offered >= 200, "too few packets to test a 5% loss: {loss:?}");
+    let (mean, sd) = (0.05 * offered as f64, (offered as f64 * 0.05 * 0.95).sqrt());
+    assert!(dropped > 0 && (dropped as f64 - mean).abs() <= 4.5 * sd + 1.0, "{dropped} of {offered} packets: {loss:?}");
+    // Each dropped packet held at least one datagram.
+    assert!(loss.dropped >= dropped && loss.seen >= offered, "{loss:?}");
     // The 10 ms each way was applied: a 1-RTT handshake takes at least 20 ms.
     let handshake = report.repetitions[0].handshake_ms;
     assert!(handshake >= 20.0, "handshake {handshake} ms");
@@ -260,6 +268,134 @@ fn with_kernel_uprobes_every_tick_walks_the_kernel_stack() {
     let role = &profile.roles[0];
     assert!(role.samples >= 50, "{} samples: {err}", role.samples);
     assert_eq!(kernel_walks(profile), role.samples, "{err}");
+}
+
+/// The default profile has no fixed phase (issue 53). `nesquic-workload --phases` spins in
+/// `nesquic_workload_phase_a` for the first 2 ms of every 4 ms window of CLOCK_MONOTONIC and in
+/// `_phase_b` for the other 2 ms, with the windows as they are and shifted by 2 ms: the scheduler
+/// tick, which fires at fixed 4 ms boundaries of that clock (HZ=250), gave one function ~95% of
+/// the samples and the other ~0% (`the_tick_profile_aliases_with_work_in_step_with_it`). The
+/// default profile must give each its share of the CPU within 5 points.
+///
+/// What the data guarantee: the workload counts the fixed-size chunks of busy loop it ran in each
+/// function, i.e. each one's CPU time, which preemption by other processes does not change
+/// (it only moves wall-clock phases); the profile's share of phase_a among the two functions'
+/// samples estimates that. Random sampling gives it a binomial error: samples are pooled over
+/// runs until 2,500 (the error's sd then is at most 1.0 point at 50%, so 5 points is 5 sd), at
+/// most 8 runs of 6 s (a busy loop beside the workload on this 2-CPU VM halves its samples).
+#[test]
+fn the_default_profile_sees_both_halves_of_work_in_step_with_the_tick() {
+    let _g = serial();
+    for shift_us in [0, 2000] {
+        let mut pooled = Phases::default();
+        let mut runs = 0;
+        while pooled.samples() < 2500 && runs < 8 {
+            let run = phases(&["--probe", "profile"], shift_us, 6000);
+            assert_eq!(run.clock, nesquic_ebpf::profile::SampleClock::RandomCpuClock, "{}", run.err);
+            pooled.add(&run);
+            runs += 1;
+        }
+        let (profile, truth) = (pooled.share_a(), pooled.truth_a());
+        let what = format!(
+            "windows shifted {shift_us} us, {runs} runs: phase_a {:.1}% of {} samples, {:.1}% of the CPU by its own \
+             count ({} of {} chunks); last run: {}",
+            100.0 * profile,
+            pooled.samples(),
+            100.0 * truth,
+            pooled.chunks_a,
+            pooled.chunks_a + pooled.chunks_b,
+            pooled.err
+        );
+        eprintln!("{}", what.lines().next().unwrap_or_default());
+        assert!(pooled.samples() >= 1500, "too few samples to judge: {what}");
+        assert!((profile - truth).abs() <= 0.05, "{what}");
+        // The workload did alternate: each function had a real share (quiet: 50%).
+        assert!((0.3..=0.7).contains(&truth), "{what}");
+    }
+}
+
+/// Why the test above matters: the tick samples the same workload at a fixed phase and misses
+/// one half of it by far more than the 5 points allowed, at one shift of the windows or the other.
+#[test]
+fn the_tick_profile_aliases_with_work_in_step_with_it() {
+    let _g = serial();
+    let misses: Vec<f64> = [0, 2000]
+        .into_iter()
+        .map(|shift_us| {
+            let run = phases(&["--probe", "profile:tick"], shift_us, 3000);
+            assert_eq!(run.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{}", run.err);
+            assert!(run.err.contains("fixed phase"), "profile:tick says it can alias: {}", run.err);
+            let mut one = Phases::default();
+            one.add(&run);
+            assert!(one.samples() >= 200, "{} samples: {}", one.samples(), run.err);
+            eprintln!(
+                "tick, windows shifted {shift_us} us: phase_a {:.1}% of {} samples, {:.1}% of the CPU",
+                100.0 * one.share_a(),
+                one.samples(),
+                100.0 * one.truth_a()
+            );
+            (one.share_a() - one.truth_a()).abs()
+        })
+        .collect();
+    assert!(misses.iter().any(|&m| m > 0.2), "the tick missed by {misses:?}: the workload no longer tests phase");
+}
+
+/// Pooled results of `nesquic-workload --phases` runs.
+#[derive(Default)]
+struct Phases {
+    samples_a: u64,
+    samples_b: u64,
+    chunks_a: u64,
+    chunks_b: u64,
+    clock: nesquic_ebpf::profile::SampleClock,
+    err: String,
+}
+
+impl Phases {
+    fn add(&mut self, run: &Phases) {
+        self.samples_a += run.samples_a;
+        self.samples_b += run.samples_b;
+        self.chunks_a += run.chunks_a;
+        self.chunks_b += run.chunks_b;
+        self.clock = run.clock;
+        self.err.clone_from(&run.err);
+    }
+
+    /// The two functions' samples.
+    fn samples(&self) -> u64 {
+        self.samples_a + self.samples_b
+    }
+
+    /// phase_a's share of them.
+    fn share_a(&self) -> f64 {
+        self.samples_a as f64 / self.samples().max(1) as f64
+    }
+
+    /// phase_a's share of the two functions' CPU, by the workload's own count.
+    fn truth_a(&self) -> f64 {
+        self.chunks_a as f64 / (self.chunks_a + self.chunks_b).max(1) as f64
+    }
+}
+
+/// `nesquic trace OPTIONS -- nesquic-workload --phases MS SHIFT_US`: each function's samples and
+/// the workload's own count of what it ran.
+fn phases(options: &[&str], shift_us: u64, ms: u64) -> Phases {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("phases.json");
+    let out = out.to_str().expect("utf-8 path");
+    let (traced, err) = trace_workload(options, &["--phases", &ms.to_string(), &shift_us.to_string(), out]);
+    let counts: Value = load_json(Path::new(out));
+    let profile = traced.profile.as_ref().unwrap_or_else(|| panic!("no profile: {err}"));
+    let role = profile.roles.first().unwrap_or_else(|| panic!("no samples: {err}"));
+    let samples = |name: &str| role.top_functions.iter().find(|f| f.name == name).map_or(0, |f| f.samples);
+    Phases {
+        samples_a: samples("nesquic_workload_phase_a"),
+        samples_b: samples("nesquic_workload_phase_b"),
+        chunks_a: counts["chunks_a"].as_u64().expect("chunks_a"),
+        chunks_b: counts["chunks_b"].as_u64().expect("chunks_b"),
+        clock: profile.clock,
+        err,
+    }
 }
 
 /// The samples whose kernel stack the sampler walked (the tick's own count).

@@ -369,3 +369,34 @@ fn lut_rev_runs_each_commit_of_a_script_built_lut() {
         assert_eq!((checkout.revision.as_str(), checkout.dirty), (commit.as_str(), false), "{:?}", report.lut);
     }
 }
+
+/// `--lut-version`: a release older than the pinned one, from each kind of registry (PyPI, the
+/// Go module proxy, crates.io), fetched into a checkout-shaped tree, built and run through the
+/// checkout path: the record names the registry, the version and the registry's checksum, the
+/// build linked that version, and the payload moved verified. A version no registry has fails
+/// with the registry's answer, before any build.
+#[test]
+fn lut_version_builds_and_runs_an_older_release_from_each_kind_of_registry() {
+    let _g = serial();
+    for (lut, version, registry, checksum) in [
+        ("aioquic", "1.2.0", "pypi.org", "sha256:"),
+        ("quic-go", "v0.64.0", "proxy.golang.org", "h1:"),
+        ("quinn", "0.11.9", "crates.io", "sha256:"),
+    ] {
+        let report = common::run_record(&["--lut", lut, "--lut-version", version, "--probe", "io", "--size", "2MB"]);
+        let _cleanup = Cleanup::of(&report);
+        common::lut::verified(&report, 2_000_000);
+        let source = report.lut.source.as_ref().unwrap_or_else(|| panic!("{lut}: no lut.source: {:?}", report.lut));
+        let release = source.release.as_ref().unwrap_or_else(|| panic!("{lut}: no release: {source:?}"));
+        assert_eq!((release.registry.as_str(), release.version.as_str()), (registry, version), "{release:?}");
+        assert!(release.checksum.starts_with(checksum) && release.checksum.len() > checksum.len() + 20, "{release:?}");
+        let main = source.linked.first().unwrap_or_else(|| panic!("{lut}: nothing linked: {source:?}"));
+        assert_eq!(main.version.trim_start_matches('v'), version.trim_start_matches('v'), "{lut}: {source:?}");
+        assert!(main.path.starts_with(&source.path), "{lut}: linked from the fetched tree: {source:?}");
+        let sent = common::sent(common::role_metrics(&report, common::Role::Server), |s| s.datagrams);
+        assert!(sent * 1500 >= 2_000_000, "{lut}: the server sent {sent} datagrams for 2 MB");
+    }
+    let out = common::nesquic().args(["run", "--lut", "quinn", "--lut-version", "0.0.1-nope"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("crates.io has no release resolving quinn =0.0.1-nope"), "{}", stderr(&out));
+}

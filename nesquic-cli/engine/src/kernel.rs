@@ -77,6 +77,9 @@ impl nesquic_link::PacketFilter for TcFilter {
     fn counts(&self) -> Result<(u64, u64), nesquic_link::BoxError> {
         Ok(self.0.counts()?)
     }
+    fn packet_counts(&self) -> Result<(u64, u64), nesquic_link::BoxError> {
+        Ok(self.0.packet_counts()?)
+    }
 }
 
 impl nesquic_link::FilterAttacher for TcFilters {

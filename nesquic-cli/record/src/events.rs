@@ -467,6 +467,24 @@ pub struct LutSource {
     /// What was verified to prove the build linked the checkout (one line).
     #[serde(default)]
     pub proof: String,
+    /// With `--lut-version`: the published release the checkout-shaped tree was fetched as.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<LutRelease>,
+}
+
+/// A published release of a LUT's library, fetched from its registry (`--lut-version`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LutRelease {
+    /// Which registry served it (`crates.io`, `proxy.golang.org`, `pypi.org`).
+    pub registry: String,
+    /// The version asked for, as the registry names it.
+    pub version: String,
+    /// The registry's checksum of what was fetched (crates.io's and PyPI's `sha256:...`, the Go
+    /// checksum database's `h1:...`).
+    pub checksum: String,
+    /// What the release was made of (the crates and versions its graph resolved; the module;
+    /// the sdist's file name).
+    pub contents: String,
 }
 
 /// One component of a library, linked from a checkout.
@@ -489,6 +507,9 @@ impl LutSource {
     /// One line for reports: `PATH at REV plus uncommitted changes (--lut-rev R); linked from
     /// it: quinn 0.11.11, ...`.
     pub fn describe(&self) -> String {
+        if let Some(r) = &self.release {
+            return format!("release {} from {} ({}): {}", r.version, r.registry, r.checksum, r.contents);
+        }
         let mut text = if self.is_commit() {
             format!("{} at {}", self.path.display(), self.revision)
         } else {

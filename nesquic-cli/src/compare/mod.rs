@@ -154,6 +154,12 @@ pub(crate) fn judge(
     if let Some(path) = &args.thresholds {
         rules.extend(rules_from_file(path)?);
     }
+    for (flag, value) in [("--tolerance", args.tolerance), ("--noisy-tolerance", args.noisy_tolerance)] {
+        // NaN or a negative limit would make every figure pass or every figure fail.
+        if !(value.is_finite() && value >= 0.0) {
+            bail!("{flag} {value}: give a limit in percent, 0 or more (2 = 2%)");
+        }
+    }
     if !(args.alpha > 0.0 && args.alpha < 0.5) {
         bail!("--alpha {}: give a false-alarm rate between 0 and 0.5 (0.01 = 1%)", args.alpha);
     }

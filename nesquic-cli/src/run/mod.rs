@@ -16,7 +16,7 @@ pub(crate) use nesquic_record::figures::{RepetitionFigures, Summary};
 
 use crate::units;
 
-mod default_probes;
+pub(crate) mod default_probes;
 
 /// This build, as recorded in runs and checked against remote hosts.
 pub const TOOL: ToolInfo = ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") };
@@ -62,6 +62,13 @@ pub struct RunArgs {
     /// the directory as it is, from a worktree Nesquic checks it out into (once per commit).
     #[arg(long, value_name = "REV")]
     pub lut_rev: Option<String>,
+    /// Build the LUT's adapter against this published release of its library, fetched from its
+    /// registry (crates.io for the Rust stacks, the Go module proxy for quic-go, PyPI for
+    /// aioquic) into target/lut-builds/releases/ once, then built and proven like a --lut-path
+    /// checkout; the record names the registry, version and checksum. `nesquic luts` lists the
+    /// versions each adapter supports.
+    #[arg(long, value_name = "VERSION", conflicts_with_all = ["lut_path", "lut_rev", "server_lut_path", "client_lut_path"])]
+    pub lut_version: Option<String>,
     /// With --lut exec: the server command (sh syntax). It gets NESQUIC_LISTEN, NESQUIC_CERT,
     /// NESQUIC_KEY and prints the report lines of docs/protocol.md on stdout.
     #[arg(long, value_name = "CMD", requires = "client_cmd")]
@@ -326,6 +333,10 @@ impl RunArgs {
             || self.client_lut_path.is_some();
         if pair {
             anyhow::ensure!(
+                self.lut_version.is_none() || server_name == client_name,
+                "--lut-version is a release of one library; server {server_name} x client {client_name} are two"
+            );
+            anyhow::ensure!(
                 self.lut_path.is_none() || server_name == client_name,
                 "--lut-path builds one library from a checkout; server {server_name} x client {client_name} are two: \
                  say which side with --server-lut-path or --client-lut-path"
@@ -405,6 +416,10 @@ impl RunArgs {
         let mut lut_source = None;
         if let Some(path) = path.or(self.lut_path.as_ref()) {
             let built = custom_build::build(lut, path, self.lut_rev.as_deref())?;
+            lut_source = Some(built.source.clone());
+            lut = Box::new(built);
+        } else if let Some(version) = &self.lut_version {
+            let built = custom_build::build_release(lut, version)?;
             lut_source = Some(built.source.clone());
             lut = Box::new(built);
         }

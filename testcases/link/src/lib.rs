@@ -110,6 +110,8 @@ impl Host {
 pub trait PacketFilter: Send {
     /// (passed, dropped) IPv4 datagrams so far (a GSO batch counts as its segments).
     fn counts(&self) -> std::result::Result<(u64, u64), BoxError>;
+    /// (passed, dropped) IPv4 packets (skbs) so far: a GSO batch is one.
+    fn packet_counts(&self) -> std::result::Result<(u64, u64), BoxError>;
 }
 
 /// Why a filter could not be attached or read (the loader's error).
@@ -369,11 +371,26 @@ impl Topology {
     /// The loss measured by the tc-bpf filters so far: (dropped, seen) IPv4 datagrams, both ways
     /// (GSO batches count as their datagrams).
     pub fn observed_loss(&self) -> Option<(u64, u64)> {
+        self.loss_in(|f| f.counts())
+    }
+
+    /// The same in packets (skbs): what the loss applies to, one draw per packet. A UDP GSO
+    /// batch is one packet, so a dropped batch is a burst of datagrams and the datagram share
+    /// varies far more than the packet share (5% loss on ~160 packets gave 0.89% of datagrams).
+    pub fn observed_packet_loss(&self) -> Option<(u64, u64)> {
+        self.loss_in(|f| f.packet_counts())
+    }
+
+    /// (dropped, offered) in the unit `counts` reads: (passed, dropped) of one filter.
+    fn loss_in(
+        &self,
+        counts: impl Fn(&dyn PacketFilter) -> std::result::Result<(u64, u64), BoxError>,
+    ) -> Option<(u64, u64)> {
         if !self.loss_counters.is_empty() {
             let (mut offered, mut arrived) = (0, 0);
             for (egress, ingress) in &self.loss_counters {
-                offered += egress.counts().ok()?.0;
-                arrived += ingress.counts().ok()?.0;
+                offered += counts(egress.as_ref()).ok()?.0;
+                arrived += counts(ingress.as_ref()).ok()?.0;
             }
             return Some((offered.saturating_sub(arrived), offered));
         }
@@ -382,7 +399,7 @@ impl Topology {
         }
         let mut total = (0, 0);
         for f in &self.loss_filters {
-            let (passed, dropped) = f.counts().ok()?;
+            let (passed, dropped) = counts(f.as_ref()).ok()?;
             total.0 += dropped;
             total.1 += passed + dropped;
         }

@@ -16,6 +16,9 @@ impl PacketFilter for Fixed {
     fn counts(&self) -> Result<(u64, u64), BoxError> {
         Ok((self.0, self.1))
     }
+    fn packet_counts(&self) -> Result<(u64, u64), BoxError> {
+        Ok((self.0, self.1))
+    }
 }
 
 /// Records what the link asks for; egress counters saw 1,000 datagrams, ingress ones 990, a loss

@@ -9,6 +9,7 @@
 
 mod cargo;
 mod git;
+mod release;
 mod script;
 
 pub use script::ScriptReport;
@@ -48,6 +49,33 @@ struct Built {
 /// Builds `lut`'s adapter against the library at `path`, at commit `rev` when given (checked
 /// out into a worktree Nesquic manages; without it, the directory as it is, changes included).
 pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<CustomBuild> {
+    build_from(lut, path, rev, None)
+}
+
+/// Builds `lut`'s adapter against its published release `version`, fetched from the registry
+/// its descriptor names into a checkout-shaped tree (once), then built as a checkout.
+pub fn build_release(lut: Box<dyn Lut>, version: &str) -> Result<CustomBuild> {
+    let releases = nesquic_tree()?.join("target").join("lut-builds").join("releases");
+    let fetched = release::fetch(lut.descriptor(), version, &releases)
+        .map_err(|e| EngineError::Step { what: format!("--lut-version {version}"), source: Box::new(e) })?;
+    build_from(lut, &fetched.tree, None, Some(fetched.release))
+}
+
+/// The Nesquic source tree this binary was built from (builds from source need its adapters).
+fn nesquic_tree() -> Result<PathBuf> {
+    Path::new(REPO_DIR).canonicalize().ok().filter(|r| r.join("lut-adapters").is_dir()).ok_or_else(|| {
+        EngineError::msg(format!(
+            "--lut-path and --lut-version need the Nesquic source tree this nesquic was built from ({REPO_DIR} is gone)"
+        ))
+    })
+}
+
+fn build_from(
+    lut: Box<dyn Lut>,
+    path: &Path,
+    rev: Option<&str>,
+    release: Option<nesquic_record::events::LutRelease>,
+) -> Result<CustomBuild> {
     let name = lut.name();
     let Some(recipe) = lut.descriptor().source_build else {
         return Err(EngineError::msg(format!(
@@ -58,12 +86,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<Custom
     if !given.is_dir() {
         return Err(EngineError::msg(format!("--lut-path {}: not a directory", given.display())));
     }
-    let repo =
-        Path::new(REPO_DIR).canonicalize().ok().filter(|r| r.join("lut-adapters").is_dir()).ok_or_else(|| {
-            EngineError::msg(format!(
-                "--lut-path needs the Nesquic source tree this nesquic was built from ({REPO_DIR} is gone)"
-            ))
-        })?;
+    let repo = nesquic_tree()?;
     let builds = repo.join("target").join("lut-builds");
     let (checkout, mut source) = match rev {
         Some(rev) => {
@@ -77,6 +100,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<Custom
                 worktree: Some(tree.root),
                 linked: Vec::new(),
                 proof: String::new(),
+                release: None,
             };
             (tree.checkout, source)
         }
@@ -90,6 +114,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<Custom
                 worktree: None,
                 linked: Vec::new(),
                 proof: String::new(),
+                release: None,
             };
             (given, source)
         }
@@ -112,6 +137,7 @@ pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<Custom
     })?;
     source.linked = built.linked;
     source.proof = built.proof;
+    source.release = release;
     eprintln!("nesquic: {name} from the checkout: {}", source.proof);
     Ok(CustomBuild { inner: lut, binary: built.binary, version: built.version, source })
 }
@@ -127,6 +153,9 @@ impl Lut for CustomBuild {
     }
     fn version(&self) -> String {
         let s = &self.source;
+        if let Some(r) = &s.release {
+            return format!("{} (release from {})", self.version, r.registry);
+        }
         if !s.is_commit() {
             return format!("{} (from {})", self.version, s.path.display());
         }

@@ -70,15 +70,29 @@ impl Rule {
         } else {
             return Err(RecordError::Invalid(format!("rule {text:?}: expected METRIC>+N% or METRIC<-N%")));
         };
-        let number = rest.trim().trim_end_matches('%').trim_start_matches('+');
-        let value: f64 =
-            number.parse().map_err(|_| RecordError::Invalid(format!("rule {text:?}: {rest:?} is not a percentage")))?;
+        let trimmed = rest.trim();
+        // `METRIC>-2%` asks growth to fail beyond a shrinkage: a typo, never guessed at.
+        if (op == '>' && trimmed.starts_with('-')) || (op == '<' && trimmed.starts_with('+')) {
+            return Err(RecordError::Invalid(format!(
+                "rule {text:?}: '>' takes a growth (METRIC>+N%), '<' a shrinkage (METRIC<-N%)"
+            )));
+        }
+        let number = trimmed.trim_end_matches('%').trim_start_matches(['+', '-']);
+        let value: f64 = number
+            .parse()
+            .ok()
+            .filter(|v: &f64| v.is_finite())
+            .ok_or_else(|| RecordError::Invalid(format!("rule {text:?}: {rest:?} is not a finite percentage")))?;
         let limit_pct = if op == '>' { value.abs() } else { -value.abs() };
         Self::new(metric.trim(), limit_pct)
     }
 
     /// A rule on `metric` (checked against the known metrics).
     pub fn new(metric: &str, limit_pct: f64) -> Result<Self, RecordError> {
+        // NaN would make the metric unable to fail (every comparison with it is false).
+        if !limit_pct.is_finite() {
+            return Err(RecordError::Invalid(format!("rule on {metric:?}: limit {limit_pct}% is not a finite number")));
+        }
         let bare = metric.rsplit('.').next().unwrap_or(metric);
         if samples::def(bare).is_none() {
             let known: Vec<String> = samples::METRICS.iter().map(|m| format!("{} ({})", m.name, m.meaning)).collect();
@@ -733,5 +747,17 @@ mod tests {
         assert!(r.applies_to("server.syscalls_per_mb") && beyond(2.5, r.limit_pct) && !beyond(1.5, r.limit_pct));
         let g = Rule::parse("goodput_mbps<-5%").expect("rule");
         assert!(beyond(-6.0, g.limit_pct) && !beyond(-4.0, g.limit_pct) && !beyond(10.0, g.limit_pct));
+    }
+
+    /// A limit that is not a finite number, or of the sign the other way round, is refused:
+    /// `cpu_s>nan%` made cpu_s unable to fail.
+    #[test]
+    fn rules_with_limits_that_cannot_judge_are_refused() {
+        for bad in ["cpu_s>nan%", "cpu_s>+inf%", "cpu_s<-infinity%", "cpu_s>-2%", "cpu_s<+2%", "cpu_s>NaN"] {
+            let err = Rule::parse(bad).expect_err(bad).to_string();
+            assert!(err.contains(bad), "{bad}: {err}");
+        }
+        assert!(Rule::new("cpu_s", f64::NAN).is_err() && Rule::new("cpu_s", f64::INFINITY).is_err());
+        assert_eq!(Rule::parse("cpu_s<5%").expect("a bare number with <").limit_pct, -5.0);
     }
 }
