@@ -103,9 +103,16 @@ impl Workload {
         )
     }
 
-    /// Payload bytes over all connections and streams.
+    /// Payload bytes over all connections and streams; `None` past `u64::MAX` (which
+    /// [`Workload::validate`] refuses).
+    pub fn checked_total_bytes(&self) -> Option<u64> {
+        u64::from(self.connections).checked_mul(u64::from(self.streams))?.checked_mul(self.size)
+    }
+
+    /// Payload bytes over all connections and streams. Saturates past `u64::MAX`: a workload
+    /// that passed [`Workload::validate`] never gets there (release builds would wrap silently).
     pub fn total_bytes(&self) -> u64 {
-        u64::from(self.connections) * u64::from(self.streams) * self.size
+        self.checked_total_bytes().unwrap_or(u64::MAX)
     }
 
     /// Checks the counts; `origin` names the scenario in the message.
@@ -125,6 +132,16 @@ impl Workload {
         }
         if self.size == 0 {
             return invalid("size must be at least 1 byte".into());
+        }
+        if self.checked_total_bytes().is_none() {
+            return invalid(format!(
+                "{} connection(s) x {} stream(s) x {} bytes is more than {} bytes in all: use a smaller size or \
+                 fewer connections or streams",
+                self.connections,
+                self.streams,
+                self.size,
+                u64::MAX
+            ));
         }
         Ok(())
     }
@@ -247,6 +264,22 @@ mod tests {
         assert!(e.contains("parallel = 3 exceeds connections = 2"), "{e}");
         let e = Testcase::parse("name = \"x\"\ndescription = \"d\"\nsize = \"lots\"\n", "f").unwrap_err().to_string();
         assert!(e.contains("invalid size 'lots'"), "{e}");
+    }
+
+    #[test]
+    fn a_total_past_u64_is_refused_not_wrapped() {
+        // 2^32 connections x 2^32 bytes: 2^64, one past u64::MAX (it used to wrap to 0).
+        let w = Workload { connections: u32::MAX, parallel: 1, streams: 1, size: 1 << 33 };
+        let e = w.validate("f").unwrap_err().to_string();
+        assert!(e.contains("is more than 18446744073709551615 bytes in all"), "{e}");
+        let text = "name = \"x\"\ndescription = \"d\"\nsize = \"10000000000GB\"\nconnections = 1000\n";
+        assert!(Testcase::parse(text, "f").unwrap_err().to_string().contains("in all"));
+        let fits = Workload { connections: 4, parallel: 4, streams: 1000, size: u64::MAX / 4000 };
+        assert!(fits.validate("f").is_ok());
+        assert_eq!(fits.total_bytes(), u64::MAX / 4000 * 4000);
+        // The largest size parses; 2^64 bytes is not a u64.
+        assert_eq!(size::parse("18446744073709549568").unwrap(), 18_446_744_073_709_549_568);
+        assert!(size::parse("18446744073709551616").is_err());
     }
 
     #[test]

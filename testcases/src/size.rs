@@ -31,7 +31,8 @@ pub fn parse(text: &str) -> Result<u64, SizeError> {
         other => return Err(fail(format!("unknown unit '{other}' (use B, KB, MB, GB, KiB, MiB or GiB)"))),
     };
     let bytes = value * multiplier;
-    if bytes < 1.0 || bytes.fract() != 0.0 || bytes > u64::MAX as f64 {
+    // `u64::MAX as f64` is 2^64 itself, one past the largest u64: `>=` keeps `as` from saturating.
+    if bytes < 1.0 || bytes.fract() != 0.0 || bytes >= u64::MAX as f64 {
         return Err(fail("must be a whole number of bytes, at least 1".into()));
     }
     Ok(bytes as u64)
