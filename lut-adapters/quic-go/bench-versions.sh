@@ -1,31 +1,36 @@
 #!/usr/bin/env bash
-# bench-versions.sh [--nesquic BIN] [--releases N] [--since VERSION] [--clone DIR]... [-- RUN_ARGS...]
+# bench-versions.sh [--nesquic BIN] [--releases N] [--since VERSION] [--versions 'vA vB ...'] [--clone DIR]...
+#                   [-- RUN_ARGS...]
 #
 # The quic-go rows of bench/versions.md: each release the Go module proxy serves from VERSION
-# (default v0.49.0) on, newest first, at most N (default 10), and each git clone given (a
+# (default v0.49.0) on, newest first, at most N (default 10) (or exactly the --versions listed:
+# the proxy serves some releases its list leaves out), and each git clone given (a
 # developer's checkout: upstream's default branch, a tag), built through
-# `nesquic run --lut quic-go --lut-path DIR --probe io RUN_ARGS` (default RUN_ARGS: --size 50MB).
+# `nesquic run --lut quic-go --lut-path DIR --probe io RUN_ARGS` (default RUN_ARGS: --size 50MB
+# --repeat 3).
 # Prints one markdown row per version on stdout: whether it built (else the compiler's first
 # error), the version and commit the record names as linked, the build tags the API chose,
-# goodput, and the server's datagrams per sendmsg (GSO) from the io probe. Progress on stderr.
+# goodput (median, min-max), and the server's datagrams per sendmsg (GSO; over all repetitions)
+# from the io probe. Progress on stderr.
 # Releases are copied from the module cache as `quic-go@VERSION` (the name the build script
 # reads the version from); run directories and copies go to a temporary directory, removed at exit.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-nesquic="$root/target/release/nesquic" releases=10 since=v0.49.0 clones=() run_args=()
+nesquic="$root/target/release/nesquic" releases=10 since=v0.49.0 clones=() run_args=() listed=()
 while [ $# -gt 0 ]; do
     case "$1" in
     --nesquic) nesquic="$2"; shift 2 ;;
     --releases) releases="$2"; shift 2 ;;
     --since) since="$2"; shift 2 ;;
+    --versions) read -r -a listed <<<"$2"; shift 2 ;;
     --clone) clones+=("$(realpath "$2")"); shift 2 ;;
     --) shift; run_args=("$@"); break ;;
-    *) echo "usage: $0 [--nesquic BIN] [--releases N] [--since VERSION] [--clone DIR]... [-- RUN_ARGS...]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--nesquic BIN] [--releases N] [--since VERSION] [--versions 'vA vB'] [--clone DIR]... [-- RUN_ARGS...]" >&2; exit 2 ;;
     esac
 done
-[ ${#run_args[@]} -gt 0 ] || run_args=(--size 50MB)
+[ ${#run_args[@]} -gt 0 ] || run_args=(--size 50MB --repeat 3)
 [ -x "$nesquic" ] || { echo "bench-versions(quic-go): $nesquic missing (cargo build --release)" >&2; exit 1; }
 command -v jq >/dev/null || { echo "bench-versions(quic-go): needs jq" >&2; exit 1; }
 command -v go >/dev/null 2>&1 || PATH="$PATH:/usr/local/go/bin"
@@ -36,12 +41,16 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 # Releases (no pre-releases) from the proxy, at or after --since, newest first.
-mapfile -t versions < <(cd "$work" && go list -m -versions "$module" | tr ' ' '\n' \
-    | grep -E '^v[0-9]+\.[0-9]+\.[0-9]+$' | sort -V -r \
-    | awk -v since="$since" '{ print } $0 == since { exit }' | head -n "$releases")
+if [ ${#listed[@]} -gt 0 ]; then
+    versions=("${listed[@]}")
+else
+    mapfile -t versions < <(cd "$work" && go list -m -versions "$module" | tr ' ' '\n' \
+        | grep -E '^v[0-9]+\.[0-9]+\.[0-9]+$' | sort -V -r \
+        | awk -v since="$since" '{ print } $0 == since { exit }' | head -n "$releases")
+fi
 
 row() { printf '| %s ' "$@"; echo '|'; }
-echo "| source | builds | linked version (commit) | build tags | goodput Mbit/s | server datagrams per sendmsg | notes |"
+echo "| source | builds | linked version (commit) | build tags | goodput Mbit/s, median (min-max) | server datagrams per sendmsg | notes |"
 echo "|---|---|---|---|---|---|---|"
 
 measure() { # measure LABEL DIR
@@ -58,16 +67,16 @@ measure() { # measure LABEL DIR
     local binary
     binary="$(jq -r '.lut.binary' "$json")"
     case "$binary" in */target/lut-builds/*) rm -rf "$(dirname "$binary")" ;; esac
-    jq -r --arg label "$label" '
-        def sends: [.repetitions[0].probes.server.syscalls[]? | select(.syscall == "sendmsg")][0];
-        (.lut.source.linked[0].version) as $v
+    jq -r --arg name "$label" '
+        [.repetitions[].probes.roles[]? | select(.role == "server") | .io[] | select(.syscall == "sendmsg")] as $s
+        | (.lut.source.linked[0].version) as $v
         | (.lut.source.revision) as $rev
         | ((.lut.source.proof | capture("build tags: (?<t>[^;]*)").t) // "?") as $tags
         | ([.repetitions[0].io_settings[][1].stack | select(contains("qlog off"))] | length) as $noqlog
-        | (sends) as $s
-        | "| \($label) | yes | \($v)\(if ($rev | length) == 40 then " (\($rev[0:12]))" else "" end) | \($tags) | "
-          + "\(.summary.goodput_mbps.median * 10 | round / 10) | "
-          + "\(if $s then ($s.datagrams / $s.timing.calls * 10 | round / 10 | tostring) else "?" end) | "
+        | def r1: . * 10 | round / 10;
+        "| \($name) | yes | \($v)\(if ($rev | length) == 40 then " (\($rev[0:12]))" else "" end) | \($tags) | "
+          + "\(.summary.goodput_mbps.median | round) (\(.summary.goodput_mbps.min | round)-\(.summary.goodput_mbps.max | round)) | "
+          + "\(if ($s | length) > 0 then (([$s[].datagrams] | add) / ([$s[].messages] | add) | r1 | tostring) else "?" end) | "
           + "\(if $noqlog > 0 then "qlog off (no qlogwriter)" else "" end) |"' "$json"
 }
 
