@@ -46,7 +46,8 @@ if [ ${#listed[@]} -gt 0 ]; then
 else
     mapfile -t versions < <(cd "$work" && go list -m -versions "$module" | tr ' ' '\n' \
         | grep -E '^v[0-9]+\.[0-9]+\.[0-9]+$' | sort -V -r \
-        | awk -v since="$since" '{ print } $0 == since { exit }' | head -n "$releases")
+        | while read -r v; do [ "$(printf '%s\n%s\n' "$since" "$v" | sort -V | head -n1)" = "$since" ] && echo "$v"; done \
+        | head -n "$releases")
 fi
 
 row() { printf '| %s ' "$@"; echo '|'; }
