@@ -164,7 +164,14 @@ fn server(
     let listener = Listener::open(&registration, move |_, event| {
         if let ListenerEvent::NewConnection { connection, .. } = event {
             connection.set_callback_handler(server_connection(tx.clone()));
-            connection.set_configuration(&listener_config)?;
+            let configured = connection.set_configuration(&listener_config);
+            // The connection is closed once, in its ShutdownComplete (`server_connection`), or by
+            // MsQuic itself when this callback fails. From MsQuic 2.6 the event hands an owned
+            // `Connection` (whose drop would close it here, before the handshake: the client
+            // then fails and the handshake's late events reach a freed callback), up to 2.5 a
+            // `ConnectionRef`: either way nothing is dropped here.
+            std::mem::forget(connection);
+            configured?;
         }
         Ok(())
     })
