@@ -305,29 +305,35 @@ pub struct ProbeRequest {
     pub custom: Vec<CustomSpec>,
     /// Sampling profile by component.
     pub profile: bool,
-    /// What it samples on (`profile:HZ`, `profile:tick`; default [`DEFAULT_PROFILE_HZ`] Hz).
+    /// What it samples on (`profile:~HZ`, `profile:HZ`, `profile:tick`; default random intervals
+    /// around [`DEFAULT_PROFILE_HZ`] Hz).
     pub profile_clock: ProfileClock,
 }
 
 /// What the sampling profile samples on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProfileClock {
-    /// A CPU-clock perf event per CPU at this many Hz (`profile:HZ`), as `perf record -F HZ`.
+    /// `profile` and `profile:~HZ`: a CPU-clock perf event per CPU at a mean of this many Hz,
+    /// re-armed every 10-30 ms with a new period and phase drawn at random (crate::sampler), so
+    /// that no periodic work runs in step with it.
+    RandomCpuClock(u64),
+    /// A CPU-clock perf event per CPU at this many Hz, a fixed period (`profile:HZ`), as
+    /// `perf record -F HZ`.
     CpuClock(u64),
     /// The scheduler tick (`profile:tick`): HZ samples a second per busy CPU, on an interrupt
-    /// the CPU takes anyway (crate::tick).
+    /// the CPU takes anyway (crate::tick), at a fixed phase: it aliases with work driven by
+    /// timers (a function run in the 2 ms before each tick gets every sample).
     Tick,
-    /// `profile`: the tick where this kernel's tick can be sampled, else the CPU clock at this rate.
-    TickElseCpuClock(u64),
 }
 
-/// Sampling frequency per CPU of `profile` where the tick cannot be sampled (odd, so it does not
-/// run in lock step with periodic work): perf's usual rate, at perf's cost. Against no probes, in the same pinned
-/// rounds as `perf record -F 999 -g -a` (300 MB, 110 pairs per LUT): CPU per GB quinn 1.010x
-/// (perf 1.012x), quiche 1.011x (1.023x), msquic 0.996x (0.997x) (bench/profile-999.md). That
-/// held once the sampler stopped turning on the kernel's BPF statistics (+1.9% on every UDP
-/// syscall loop while on); before, 49 Hz was the highest rate within 2% (bench/profile-rates.md).
-pub const DEFAULT_PROFILE_HZ: u64 = 999;
+/// Mean sampling frequency per CPU of `profile` (random intervals): the tick's rate on Debian's
+/// kernels (HZ=250), for the tick's sample count; its timer interrupt is its own (~17 us a
+/// sample here, bench/sampler-floor.md), ~0.4% of a busy CPU at this rate.
+/// Before, `profile` sampled on the tick and fell back to 999 Hz (perf's usual rate, at perf's
+/// cost: quinn 1.010x, quiche 1.011x, msquic 0.996x CPU per GB, bench/profile-999.md) where the
+/// tick could not be sampled; the tick's fixed phase put a function that runs in the 2 ms
+/// before each tick at 95% of the samples and one that runs in the 2 ms after it at 0% (issue 53).
+pub const DEFAULT_PROFILE_HZ: u64 = 250;
 
 impl Default for ProbeRequest {
     fn default() -> Self {
@@ -337,7 +343,7 @@ impl Default for ProbeRequest {
             timed: BTreeSet::new(),
             custom: Vec::new(),
             profile: false,
-            profile_clock: ProfileClock::TickElseCpuClock(DEFAULT_PROFILE_HZ),
+            profile_clock: ProfileClock::RandomCpuClock(DEFAULT_PROFILE_HZ),
         }
     }
 }
@@ -355,17 +361,23 @@ impl ProbeRequest {
                 req.custom.push(CustomSpec::parse(rest)?);
                 continue;
             }
-            if let Some(hz) = item.strip_prefix("profile:") {
+            if let Some(clock) = item.strip_prefix("profile:") {
                 req.profile = true;
-                req.profile_clock = if hz == "tick" {
-                    ProfileClock::Tick
-                } else {
-                    ProfileClock::CpuClock(hz.parse().ok().filter(|hz| (1..=10_000).contains(hz)).ok_or_else(|| {
+                let rate = |hz: &str| {
+                    hz.parse().ok().filter(|hz| (1..=10_000).contains(hz)).ok_or_else(|| {
                         EbpfError::BadProbe(format!(
-                            "{item:?}: profile:HZ takes a sampling frequency of 1-10000 per CPU, or profile:tick \
-                             (the scheduler tick: no interrupt of its own)"
+                            "{item:?}: profile:HZ takes a sampling frequency of 1-10000 per CPU (a fixed period), \
+                             profile:~HZ the same as a mean (random intervals, as `profile`), or profile:tick (the \
+                             scheduler tick: no interrupt of its own, but in step with timer-driven work)"
                         ))
-                    })?)
+                    })
+                };
+                req.profile_clock = match clock {
+                    "tick" => ProfileClock::Tick,
+                    _ => match clock.strip_prefix('~') {
+                        Some(hz) => ProfileClock::RandomCpuClock(rate(hz)?),
+                        None => ProfileClock::CpuClock(rate(clock)?),
+                    },
                 };
                 continue;
             }
@@ -527,13 +539,17 @@ mod tests {
         let err = ProbeRequest::parse("cryptoo", &c).expect_err("unknown").to_string();
         assert!(err.contains("cryptoo") && err.contains("crypto.seal"), "{err}");
         let p = ProbeRequest::parse("profile", &c).expect("parse");
-        assert_eq!((p.profile, p.profile_clock), (true, ProfileClock::TickElseCpuClock(DEFAULT_PROFILE_HZ)));
+        assert_eq!((p.profile, p.profile_clock), (true, ProfileClock::RandomCpuClock(DEFAULT_PROFILE_HZ)));
+        assert_eq!(
+            ProbeRequest::parse("profile:~997", &c).expect("parse").profile_clock,
+            ProfileClock::RandomCpuClock(997)
+        );
         assert_eq!(
             ProbeRequest::parse("io,profile:499", &c).expect("parse").profile_clock,
             ProfileClock::CpuClock(499)
         );
         assert_eq!(ProbeRequest::parse("profile:tick,io", &c).expect("parse").profile_clock, ProfileClock::Tick);
-        for bad in ["profile:0", "profile:fast", "profile:20000"] {
+        for bad in ["profile:0", "profile:fast", "profile:20000", "profile:~0", "profile:~", "profile:~tick"] {
             let err = ProbeRequest::parse(bad, &c).expect_err(bad).to_string();
             assert!(err.contains("1-10000"), "{err}");
         }

@@ -19,6 +19,7 @@ mod object;
 pub mod objects;
 pub mod preflight;
 pub mod profile;
+pub mod sampler;
 pub mod session;
 pub mod sites;
 pub mod stack_rules;

@@ -65,8 +65,10 @@ pub struct ProbeSession {
     profile_hz: u64,
     /// On the tick: the symbols that strip its own frames from kernel stacks.
     tick: Option<crate::tick::TickSymbols>,
-    /// Why the profile fell back from the tick to the CPU clock.
+    /// Why the profile is not on the clock it was asked for, or what it should say about it.
     profile_note: Option<String>,
+    /// The random-interval sampler's events and re-arming thread (`profile`, `profile:~HZ`).
+    random_clock: Option<crate::sampler::RandomClock>,
 }
 
 impl ProbeSession {
@@ -115,6 +117,7 @@ impl ProbeSession {
             profile_hz: 0,
             tick: None,
             profile_note: None,
+            random_clock: None,
         };
         session.closer = spawn_closer(session.closing.clone());
         session.attach_tracepoint("nq_fork", "sched", "sched_process_fork")?;
@@ -173,19 +176,21 @@ impl ProbeSession {
         out
     }
 
-    /// Starts the sampling profile: on a CPU-clock perf event at a rate of our own on every CPU
-    /// (`profile:HZ`), or on the scheduler tick (`profile:tick`). Either way the program counts
-    /// the user and kernel stacks of tracked processes only.
+    /// Starts the sampling profile: on a CPU-clock perf event on every CPU, at random intervals
+    /// around a mean (`profile`, `profile:~HZ`) or at a fixed rate (`profile:HZ`), or on the
+    /// scheduler tick (`profile:tick`). Either way the program counts the user and kernel stacks
+    /// of tracked processes only.
     pub fn start_profile(&mut self, clock: ProfileClock) -> Result<(), EbpfError> {
         match clock {
+            ProfileClock::RandomCpuClock(hz) => self.start_random_cpu_clock(hz)?,
             ProfileClock::CpuClock(hz) => self.start_cpu_clock(hz)?,
-            ProfileClock::Tick => self.start_tick()?,
-            ProfileClock::TickElseCpuClock(hz) => {
-                if let Err(why) = self.start_tick() {
-                    self.profile_note =
-                        Some(format!("the scheduler tick cannot be sampled here ({why}): {hz} Hz CPU-clock instead"));
-                    self.start_cpu_clock(hz)?;
-                }
+            ProfileClock::Tick => {
+                self.start_tick()?;
+                self.profile_note = Some(
+                    "profile:tick samples at the tick's fixed phase: work driven by timers can run in step with it \
+                     and get all or none of its samples (docs/probes.md; `profile` samples at random intervals)"
+                        .into(),
+                );
             }
         }
         self.profiling = true;
@@ -219,6 +224,27 @@ impl ProbeSession {
         }
         self.profile_hz = frequency_hz;
         Ok(())
+    }
+
+    /// `profile`, `profile:~HZ`: the program on a CPU-clock event per CPU whose period and phase
+    /// a thread of ours draws anew every 10-30 ms (crate::sampler).
+    fn start_random_cpu_clock(&mut self, mean_hz: u64) -> Result<(), EbpfError> {
+        let cpus = aya::util::online_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;
+        let program: &mut PerfEvent = program(&mut self.ebpf, "nq_sample")?;
+        program.load().map_err(|e| crate::verifier::load_failed("nq_sample", e))?;
+        let fd = {
+            use std::os::fd::{AsFd, AsRawFd};
+            program.fd().map_err(|e| EbpfError::Load(format!("nq_sample: {e}")))?.as_fd().as_raw_fd()
+        };
+        self.random_clock = Some(crate::sampler::RandomClock::start(fd, &cpus, mean_hz)?);
+        self.profile_hz = mean_hz;
+        Ok(())
+    }
+
+    /// The random-interval sampler's re-arms so far (`None` on another clock), and why it stopped
+    /// re-arming if it did.
+    pub fn random_clock_rearms(&self) -> Option<(u64, Option<String>)> {
+        self.random_clock.as_ref().map(|c| (c.rearms(), c.failure()))
     }
 
     /// `profile:tick`: the program on the tick's hrtimer expiry, told which callback is the tick
@@ -267,10 +293,12 @@ impl ProbeSession {
         Ok(())
     }
 
-    /// What the profile samples on (the CPU clock unless it runs on the tick).
+    /// What the profile samples on.
     pub fn sample_clock(&self) -> crate::profile::SampleClock {
         if self.tick.is_some() {
             crate::profile::SampleClock::SchedulerTick
+        } else if self.random_clock.is_some() {
+            crate::profile::SampleClock::RandomCpuClock
         } else {
             crate::profile::SampleClock::CpuClock
         }
@@ -660,6 +688,8 @@ fn spawn_closer(
 
 impl Drop for ProbeSession {
     fn drop(&mut self) {
+        // Stops the re-arming thread and closes the sampler's events (detaching the program).
+        self.random_clock = None;
         if let Some((tx, handle)) = self.closer.take() {
             drop(tx);
             let _ = handle.join();

@@ -166,23 +166,31 @@ pub enum SampleClock {
     #[default]
     CpuClock,
     /// The scheduler tick (`profile:tick`): HZ a second per busy CPU, on an interrupt the CPU
-    /// takes anyway.
+    /// takes anyway, at a fixed phase (it can alias with timer-driven work).
     SchedulerTick,
+    /// A CPU-clock perf event per CPU whose period and phase are drawn anew at random every
+    /// 10-30 ms (`profile`, `profile:~HZ`; `frequency_hz` is the mean).
+    RandomCpuClock,
 }
 
 impl SampleClock {
     /// How the profile header names it.
     pub fn label(self) -> &'static str {
         match self {
-            SampleClock::CpuClock => "per CPU, CPU-clock",
-            SampleClock::SchedulerTick => "per busy CPU, the scheduler tick: no interrupt of its own",
+            SampleClock::CpuClock => "per CPU, CPU-clock, fixed period",
+            SampleClock::SchedulerTick => {
+                "per busy CPU, the scheduler tick: no interrupt of its own, but a fixed phase that timer-driven work can alias with"
+            }
+            SampleClock::RandomCpuClock => "mean per CPU, CPU-clock at random intervals",
         }
     }
 
     /// What the sampler's own clock leaves out, for its cost line.
     pub fn interrupt(self) -> &'static str {
         match self {
-            SampleClock::CpuClock => "the timer interrupt around the program not included",
+            SampleClock::CpuClock | SampleClock::RandomCpuClock => {
+                "the timer interrupt around the program not included"
+            }
             SampleClock::SchedulerTick => "no interrupt of its own: it runs in the tick's",
         }
     }

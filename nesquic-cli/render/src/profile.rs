@@ -58,7 +58,11 @@ pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cp
     if fewest < FEW_SAMPLES {
         let faster = match profile.clock {
             nesquic_model::profile::SampleClock::SchedulerTick if profile.frequency_hz < 999 => format!(
-                "; --probe profile:999 samples {:.1}x as often, at the cost of a timer interrupt per sample (bench/sampler-floor.md)",
+                "; --probe profile:~999 samples {:.1}x as often, at the cost of a timer interrupt per sample (bench/sampler-floor.md)",
+                999.0 / profile.frequency_hz.max(1) as f64
+            ),
+            nesquic_model::profile::SampleClock::RandomCpuClock if profile.frequency_hz < 999 => format!(
+                "; --probe profile:~999 samples {:.1}x as often, at ~17 us of timer interrupt per sample (bench/sampler-floor.md)",
                 999.0 / profile.frequency_hz.max(1) as f64
             ),
             _ => String::new(),

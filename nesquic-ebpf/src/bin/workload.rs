@@ -15,6 +15,9 @@
 //! `--spin MS` instead burns MS milliseconds of CPU, 50% in one function, 20% in another and 30%
 //! in `memcpy` called by a third (for the sampling profile). `--spin-read MS` burns MS
 //! milliseconds mostly in the kernel instead: `read` of 1 MiB from /dev/zero, over and over.
+//! `--phases MS SHIFT_US OUT` spins in `nesquic_workload_phase_a` for the first 2 ms of every
+//! 4 ms window of CLOCK_MONOTONIC (shifted by SHIFT_US) and in `_phase_b` for the other 2 ms
+//! (the profile's fidelity against timer-driven work; `phases`).
 //! `--steady MS PERIOD_US OUT` calls `nesquic_workload_tick` at a fixed rate (duty-cycle tests).
 //! `--calibrate ITERATIONS CALLS OUT` calls each calibration function (`nesquic_cal_push`,
 //! `_nop`, `_step`: the same busy loop behind a `push`, a 5-byte NOP or a `mov` as first
@@ -42,6 +45,8 @@
 
 #[path = "workload/io_modes.rs"]
 mod io_modes;
+#[path = "workload/phases.rs"]
+mod phases;
 #[path = "workload/rounds.rs"]
 mod rounds;
 
@@ -477,6 +482,8 @@ macro_rules! busy_loop {
 busy_loop!("nesquic_workload_hot", 6364136223846793005);
 busy_loop!("nesquic_workload_cold", 2862933555777941757);
 busy_loop!("nesquic_workload_calibrate", 1442695040888963407);
+busy_loop!("nesquic_workload_phase_a", 3935559000370003845);
+busy_loop!("nesquic_workload_phase_b", 2685821657736338717);
 
 #[cfg(target_arch = "x86_64")]
 extern "C" {
@@ -782,6 +789,16 @@ fn main() {
         if let Err(e) = dlopen_mode(lib, calls, out) {
             eprintln!("nesquic-workload: {e}");
             std::process::exit(1);
+        }
+        return;
+    }
+    if let Some((ms, shift_us, out)) = numbers_and_file(&args, "--phases", "MS SHIFT_US OUT") {
+        #[cfg(target_arch = "x86_64")]
+        exit_on_error(out, phases::phases_mode(ms, shift_us, out, busy_iterations_per_ms()));
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            eprintln!("nesquic-workload: --phases {ms} {shift_us} {out}: its busy loops are x86-64 assembly");
+            std::process::exit(2);
         }
         return;
     }
