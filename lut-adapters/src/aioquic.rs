@@ -5,7 +5,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{CIPHER, RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
+use crate::descriptor::{Descriptor, NATIVE, OptionSpec, Refusal, Releases, SourceBuild};
 
 /// aioquic on asyncio (one `sendto`/`recvfrom` per datagram), crypto from `cryptography`.
 pub static AIOQUIC: Descriptor = Descriptor {
@@ -37,5 +37,9 @@ pub static AIOQUIC: Descriptor = Descriptor {
          warning: then most of aioquic's profile stays unnamed",
     // Installed from the checkout into a venv of its own; the imported module's path proves it.
     source_build: Some(&SourceBuild::Script("aioquic/build-from-source.sh")),
+    supported_versions: "aioquic 0.9.25 (Feb 2024) to 1.3.0 and upstream main (1.3.0+1, 2025-10-11), each built and \
+        run here; before 1.1 the connection is closed through QuicConnection.close() (the protocol's close() takes no \
+        error code there)",
+    releases: Some(Releases::PyPi("aioquic")),
     ..Descriptor::BUILTIN
 };

@@ -2,6 +2,7 @@
 that request `size` bytes and verify every byte; then one `done` line."""
 
 import asyncio
+import inspect
 import time
 
 from aioquic.asyncio.protocol import QuicConnectionProtocol
@@ -91,7 +92,7 @@ async def one_connection(args, options, config, server, first: int, counter: lis
         streams = [protocol.request(args.size) for _ in range(args.streams)]
         ends = await asyncio.gather(*streams)
         transfer_ns = max(ends) - requests
-        protocol.close(error_code=0)
+        close(protocol, error_code=0)
         return {
             "start_ns": start - first,
             "handshake_ns": handshake_ns,
@@ -99,11 +100,25 @@ async def one_connection(args, options, config, server, first: int, counter: lis
             "streams": [{"bytes": args.size, "transfer_ns": end - requests} for end in ends],
         }
     except BaseException:
-        protocol.close(error_code=1, reason_phrase="client failed")
+        close(protocol, error_code=1, reason_phrase="client failed")
         raise
     finally:
         # The CONNECTION_CLOSE is sent by close(); the closing period runs on in the background.
         asyncio.ensure_future(_wait_closed(protocol))
+
+
+# QuicConnectionProtocol.close() takes an error code from aioquic 1.1 on; before, only the
+# connection's own close() does, and the protocol's close() sends code 0.
+_CLOSE_TAKES_CODE = "error_code" in inspect.signature(QuicConnectionProtocol.close).parameters
+
+
+def close(protocol: QuicConnectionProtocol, error_code: int, reason_phrase: str = "") -> None:
+    """Closes the connection with `error_code`, on any aioquic the adapter supports."""
+    if _CLOSE_TAKES_CODE:
+        protocol.close(error_code=error_code, reason_phrase=reason_phrase)
+    else:
+        protocol._quic.close(error_code=error_code, reason_phrase=reason_phrase)
+        protocol.transmit()
 
 
 async def _wait_closed(protocol: QuicConnectionProtocol) -> None:

@@ -56,6 +56,9 @@ pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<Custom
 /// its descriptor names into a checkout-shaped tree (once), then built as a checkout.
 pub fn build_release(lut: Box<dyn Lut>, version: &str) -> Result<CustomBuild> {
     let releases = nesquic_tree()?.join("target").join("lut-builds").join("releases");
+    std::fs::create_dir_all(&releases).with_step(|| format!("create {}", releases.display()))?;
+    // One fetch of a release at a time: a second run waits, then finds it fetched.
+    let _lock = lock(&releases.join(format!(".{}-{}.lock", lut.name(), version.replace('/', "_"))))?;
     let fetched = release::fetch(lut.descriptor(), version, &releases)
         .map_err(|e| EngineError::Step { what: format!("--lut-version {version}"), source: Box::new(e) })?;
     build_from(lut, &fetched.tree, None, Some(fetched.release))
@@ -124,6 +127,8 @@ fn build_from(
     let key = fnv1a(format!("{name}\0{}\0{}", checkout.display(), source.revision).as_bytes());
     let project = builds.join(format!("{name}-{key:016x}"));
     std::fs::create_dir_all(&project).with_step(|| format!("create {}", project.display()))?;
+    // Two runs building one project at once would overwrite each other's files mid-build.
+    let _lock = lock(&project.join(".nesquic-build.lock"))?;
     eprintln!("nesquic: building the {name} adapter against {} ...", source.describe());
     let built = match recipe {
         SourceBuild::Cargo(cargo) => cargo::build(cargo, lut.descriptor(), &checkout, &repo, &project),
@@ -140,6 +145,28 @@ fn build_from(
     source.release = release;
     eprintln!("nesquic: {name} from the checkout: {}", source.proof);
     Ok(CustomBuild { inner: lut, binary: built.binary, version: built.version, source })
+}
+
+/// Holds an exclusive lock on `path` (created if missing) until the file is dropped; says so
+/// when another run holds it, then waits.
+fn lock(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+        .with_step(|| format!("open {}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            eprintln!("nesquic: another run is building here ({}): waiting for it", path.display());
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            return Err(EngineError::Os { what: format!("lock {}", path.display()), source: e });
+        }
+    }
+    file.lock().with_step(|| format!("lock {}", path.display()))?;
+    Ok(file)
 }
 
 /// FNV-1a: a stable short key (std's hasher is randomly seeded).
