@@ -132,10 +132,11 @@ fn a_published_1x_release_builds_from_its_debian_source_and_runs() {
     let build = report.lut.binary.parent().map(Path::to_path_buf);
     let _cleanup = DirGuard(build.filter(|b| b.to_string_lossy().contains("/target/lut-builds/")));
     verified(&report, 5_000_000);
-    let version = &report.lut.version;
-    assert!(version.starts_with("1."), "lut.version {version:?}");
     let source = report.lut.source.as_ref().expect("lut.source");
     assert!(source.proof.contains("adapter API 1.x") && source.proof.contains(path), "{}", source.proof);
+    // The version the build linked (version.h of the release), also at the head of lut.version.
+    let version = &source.linked.first().expect("lut.source.linked").version;
+    assert!(version.starts_with("1.") && report.lut.version.starts_with(version.as_str()), "{:?}", report.lut);
     for (_, side) in &report.repetitions[0].io_settings {
         assert!(side.stack.starts_with(&format!("ngtcp2 {version} + GnuTLS")), "{}", side.stack);
     }
