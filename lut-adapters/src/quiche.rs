@@ -4,7 +4,7 @@
 use nesquic_protocol::options::OptionKind;
 
 use crate::descriptor::common::{CC, IO_GRO, IO_GSO, IO_MMSG, IO_RCVBUF, IO_SNDBUF};
-use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, SourceBuild, TRANSLATED};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, Releases, SourceBuild, TRANSLATED};
 
 /// quiche through the translation layer, on Nesquic's I/O layer or plain sockets.
 pub static QUICHE: Descriptor = Descriptor {
@@ -36,5 +36,8 @@ pub static QUICHE: Descriptor = Descriptor {
             features: &["quiche"],
         },
     })),
+    supported_versions: "quiche 0.24-0.30 (releases and the default branch), BoringSSL from the boring crate \
+        (crates.io), so a checkout needs no BoringSSL submodule",
+    releases: Some(Releases::Crates),
     ..Descriptor::BUILTIN
 };

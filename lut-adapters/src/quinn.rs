@@ -1,10 +1,11 @@
-//! quinn 0.11 with rustls + ring: natively on tokio + quinn-udp, or quinn-proto over Nesquic's I/O.
+//! quinn 0.11 and 0.12 with rustls + ring: natively on tokio + quinn-udp, or quinn-proto over
+//! Nesquic's I/O.
 
 use nesquic_protocol::cli::IoMode;
 use nesquic_protocol::options::OptionKind;
 
 use crate::descriptor::common::{CC, CIPHER, IO_GRO, IO_MMSG, RCVBUF, SNDBUF};
-use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, SourceBuild, ALL_IO};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Releases, SourceBuild, ALL_IO};
 
 /// quinn, rebuilt from a checkout by `--lut-path` (quinn, quinn-proto, quinn-udp); its GSO switch
 /// is quinn-udp's natively and the I/O layer's on `--io nesquic`.
@@ -32,11 +33,15 @@ pub static QUINN: Descriptor = Descriptor {
         crates: &["quinn", "quinn-proto", "quinn-udp"],
         adapter: CargoAdapter::QuicBins {
             source: "src/bin/quinn.rs",
-            dependencies: "quinn = { version = \"*\", features = [\"qlog\"] }\n\
+            // quinn's qlog comes through quic-bins' `qlog` feature, on where the release has it.
+            dependencies: "quinn = \"*\"\n\
                 tokio = { version = \"1\", features = [\"rt\", \"rt-multi-thread\", \"macros\", \"net\", \"time\", \"io-util\", \"sync\"] }\n\
                 anyhow = \"1\"\nclap = { version = \"4.5\", features = [\"derive\", \"env\"] }\nlibc = \"0.2\"\n",
             features: &[],
         },
     })),
+    supported_versions: "quinn 0.11.2-0.11.12 (releases and the 0.11.x branch; qlog from 0.11.9, off with a note \
+        before) and 0.12 (main); quinn-proto and quinn-udp at whatever versions the checkout holds",
+    releases: Some(Releases::Crates),
     ..Descriptor::BUILTIN
 };

@@ -27,6 +27,39 @@ fn registry_crate(name: &str, version: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("{name}-{version} not unpacked under {}", src.display()))
 }
 
+/// The registry's unpacked source of `name` `version`, downloaded from crates.io first when this
+/// machine has not unpacked it (a throwaway project depending on exactly it, `cargo fetch`).
+fn fetched_crate(name: &str, version: &str) -> PathBuf {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(tmp.path().join("src")).expect("mkdir");
+    std::fs::write(tmp.path().join("src/lib.rs"), "").expect("lib.rs");
+    std::fs::write(
+        tmp.path().join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"fetch\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             [dependencies]\n{name} = \"={version}\"\n[workspace]\n"
+        ),
+    )
+    .expect("Cargo.toml");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo).arg("fetch").current_dir(tmp.path()).output().expect("cargo fetch");
+    assert!(out.status.success(), "cargo fetch {name} {version}: {}", stderr(&out));
+    registry_crate(name, version)
+}
+
+/// A checkout shaped like quinn's repository (quinn, quinn-proto and quinn-udp side by side, quinn
+/// depending on the other two by path) from the registry's sources of one older release.
+fn quinn_repository(dir: &Path, quinn: &str, proto: &str, udp: &str) {
+    std::fs::create_dir(dir).expect("mkdir");
+    for (name, version) in [("quinn", quinn), ("quinn-proto", proto), ("quinn-udp", udp)] {
+        copy_dir(&fetched_crate(name, version), &dir.join(name));
+    }
+    // The registry's manifest names them by version only; the repository's by path.
+    let manifest = dir.join("quinn/Cargo.toml");
+    edit(&manifest, "[dependencies.proto]\n", "[dependencies.proto]\npath = \"../quinn-proto\"\n");
+    edit(&manifest, "[dependencies.udp]\n", "[dependencies.udp]\npath = \"../quinn-udp\"\n");
+}
+
 fn registry_quinn() -> PathBuf {
     registry_crate("quinn", env!("NESQUIC_TEST_QUINN_VERSION"))
 }
@@ -181,20 +214,47 @@ fn a_checkout_of_another_version_runs_its_own_code() {
     assert!(err.contains("this checkout is broken") && err.contains("building the quinn adapter"), "{err}");
 }
 
-/// A checkout the adapter cannot use (quinn of the next major version, which the adapter's
-/// `quinn ^0.11` does not accept): refused by name before compiling, never the registry's quinn
-/// in its place (the old code built and ran the registry's).
+/// A checkout the adapter cannot use (quinn 0.13, past the adapter's `quinn >=0.11, <0.13`):
+/// refused by name before compiling, never the registry's quinn in its place (the old code built
+/// and ran the registry's), the error naming the requirement and the other major version.
 #[test]
 fn a_checkout_of_another_major_version_is_refused_before_building() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let checkout = tmp.path().join("quinn");
     copy_dir(&registry_quinn(), &checkout);
-    set_version(&checkout, "0.12.0");
+    set_version(&checkout, "0.13.0");
     let out = nesquic().args(["run", "--size", "1MB", "--lut-path"]).arg(&checkout).output().expect("run");
     assert!(!out.status.success());
     let err = stderr(&out);
-    assert!(err.contains("not from the checkout") && err.contains("requirement quinn ^0.11"), "{err}");
+    let registry = format!("holds quinn {} from registry", env!("NESQUIC_TEST_QUINN_VERSION"));
+    assert!(err.contains(&registry) && err.contains("beside the checkout's 0.13.0"), "{err}");
+    assert!(err.contains("requirement quinn >=0.11, <0.13") && err.contains("another major version"), "{err}");
     assert!(!err.contains("Compiling"), "{err}");
+}
+
+/// quinn's 0.11.x branch as a developer has it: a repository of quinn, quinn-proto and quinn-udp,
+/// all older than Nesquic's lock (here the quinn 0.11.8 release: quinn-proto 0.11.12 where the
+/// lock has a newer one). The lock's registry quinn-proto used to stay beside the checkout's
+/// (both meet quinn's `^0.11.12`: two copies, refused); now it is moved to the checkout's, one
+/// copy of each crate links, the checkout's raised GSO batch shows in the datagrams per send,
+/// and the release's missing qlog is turned off with a note, not a failed build.
+#[test]
+fn an_older_release_with_crates_below_the_lock_runs_one_copy_of_each() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let repo = tmp.path().join("quinn-repo");
+    quinn_repository(&repo, "0.11.8", "0.11.12", "0.5.12");
+    raise_gso_batch(&repo.join("quinn"));
+    let out_dir = tmp.path().join("run");
+    let r = run_checkout(&["--probe", "io", "--probe-backend", "kernel", "--size", "25MB"], &repo, &out_dir);
+    let source = r.lut.source.as_ref().expect("lut.source");
+    let linked: Vec<(&str, &str)> = source.linked.iter().map(|c| (c.name.as_str(), c.version.as_str())).collect();
+    assert_eq!(linked, [("quinn", "0.11.8"), ("quinn-proto", "0.11.12"), ("quinn-udp", "0.5.12")]);
+    assert_eq!(source.linked[1].path, repo.join("quinn-proto").canonicalize().expect("canonical"));
+    assert!(source.proof.contains("qlog off (quinn 0.11.8 has no qlog feature)"), "{}", source.proof);
+    let per_send = datagrams_per_send(&r);
+    assert!(per_send > 20.0, "server datagrams per sendmsg {per_send}: not the checkout's quinn");
+    assert_eq!(r.repetitions[0].bytes, 25_000_000);
 }
 
 /// `ab --lut-path REPO --base-rev A --head-rev B`: two commits of one repository (quinn and

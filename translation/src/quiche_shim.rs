@@ -152,11 +152,15 @@ fn fill_from(conn: &mut quiche::Connection, now: Instant, batch: &mut TxBatch) -
 }
 
 fn set_qlog(conn: &mut quiche::Connection, path: Option<&Path>, role: &str) -> Result<(), TranslationError> {
+    // Without the feature the adapter said so already (every quiche release has qlog).
+    #[cfg(feature = "qlog")]
     if let Some(path) = path {
         let file =
             std::fs::File::create(path).map_err(|source| TranslationError::File { path: path.into(), source })?;
         conn.set_qlog(Box::new(std::io::BufWriter::new(file)), format!("quiche {role}"), String::new());
     }
+    #[cfg(not(feature = "qlog"))]
+    let _ = (conn, path, role);
     Ok(())
 }
 
@@ -385,6 +389,7 @@ impl ReadError {
 /// Reads and verifies everything stream `id` has in order. quiche hands each contiguous piece of
 /// its receive buffer to [`VerifyingSink`]'s `put_slice`, which checks it where it lies: no copy into
 /// a scratch buffer and no second pass over that copy (`stream_recv` into 64 KiB did both).
+#[cfg(quiche_0_27)]
 fn verify_in_place(conn: &mut quiche::Connection, id: u64, stream: &mut ClientStream) -> Result<(), ReadError> {
     loop {
         let mut sink = VerifyingSink { stream: &mut *stream, error: None, spill: [0; SPILL] };
@@ -398,6 +403,25 @@ fn verify_in_place(conn: &mut quiche::Connection, id: u64, stream: &mut ClientSt
         }
         if fin {
             return stream.on_payload(&[], true).map_err(ReadError::Payload);
+        }
+    }
+}
+
+/// Reads and verifies everything stream `id` has in order, through a scratch buffer: quiche
+/// before 0.27 has no `stream_recv_buf` to hand its own buffer over.
+#[cfg(not(quiche_0_27))]
+fn verify_in_place(conn: &mut quiche::Connection, id: u64, stream: &mut ClientStream) -> Result<(), ReadError> {
+    let mut buf = vec![0; 64 * 1024];
+    loop {
+        let (n, fin) = match conn.stream_recv(id, &mut buf) {
+            Ok(read) => read,
+            Err(quiche::Error::Done) => return Ok(()),
+            Err(e) => return Err(ReadError::Quiche(e)),
+        };
+        // Invariant: quiche returns at most `buf.len()` bytes.
+        stream.on_payload(&buf[..n], fin).map_err(ReadError::Payload)?;
+        if fin {
+            return Ok(());
         }
     }
 }

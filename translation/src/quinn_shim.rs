@@ -53,6 +53,8 @@ fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<Transpo
         t.max_concurrent_bidi_streams(options.max_streams.into());
     }
     t.max_idle_timeout(Some(Duration::from_secs(10).try_into().map_err(|_| TranslationError::Config("idle timeout"))?));
+    // Without the feature (a quinn-proto before 0.11.13 has no qlog) the adapter said so already.
+    #[cfg(feature = "qlog")]
     if let Some(path) = &options.qlog {
         let file =
             std::fs::File::create(path).map_err(|source| TranslationError::File { path: path.clone(), source })?;
@@ -64,6 +66,16 @@ fn transport(options: &StackOptions, max_datagrams: usize) -> Result<Arc<Transpo
         t.qlog_stream(qlog.into_stream());
     }
     Ok(Arc::new(t))
+}
+
+/// A quinn-proto endpoint with MTU discovery allowed (the I/O layer never fragments).
+fn new_endpoint(server: Option<Arc<ServerConfig>>) -> ProtoEndpoint {
+    let config = Arc::new(EndpointConfig::default());
+    // quinn-proto 0.12 dropped 0.11's `rng_seed` argument (it is in `EndpointConfig`).
+    #[cfg(quinn_proto_0_12)]
+    return ProtoEndpoint::new(config, server, true);
+    #[cfg(not(quinn_proto_0_12))]
+    ProtoEndpoint::new(config, server, true, None)
 }
 
 /// QUIC protects Initial packets with AES-128-GCM whatever the handshake negotiates (RFC 9001
@@ -179,7 +191,7 @@ impl QuinnProto {
     ) -> Result<Self, TranslationError> {
         let mut config = ServerConfig::with_crypto(Arc::new(server_tls(cert, key, options.cipher)?));
         config.transport_config(transport(options, max_datagrams)?);
-        let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), Some(Arc::new(config)), true, None);
+        let endpoint = new_endpoint(Some(Arc::new(config)));
         let mut this = Self::with(endpoint, max_datagrams, None);
         this.expected = connections.max(1);
         Ok(this)
@@ -195,7 +207,7 @@ impl QuinnProto {
     ) -> Result<Self, TranslationError> {
         let mut config = ClientConfig::new(Arc::new(client_tls(ca, options.cipher)?));
         config.transport_config(transport(options, max_datagrams)?);
-        let endpoint = ProtoEndpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
+        let endpoint = new_endpoint(None);
         let mut this = Self::with(endpoint, max_datagrams, Some(ClientSide { run, config, server }));
         this.start_connections(Instant::now())?;
         Ok(this)

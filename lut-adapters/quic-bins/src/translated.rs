@@ -3,7 +3,6 @@
 //! Used by `nesquic-lut-quiche` and by `nesquic-lut-quinn --io nesquic|plain`.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use nesquic_io::{IoConfig, IoSwitches, UdpIo};
@@ -108,12 +107,18 @@ fn stack_options<S: Stack>(rest: &[LutOpt], qlog: Option<PathBuf>, streams: u32)
             _ => bail!("{} over nesquic-io does not understand option {opt}", S::NAME),
         }
     }
+    #[cfg(not(feature = "qlog"))]
+    if qlog.is_some() {
+        // A release without a qlog API (quinn before 0.11.9): the run goes on without it.
+        eprintln!("{}: built without qlog (this release of the library has none): no library qlog", S::NAME);
+    }
+    #[cfg(feature = "qlog")]
     if let Some(path) = qlog {
         // With several connections quinn-proto writes every connection's events into the one
         // file (tagged by connection ID); quiche keeps one trace per connection, so the file
         // holds the first connection's. Both libraries start their qlog clock when the connection is created, which happens
         // right after this; quinn-proto is told this exact instant.
-        let (start, wall) = (Instant::now(), std::time::SystemTime::now());
+        let (start, wall) = (std::time::Instant::now(), std::time::SystemTime::now());
         options.qlog_start = Some(start);
         let start_unix_ns = wall.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
         LutEvent::Qlog { path: path.clone(), start_unix_ns }.emit();

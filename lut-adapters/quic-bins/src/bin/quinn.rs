@@ -1,5 +1,6 @@
-//! `nesquic-lut-quinn`: quinn 0.11 (rustls + ring, quinn-udp I/O) speaking the benchmark protocol.
-//! Started by `nesquic run`; see docs/protocol.md.
+//! `nesquic-lut-quinn`: quinn 0.11 or 0.12 (rustls + ring, quinn-udp I/O) speaking the benchmark
+//! protocol. Started by `nesquic run`; see docs/protocol.md. What differs by quinn version is
+//! chosen by build.rs (`cfg(quinn_0_12)`) from the version `--lut-path` builds against.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -123,6 +124,12 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &Options) -> Resu
         Some(other) => bail!("cc={}: quinn offers cubic, newreno, bbr", other.name()),
         None => {}
     }
+    #[cfg(not(feature = "qlog"))]
+    if qlog.is_some() {
+        // A release without a qlog API (quinn before 0.11.9): the run goes on without it.
+        eprintln!("nesquic-lut-quinn: built without qlog (this quinn release has none): no quinn qlog for the {role}");
+    }
+    #[cfg(feature = "qlog")]
     if let Some(path) = qlog {
         let file = std::fs::File::create(path).with_context(|| format!("create {}", path.display()))?;
         let (start, wall) = (Instant::now(), std::time::SystemTime::now());
@@ -135,6 +142,12 @@ fn transport(qlog: Option<&std::path::Path>, role: &str, opts: &Options) -> Resu
     Ok(transport)
 }
 
+/// The I/O code quinn runs on (quinn 0.12 moved to quinn-udp 0.6).
+#[cfg(quinn_0_12)]
+const QUINN_UDP: &str = "quinn-udp 0.6 (its own GSO/GRO path)";
+#[cfg(not(quinn_0_12))]
+const QUINN_UDP: &str = "quinn-udp 0.5 (its own GSO/GRO path)";
+
 /// Binds the UDP socket quinn will use, applies `rcvbuf=`/`sndbuf=` options, and reports how
 /// quinn-udp and the kernel configured it.
 fn bind(addr: std::net::SocketAddr, opts: &Options) -> Result<std::net::UdpSocket> {
@@ -143,7 +156,7 @@ fn bind(addr: std::net::SocketAddr, opts: &Options) -> Result<std::net::UdpSocke
     // The same probe quinn runs on this socket when it wraps it (sets the same options).
     let state = quinn::udp::UdpSocketState::new((&socket).into()).context("probe UDP socket capabilities")?;
     LutEvent::Io(IoSettings {
-        stack: "quinn-udp 0.5 (its own GSO/GRO path)".into(),
+        stack: QUINN_UDP.into(),
         transport: Transport::Udp,
         blocking: false,
         gso_max_segments: state.max_gso_segments() as u64,
