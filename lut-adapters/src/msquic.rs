@@ -4,7 +4,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::CIPHER;
-use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, Releases, SourceBuild, NATIVE};
 
 /// MsQuic with its execution profiles; it opens and sizes its own sockets.
 pub static MSQUIC: Descriptor = Descriptor {
@@ -35,5 +35,13 @@ pub static MSQUIC: Descriptor = Descriptor {
         crates: &["msquic"],
         adapter: CargoAdapter::OwnWorkspace("msquic"),
     })),
+    // Verified (bench/versions.md). The adapter uses the Rust API the crate has had since 2.5.0;
+    // the 2.4 line (still patched upstream) has the older hand-written crate and would need an
+    // adapter of its own. From 2.6 a new server connection comes owned (released, not dropped).
+    supported_versions: "MsQuic 2.5.x, 2.6.0, the newest release, and upstream main (2.7.0-beta when cloned); \
+         a git checkout needs its quictls submodule (`git submodule update --init submodules/quictls`), not \
+         main's submodules/openssl; the 2.4 line (still patched) does not compile: its crate predates the Rust API the \
+         adapter uses",
+    releases: Some(Releases::Crates),
     ..Descriptor::BUILTIN
 };

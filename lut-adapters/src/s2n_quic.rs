@@ -4,7 +4,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{RCVBUF, SNDBUF};
-use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, SourceBuild, NATIVE};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Refusal, Releases, SourceBuild, NATIVE};
 
 /// s2n-quic on its own I/O (sendmmsg with GSO, recvmmsg with GRO), crypto from aws-lc.
 pub static S2N_QUIC: Descriptor = Descriptor {
@@ -45,5 +45,12 @@ pub static S2N_QUIC: Descriptor = Descriptor {
         ],
         adapter: CargoAdapter::OwnWorkspace("s2n-quic"),
     })),
+    // Verified (bench/versions.md): every API the adapter calls (the tokio I/O builder with its
+    // GSO/GRO switches, the s2n-tls provider's trust store, limits, platform-feature events) is
+    // the same in all of them, so no code is chosen by version. Their graphs reuse the pinned
+    // lock's aws-lc and s2n-tls; older releases want an older rustc than 1.91's (1.71 to 1.95).
+    supported_versions: "s2n-quic 1.52 (Jan 2025) to 1.91 and upstream main (1.88.0 when cloned; \
+         a git checkout needs no submodules); the adapter is the same code for all of them",
+    releases: Some(Releases::Crates),
     ..Descriptor::BUILTIN
 };

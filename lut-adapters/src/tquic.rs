@@ -5,7 +5,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{IO_GRO, IO_GSO, IO_MMSG, IO_RCVBUF, IO_SNDBUF};
-use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, SourceBuild, TRANSLATED};
+use crate::descriptor::{CargoAdapter, CargoBuild, Descriptor, OptionSpec, Releases, SourceBuild, TRANSLATED};
 
 /// tquic through the translation layer, every workload shape.
 pub static TQUIC: Descriptor = Descriptor {
@@ -35,5 +35,12 @@ pub static TQUIC: Descriptor = Descriptor {
         crates: &["tquic"],
         adapter: CargoAdapter::OwnWorkspace("tquic"),
     })),
+    // Verified (bench/versions.md). The API the shim calls is the same from 1.0 to 1.6; 1.0-1.3
+    // declare no `qlog` feature (qlog is always built there), which the adapter asks for, so
+    // cargo refuses them.
+    supported_versions: "tquic 1.5.0 (Nov 2024) and 1.6.0, the newest release, and upstream develop (the tree \
+         of 1.6.0 when cloned); a git checkout needs its BoringSSL (`git submodule update --init deps/boringssl`); \
+         1.0-1.3 are refused: they have no `qlog` feature to ask for",
+    releases: Some(Releases::Crates),
     ..Descriptor::BUILTIN
 };
