@@ -29,11 +29,12 @@ pub fn load_run(path: &Path) -> Result<RunInput> {
     let record = RunRecord::load(&dir.join("summary.json"))?;
     let (mut started, mut snapshots) = (None, Vec::new());
     for role in [Role::Server, Role::Client] {
-        let file = dir.join(format!("{role}.sqlog"));
-        if !file.exists() {
+        let name = PathBuf::from(format!("{role}.sqlog"));
+        let file = dir.join(&name);
+        if file.symlink_metadata().is_err() {
             continue;
         }
-        let events = reader::read(&file)?.nesquic_events().map_err(|p| anyhow!("{}: {p}", file.display()))?;
+        let events = reader::read_in(&dir, &name)?.nesquic_events().map_err(|p| anyhow!("{}: {p}", file.display()))?;
         for event in events {
             match event {
                 Event::RunStarted(s) if started.is_none() => started = Some(*s),
@@ -49,9 +50,10 @@ pub fn load_run(path: &Path) -> Result<RunInput> {
     Ok(RunInput { name: dir.display().to_string(), record, started, snapshots, stacks })
 }
 
-/// Writes a page (or Markdown) to `path`, saying where.
+/// Writes a page (or Markdown) to `path`, saying where; never through a link (a run directory
+/// from elsewhere may hold one named report.html).
 pub fn write(path: &Path, text: &str, what: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("write {}", path.display()))?;
+    nesquic_record::files::write(path, text.as_bytes()).with_context(|| format!("write {}", path.display()))?;
     eprintln!("nesquic: {what} written to {}", path.display());
     Ok(())
 }

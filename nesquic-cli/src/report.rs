@@ -30,7 +30,11 @@ pub fn execute(args: &ReportArgs) -> Result<()> {
     }
     let files = sqlog_files(&args.path)?;
     for file in files {
-        let trace = reader::read(&file)?;
+        // A run directory's traces are read only inside it, never through a link placed there.
+        let trace = match (args.path.is_dir(), file.file_name()) {
+            (true, Some(name)) => reader::read_in(&args.path, Path::new(name))?,
+            _ => reader::read(&file)?,
+        };
         print_trace(&file, &trace)?;
     }
     Ok(())

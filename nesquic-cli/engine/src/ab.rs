@@ -149,6 +149,8 @@ fn assemble(records: Vec<RunRecord>, dir: &Path) -> Result<RunRecord> {
     let reps: Vec<RepetitionFigures> = iter.flat_map(|r| r.repetitions).collect();
     whole.repetitions.extend(reps);
     whole.summary = Summary::of(&whole.repetitions).ok_or_else(|| EngineError::msg("no repetitions"))?;
+    // The first round's findings read one round; the side's are those of all its rounds.
+    whole.findings = nesquic_record::findings::find(&whole);
     write_json(&dir.join("summary.json"), &whole)?;
     Ok(whole)
 }
@@ -156,7 +158,7 @@ fn assemble(records: Vec<RunRecord>, dir: &Path) -> Result<RunRecord> {
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| EngineError::msg(format!("serialise {}: {e}", path.display())))?;
-    std::fs::write(path, text).map_err(EngineError::os(format!("write {}", path.display())))
+    Ok(nesquic_record::files::write(path, text.as_bytes())?)
 }
 
 /// Passes one round's events on under the round's label; what every round repeats (probes,

@@ -253,7 +253,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     }
     // Timed probes: measure what they add on this machine first, to subtract it (docs/probes.md).
     let calibration = match &probes {
-        Some(p) => crate::calibrate::for_probes(p)?,
+        Some(p) => crate::calibrate::for_probes(p, interrupted)?,
         None => None,
     };
     if let Some(c) = &calibration {
@@ -312,6 +312,11 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         if let Some(sides) = &side_objects {
             sides.keep_own(&mut figures.agents);
         }
+        // The record names the LUT's qlogs relative to the run directory, and only files in it:
+        // the path comes from the LUT (or a remote host), which must not make root read others.
+        for (_, path, _) in &mut figures.lut_qlogs {
+            *path = nesquic_record::files::relative_to(&out_dir, path)?;
+        }
         reporter.repetition(&label, &figures);
         reps.push(figures);
     }
@@ -321,7 +326,10 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         kind: "veth".into(),
         mechanisms: t.applied.mechanisms.clone(),
         conditions: plan.conditions.clone(),
-        observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss::new(dropped, seen)),
+        observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss {
+            packets: t.observed_packet_loss(),
+            ..ObservedLoss::new(dropped, seen)
+        }),
         qdisc_drops: match t.qdisc_drops() {
             Ok(qdiscs) => QdiscDropsRecord::PerQdisc(qdiscs),
             Err(e) => QdiscDropsRecord::NotMeasured { not_measured: e.chain() },
@@ -354,6 +362,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         crypto_limit: None,
         copy_limit: None,
         findings: Vec::new(),
+        run_dir: Some(out_dir.clone()),
     };
     report.crypto_limit = crate::crypto_limit::measure(&report.repetitions);
     report.copy_limit = crate::copy_limit::measure(&report.repetitions);
@@ -376,7 +385,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         for (trace, role) in traces.iter().zip(LUT_ROLES) {
             let mine: Vec<_> =
                 lut_files.iter().filter(|(r, _, _)| *r == role).map(|(_, p, t)| (p.clone(), *t)).collect();
-            let merged = record::merge_lut_qlog(trace, epoch, &mine)?;
+            let merged = record::merge_lut_qlog(trace, epoch, &out_dir, &mine)?;
             if plan.lut_qlog {
                 reporter.lut_qlog_merged(merged, trace);
             }
@@ -384,7 +393,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     }
     if plan.qvis {
         let dir = out_dir.join("qvis");
-        std::fs::create_dir_all(&dir).map_err(EngineError::os(format!("create {}", dir.display())))?;
+        nesquic_record::files::create_dir(&dir).map_err(EngineError::os(format!("create {}", dir.display())))?;
         for (trace, role) in traces.iter().zip(LUT_ROLES) {
             let path = dir.join(format!("{role}.sqlog"));
             let copy = nesquic_record::qlog::qvis::write(trace, &path)?;
@@ -394,9 +403,9 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     let text = serde_json::to_string_pretty(&report)
         .map_err(|e| EngineError::msg(format!("serialise the run record: {e}")))?;
     let summary_path = out_dir.join("summary.json");
-    std::fs::write(&summary_path, &text).map_err(EngineError::os(format!("write {}", summary_path.display())))?;
+    nesquic_record::files::write(&summary_path, text.as_bytes())?;
     if let Some(path) = &plan.json {
-        std::fs::write(path, text).map_err(EngineError::os(format!("write {}", path.display())))?;
+        nesquic_record::files::write(path, text.as_bytes())?;
     }
     reporter.written(&out_dir, plan.json.as_deref());
     Ok(report)

@@ -32,6 +32,10 @@ pub enum RecordError {
     /// Input that cannot be used (a rule, a threshold file, a trace missing what is needed).
     #[error("{0}")]
     Invalid(String),
+    /// A file nesquic refuses to read or write as root: a link, a device, a path outside the run
+    /// directory, a directory another user controls.
+    #[error("{0}")]
+    Unsafe(String),
     /// A report that contradicts what was asked for.
     #[error("{0}")]
     Report(String),

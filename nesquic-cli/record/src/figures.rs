@@ -61,7 +61,8 @@ pub struct RepetitionFigures {
     /// them at exit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
-    /// The LUT's own qlog files (with `--lut-qlog`): role, path, wall clock of their time zero.
+    /// The LUT's own qlog files (with `--lut-qlog`): role, path relative to the run directory
+    /// (older records: as the LUT reported it), wall clock of their time zero.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
     /// Multi-connection/multi-stream testcases: per-connection goodput, fairness, handshake rate

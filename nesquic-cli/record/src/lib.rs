@@ -11,6 +11,9 @@
 //! ratio intervals, Holm correction, verdicts), and the CPU cost per
 //! datagram by component over repetitions (`packet_cost`).
 //!
+//! Every file of a run directory is written, and every file a record names is read, through
+//! `files` (no links, bounded sizes, paths confined to the run directory).
+//!
 //! Must not know processes, probes or the command line: it receives what was measured and
 //! describes it; it never measures.
 
@@ -21,6 +24,7 @@ pub mod crypto_limit;
 mod error;
 pub mod events;
 pub mod figures;
+pub mod files;
 pub mod finding;
 pub mod findings;
 pub mod io;

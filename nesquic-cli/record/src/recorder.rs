@@ -118,14 +118,24 @@ pub fn process_cpu_s(pid: i32) -> Option<f64> {
 /// exists. Created here, atomically (`create_dir` fails if another run took the name in the same
 /// second), so concurrent runs never share a directory.
 pub fn default_out_dir(lut: &str) -> Result<PathBuf> {
+    out_dir_under(Path::new("nesquic-runs"), lut)
+}
+
+/// [`default_out_dir`] under `root`: refuses a root another user could change (as root, a run
+/// directory swapped for a link would make nesquic overwrite any file).
+pub(crate) fn out_dir_under(root: &Path, lut: &str) -> Result<PathBuf> {
     let stamp = crate::qlog::time_stamp(SystemTime::now());
-    let parent = PathBuf::from("nesquic-runs");
-    std::fs::create_dir_all(&parent).map_err(io_error(&parent))?;
-    let base = parent.join(format!("{stamp}-{lut}"));
+    match crate::files::create_dir(root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_error(root)(e)),
+    }
+    crate::files::check_trusted_dir(root)?;
+    let base = root.join(format!("{stamp}-{lut}"));
     let mut candidate = base.clone();
     let mut n = 2;
     loop {
-        match std::fs::create_dir(&candidate) {
+        match crate::files::create_dir(&candidate) {
             Ok(()) => return Ok(candidate),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                 candidate = PathBuf::from(format!("{}-{n}", base.display()));
@@ -136,7 +146,8 @@ pub fn default_out_dir(lut: &str) -> Result<PathBuf> {
     }
 }
 
-/// Creates the output directory; refuses one that already holds files (runs are never overwritten).
+/// Creates the output directory; refuses one that already holds files (runs are never
+/// overwritten), and one (or a parent) that another user could change under us.
 pub fn prepare_out_dir(dir: &Path) -> Result<()> {
     if dir.exists() {
         let mut entries = std::fs::read_dir(dir).map_err(io_error(dir))?;
@@ -147,21 +158,30 @@ pub fn prepare_out_dir(dir: &Path) -> Result<()> {
             )));
         }
     }
-    std::fs::create_dir_all(dir).map_err(io_error(dir))
+    let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(io_error(parent))?;
+    match crate::files::create_dir(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_error(dir)(e)),
+    }
+    crate::files::check_parent_dir(parent)?;
+    crate::files::check_trusted_dir(dir)
 }
 
 /// Merges a library's own qlog files into one of our traces: their events are moved onto our
 /// clock, renamed into the `quic:` namespace (older drafts used `transport:`, `recovery:`, ...;
 /// the original name is kept in `original_name`), and the whole trace is rewritten sorted by
-/// time. Returns how many library events were merged.
-pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, lut_files: &[(PathBuf, u64)]) -> Result<usize> {
+/// time. `lut_files` are names relative to run directory `dir` (read confined to it, bounded).
+/// Returns how many library events were merged.
+pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, dir: &Path, lut_files: &[(PathBuf, u64)]) -> Result<usize> {
     let ours = crate::qlog::reader::read_unordered(trace)?;
     let epoch_ns = epoch.duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as f64).unwrap_or(0.0);
     let mut events = ours.events;
     let mut merged = 0;
     for (path, start_unix_ns) in lut_files {
         let shift_ms = (*start_unix_ns as f64 - epoch_ns) / 1e6;
-        let bytes = std::fs::read(path).map_err(io_error(path))?;
+        let bytes = crate::files::read_in(dir, path, crate::files::MAX_LUT_QLOG_BYTES)?;
         for (n, record) in bytes.split(|b| *b == 0x1e).filter(|r| !r.iter().all(u8::is_ascii_whitespace)).enumerate() {
             let mut event: Value = serde_json::from_slice(record).map_err(|source| RecordError::Json {
                 what: format!("the LUT's qlog {} record {}", path.display(), n + 1),
@@ -192,7 +212,7 @@ pub fn merge_lut_qlog(trace: &Path, epoch: SystemTime, lut_files: &[(PathBuf, u6
         out.push_str(&json(e)?);
         out.push('\n');
     }
-    std::fs::write(&tmp, out).map_err(io_error(&tmp))?;
+    crate::files::write(&tmp, out.as_bytes())?;
     std::fs::rename(&tmp, trace).map_err(io_error(trace))?;
     Ok(merged)
 }
@@ -222,7 +242,7 @@ mod tests {
                     \x1e{\"time\":2.0,\"name\":\"quic:udp_datagrams_sent\",\"data\":{}}\n";
         std::fs::write(&path, text).expect("write");
         assert!(crate::qlog::reader::read(&path).is_err(), "unsorted input is not a valid trace");
-        assert_eq!(merge_lut_qlog(&path, SystemTime::now(), &[]).expect("sorted"), 0);
+        assert_eq!(merge_lut_qlog(&path, SystemTime::now(), dir.path(), &[]).expect("sorted"), 0);
         let trace = crate::qlog::reader::read(&path).expect("valid after sorting");
         let names: Vec<&str> = trace.events.iter().filter_map(|e| e["name"].as_str()).collect();
         assert_eq!(names, ["quic:udp_datagrams_sent", "nesquic:b"]);

@@ -78,6 +78,11 @@ pub struct RunRecord {
     /// What the numbers point to, rule by rule (`findings::find` over this record).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<crate::finding::Finding>,
+    /// The run directory, which the files this record names (`lut_qlogs`, `profile_stacks`) are
+    /// relative to and confined to: set by [`RunRecord::load`] and by the run that writes it;
+    /// not part of the file.
+    #[serde(skip)]
+    pub run_dir: Option<PathBuf>,
 }
 
 /// One `NESQUIC_FAULT_*` variable the LUT processes ran with.
@@ -113,7 +118,8 @@ impl std::fmt::Display for PinnedCpus {
 impl RunRecord {
     /// Reads a summary.json (any schema version up to this build's).
     pub fn load(path: &Path) -> Result<Self, RecordError> {
-        let bytes = std::fs::read(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
+        // Bounded, a regular file: a run directory may come from anywhere (a CI artifact).
+        let bytes = crate::files::read_bounded(path, crate::files::MAX_RECORD_BYTES)?;
         let mut record: Self = serde_json::from_slice(&bytes)
             .map_err(|source| RecordError::Json { what: path.display().to_string(), source })?;
         if record.testcase.is_unrecorded() {
@@ -126,6 +132,7 @@ impl RunRecord {
                 record.schema_version
             )));
         }
+        record.run_dir = Some(path.parent().map(Path::to_path_buf).unwrap_or_default());
         Ok(record)
     }
 }
@@ -246,12 +253,16 @@ pub struct ObservedLoss {
     pub seen: u64,
     /// dropped / seen, percent.
     pub pct: f64,
+    /// The same in packets (skbs; a GSO batch is one): (dropped, offered). The loss is drawn
+    /// per packet, so this is the share that follows the configured rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub packets: Option<(u64, u64)>,
 }
 
 impl ObservedLoss {
     /// From the filters' counts.
     pub fn new(dropped: u64, seen: u64) -> Self {
-        Self { dropped, seen, pct: if seen > 0 { dropped as f64 * 100.0 / seen as f64 } else { 0.0 } }
+        Self { dropped, seen, pct: if seen > 0 { dropped as f64 * 100.0 / seen as f64 } else { 0.0 }, packets: None }
     }
 }
 

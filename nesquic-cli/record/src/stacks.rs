@@ -41,18 +41,20 @@ pub fn write(dir: &Path, repetitions: &[RepetitionFigures]) -> Result<Vec<StackF
     for (role, stacks) in sides.into_values() {
         let file = PathBuf::from(format!("profile-{role}.folded"));
         let text: String = stacks.iter().map(|(s, n)| format!("{s} {n}\n")).collect();
-        let path = dir.join(&file);
-        std::fs::write(&path, text).map_err(|source| RecordError::Io { path, source })?;
+        crate::files::write(&dir.join(&file), text.as_bytes())?;
         files.push(StackFile { role, file, samples: stacks.values().sum() });
     }
     Ok(files)
 }
 
-/// Reads the stacks `file` names in run directory `dir`; checks every line and that the counts
-/// add up to the samples summary.json recorded.
+/// Reads the stacks `file` names in run directory `dir` (only inside it, bounded: a record may come
+/// from anywhere); checks every line and that the counts add up to the samples summary.json
+/// recorded.
 pub fn read(dir: &Path, file: &StackFile) -> Result<Folded, RecordError> {
     let path = dir.join(&file.file);
-    let text = std::fs::read_to_string(&path).map_err(|source| RecordError::Io { path: path.clone(), source })?;
+    let bytes = crate::files::read_in(dir, &file.file, crate::files::MAX_FOLDED_BYTES)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| RecordError::Invalid(format!("{}: not UTF-8 text: not a folded-stacks file", path.display())))?;
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let parsed = line.rsplit_once(' ').and_then(|(stack, n)| Some((stack.to_string(), n.parse::<u64>().ok()?)));

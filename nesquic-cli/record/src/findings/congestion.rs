@@ -29,8 +29,10 @@ pub struct Recovery {
 /// `group_id`); `None` if the file cannot be read or is not JSON-SEQ. Libraries write their own
 /// header (quinn: qlog 0.3's `qlog_version`, which Nesquic's strict reader refuses), so each
 /// record is read on its own and one that is not JSON (a last record cut short) is skipped.
-pub fn recovery_of(path: &Path) -> Option<Recovery> {
-    let bytes = std::fs::read(path).ok()?;
+/// `file` is the name the record holds, relative to run directory `dir`: read only inside it
+/// ([`crate::files::read_in`]: a record naming `/dev/zero` or `../../etc/shadow` is not read).
+pub fn recovery_of(dir: &Path, file: &Path) -> Option<Recovery> {
+    let bytes = crate::files::read_in(dir, file, crate::files::MAX_LUT_QLOG_BYTES).ok()?;
     if bytes.first() != Some(&0x1e) {
         return None;
     }
@@ -58,11 +60,13 @@ pub fn recovery_of(path: &Path) -> Option<Recovery> {
     Some(r)
 }
 
-/// The side's recovery over every repetition that has its LUT qlog; `None` without any.
+/// The side's recovery over every repetition that has its LUT qlog; `None` without any, or
+/// without the run directory to read them in.
 fn recovery(record: &RunRecord, role: Role) -> Option<Recovery> {
+    let dir = record.run_dir.as_deref()?;
     let mut total: Option<Recovery> = None;
     for (_, path, _) in record.repetitions.iter().flat_map(|r| &r.lut_qlogs).filter(|(r, _, _)| *r == role) {
-        let r = recovery_of(path)?;
+        let r = recovery_of(dir, path)?;
         let t = total.get_or_insert_with(Recovery::default);
         t.declared_lost += r.declared_lost;
         t.window_cuts += r.window_cuts;

@@ -317,9 +317,8 @@ fn lut_qlog(dir: &std::path::Path, lost: usize) -> std::path::PathBuf {
     for n in 0..lost {
         event("recovery:packet_lost", "a", json!({ "header": { "packet_number": n } }));
     }
-    let path = dir.join("lut-server-1.sqlog");
-    std::fs::write(&path, text).expect("write qlog");
-    path
+    std::fs::write(dir.join("lut-server-1.sqlog"), text).expect("write qlog");
+    "lut-server-1.sqlog".into()
 }
 
 /// quinn over a veth with the relay reordering 966 of 7,655 datagrams, the server's qlog
@@ -338,13 +337,17 @@ fn reordered(dir: &std::path::Path, lost: usize, received: u64) -> RunRecord {
         "relay": { "up": stats(25), "down": stats(966) } }))
     .expect("link");
     r.repetitions[0].lut_qlogs = vec![(Role::Server, lut_qlog(dir, lost), 0)];
+    r.run_dir = Some(dir.to_path_buf());
     r
 }
 
 #[test]
 fn losses_declared_for_datagrams_that_arrived_are_misread_congestion() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    assert_eq!(recovery_of(&lut_qlog(tmp.path(), 600)), Some(Recovery { declared_lost: 600, window_cuts: 2 }));
+    assert_eq!(
+        recovery_of(tmp.path(), &lut_qlog(tmp.path(), 600)),
+        Some(Recovery { declared_lost: 600, window_cuts: 2 })
+    );
     let found = find(&reordered(tmp.path(), 600, 17_599));
     let f = found.iter().find(|f| f.rule == Rule::MisreadLoss).expect("misread loss");
     assert_eq!((f.role, f.severity), (Role::Server, Severity::High));
@@ -376,6 +379,25 @@ fn losses_declared_for_datagrams_that_arrived_are_misread_congestion() {
     let mut r = reordered(tmp.path(), 600, 17_599);
     r.repetitions[0].lut_qlogs.clear();
     assert!(!rules(&r).iter().any(|(r, _)| *r == Rule::MisreadLoss));
+}
+
+#[test]
+fn lut_qlogs_named_outside_the_run_directory_are_not_read() {
+    let (outside, run) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let qlog = outside.path().join(lut_qlog(outside.path(), 600));
+    let misread = |r: &RunRecord| rules(r).iter().any(|(r, _)| *r == Rule::MisreadLoss);
+    let mut r = reordered(run.path(), 600, 17_599);
+    assert!(misread(&r), "the run directory's own qlog is read");
+    // An absolute path, a `..` path and a link in the run directory all lead to the same file.
+    let up = std::path::Path::new("..").join(outside.path().file_name().expect("name")).join("lut-server-1.sqlog");
+    std::os::unix::fs::symlink(&qlog, run.path().join("link.sqlog")).expect("symlink");
+    for named in [qlog.clone(), up, "link.sqlog".into()] {
+        r.repetitions[0].lut_qlogs = vec![(Role::Server, named.clone(), 0)];
+        assert!(!misread(&r), "{} was read", named.display());
+    }
+    // A device is not read either (it would never end).
+    r.repetitions[0].lut_qlogs = vec![(Role::Server, "/dev/zero".into(), 0)];
+    assert!(!misread(&r));
 }
 
 /// quinn's record with the server's seal timed at `mean_ns` per call of 1,425 B, crypto `crypto`

@@ -75,7 +75,7 @@ pub fn write(trace: &Path, out: &Path) -> Result<QvisCopy, RecordError> {
         }
         push(&event)?;
     }
-    std::fs::write(out, lines).map_err(|source| RecordError::Io { path: out.to_path_buf(), source })?;
+    crate::files::write(out, lines.as_bytes())?;
     Ok(QvisCopy { events: parsed.events.len(), library_events })
 }
 

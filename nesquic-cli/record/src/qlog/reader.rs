@@ -59,15 +59,25 @@ impl QlogTrace {
     }
 }
 
-/// Reads and validates `path`.
+/// Reads and validates `path` (a regular file, bounded: traces come with run directories from
+/// anywhere, and one may be a link to /dev/zero).
 pub fn read(path: &Path) -> Result<QlogTrace, RecordError> {
-    let bytes = std::fs::read(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_LUT_QLOG_BYTES)?;
     parse(&bytes).map_err(|problem| RecordError::Qlog { path: path.to_path_buf(), problem })
+}
+
+/// Reads and validates trace `rel` of run directory `dir`: only inside it, never through a link
+/// ([`crate::files::read_in`]): a run directory from elsewhere may hold `server.sqlog` as a link
+/// to a file of this host.
+pub fn read_in(dir: &Path, rel: &Path) -> Result<QlogTrace, RecordError> {
+    let bytes = crate::files::read_in(dir, rel, crate::files::MAX_LUT_QLOG_BYTES)?;
+    let path = dir.join(rel);
+    parse(&bytes).map_err(|problem| RecordError::Qlog { path, problem })
 }
 
 /// Like [`read`], but accepts events out of time order (for a trace about to be sorted).
 pub fn read_unordered(path: &Path) -> Result<QlogTrace, RecordError> {
-    let bytes = std::fs::read(path).map_err(|source| RecordError::Io { path: path.to_path_buf(), source })?;
+    let bytes = crate::files::read_bounded(path, crate::files::MAX_LUT_QLOG_BYTES)?;
     parse_records(&bytes, false).map_err(|problem| RecordError::Qlog { path: path.to_path_buf(), problem })
 }
 
