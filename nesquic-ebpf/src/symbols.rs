@@ -192,10 +192,22 @@ pub struct PerfMap {
 }
 
 impl PerfMap {
-    /// Reads `/tmp/perf-PID.map`; `None` if the process wrote none.
+    /// Reads `/tmp/perf-PID.map`; `None` if the process wrote none, or the file is not one it
+    /// could have written ([`open_perf_map`]: skipped with a warning).
     pub fn load(pid: u32) -> Option<Self> {
-        let text = std::fs::read_to_string(format!("/tmp/perf-{pid}.map")).ok()?;
-        Some(Self::parse(&text))
+        use std::io::Read;
+        let path = perf_map_path(pid);
+        let file = match open_perf_map(pid) {
+            Ok(file) => file?,
+            Err(why) => {
+                log::warn!("{}: not read ({why})", path.display());
+                return None;
+            }
+        };
+        let mut bytes = Vec::new();
+        // Bounded again while reading: the process may still be appending.
+        file.take(PERF_MAP_MAX_BYTES).read_to_end(&mut bytes).ok()?;
+        Some(Self::parse(&String::from_utf8_lossy(&bytes)))
     }
 
     /// Parses a perf map's text; malformed lines are skipped (the file is appended to while the
@@ -231,6 +243,57 @@ impl PerfMap {
     /// Whether no entry was read.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+}
+
+/// Largest perf map read: CPython writes ~100 bytes a Python function, ~250 KB a process; a larger
+/// file is not one of ours.
+pub const PERF_MAP_MAX_BYTES: u64 = 64 << 20;
+
+/// Where process `pid` writes its perf map.
+pub fn perf_map_path(pid: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/perf-{pid}.map"))
+}
+
+/// Opens process `pid`'s perf map if it is one the process could have written. /tmp is
+/// everyone's: another user can create `perf-PID.map` for a pid to come (a link to a file only
+/// root may read, a huge file, misleading names), and root reads it. Accepted: a regular file,
+/// not a link, owned by root, by us (the LUT processes are our children) or by the process's uid
+/// while it lives, at most [`PERF_MAP_MAX_BYTES`]. `Ok(None)`: there is none; `Err`: why it is
+/// refused.
+pub fn open_perf_map(pid: u32) -> Result<Option<std::fs::File>, String> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(perf_map_path(pid))
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err("a symbolic link".into()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    let process = std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid());
+    if meta.uid() != 0 && meta.uid() != me && Some(meta.uid()) != process {
+        return Err(format!("owned by uid {}, neither root, nor us, nor the process", meta.uid()));
+    }
+    if meta.len() > PERF_MAP_MAX_BYTES {
+        return Err(format!("{} bytes, more than the {PERF_MAP_MAX_BYTES} a process writes", meta.len()));
+    }
+    Ok(Some(file))
+}
+
+/// Removes process `pid`'s perf map once read, only if [`open_perf_map`] accepts it: nesquic
+/// never deletes a file in /tmp that another user placed there.
+pub fn remove_perf_map(pid: u32) {
+    if let Ok(Some(_)) = open_perf_map(pid) {
+        let _ = std::fs::remove_file(perf_map_path(pid));
     }
 }
 
@@ -333,6 +396,38 @@ mod tests {
         let syms = [ObjectSymbols::load(&me).expect("symbols")];
         let near = nearest("*nearest_ranks_shared*", &syms, 3);
         assert!(near.iter().any(|f| f.demangled.ends_with("nearest_ranks_shared_words")), "{near:?}");
+    }
+
+    #[test]
+    fn a_perf_map_another_user_could_have_placed_is_not_read_or_removed() {
+        use std::os::unix::fs::symlink;
+        // Beyond any pid_max (at most 2^22): no process has it.
+        let pid = (1 << 22) + 1 + std::process::id() % 1_000_000;
+        let path = perf_map_path(pid);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let target = dir.path().join("map");
+        std::fs::write(&target, "7fd82e4bd000 b py::main:/nowhere/script.py\n").expect("write");
+        let _ = std::fs::remove_file(&path);
+        symlink(&target, &path).expect("symlink");
+        assert!(PerfMap::load(pid).is_none(), "read through a link");
+        remove_perf_map(pid);
+        assert!(path.symlink_metadata().is_ok(), "a link it did not verify was removed");
+        std::fs::remove_file(&path).expect("clean up");
+        std::fs::copy(&target, &path).expect("copy");
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&path, Some(65534), None).expect("chown");
+            assert!(PerfMap::load(pid).is_none(), "read another user's map");
+            remove_perf_map(pid);
+            assert!(path.exists(), "removed another user's file");
+            std::os::unix::fs::chown(&path, Some(0), None).expect("chown");
+        }
+        assert_eq!(PerfMap::load(pid).map(|m| m.len()), Some(1), "our own map is read");
+        std::fs::File::options().write(true).open(&path).and_then(|f| f.set_len(PERF_MAP_MAX_BYTES + 1)).expect("grow");
+        assert!(PerfMap::load(pid).is_none(), "a map past the bound");
+        std::fs::File::options().write(true).open(&path).and_then(|f| f.set_len(10)).expect("shrink");
+        remove_perf_map(pid);
+        assert!(!path.exists(), "our own map is removed");
     }
 
     #[test]

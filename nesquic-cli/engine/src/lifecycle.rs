@@ -365,8 +365,8 @@ impl<'a> ProbeTracker<'a> {
         }
         // The perf maps our LUT processes wrote (CPython's trampolines) are read: without this
         // they pile up in /tmp, ~250 KB per process.
-        for (_, pid) in &self.pids {
-            let _ = std::fs::remove_file(format!("/tmp/perf-{pid}.map"));
+        for pid in self.pids.iter().filter_map(|(_, pid)| u32::try_from(*pid).ok()) {
+            nesquic_ebpf::symbols::remove_perf_map(pid);
         }
         Ok(Probed { metrics, agents, profile })
     }
