@@ -2,7 +2,6 @@
 //! config and known_hosts; never a prompt), the address ssh reaches (`ssh -G`), and what its
 //! failures mean.
 
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, ToSocketAddrs};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -129,7 +128,8 @@ impl Lines {
     pub(crate) fn spawn(stream: impl std::io::Read + Send + 'static) -> Self {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            // A remote role's replies: one may be a whole qlog.
+            for line in crate::process::lines::bounded(stream, crate::process::lines::REMOTE_LINE_MAX) {
                 if tx.send(line).is_err() {
                     break;
                 }

@@ -4,7 +4,7 @@
 //! [`ProcessEvent::Exited`] once the session ends, the probes' totals as
 //! [`ProcessEvent::Remote`]. A session that ends without the remote exit lost its connection.
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::process::ChildStdin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -152,8 +152,14 @@ fn spawn_reader(
 ) {
     let Shared { tail, done, reported } = shared;
     std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        for line in super::lines::bounded(stdout, super::lines::REMOTE_LINE_MAX) {
             let event = match serde_json::from_str::<Reply>(&line) {
+                // A path on the remote host means nothing here, and reading it would make this
+                // host's root read a file the remote chose: its qlog comes as text (LutQlog).
+                Ok(Reply::Lut(LutEvent::Qlog { path, .. })) => {
+                    push_tail(&tail, format!("the remote role named a qlog file {}: ignored", path.display()));
+                    continue;
+                }
                 Ok(Reply::Lut(e)) => ProcessEvent::Report(role, e),
                 Ok(Reply::Totals(t)) => ProcessEvent::Remote(role, t),
                 Ok(Reply::Exited(e)) => {
@@ -164,7 +170,7 @@ fn spawn_reader(
                 }
                 Ok(Reply::LutQlog { start_unix_ns, text }) => {
                     let Some(dest) = &qlog else { continue };
-                    if let Err(e) = std::fs::write(&dest.path, text) {
+                    if let Err(e) = nesquic_record::files::write(&dest.path, text.as_bytes()) {
                         push_tail(&tail, format!("cannot write {}: {e}", dest.path.display()));
                         continue;
                     }
@@ -188,4 +194,25 @@ fn spawn_reader(
         }
         done.store(true, Ordering::Release);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_qlog_path_named_by_the_remote_host_is_not_read_here() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let shared = Shared { tail: Arc::default(), done: Arc::default(), reported: Arc::default() };
+        let tail = shared.tail.clone();
+        let reply = Reply::Lut(LutEvent::Qlog { path: "/etc/shadow".into(), start_unix_ns: 1 });
+        let mut text = serde_json::to_string(&reply).expect("json");
+        text.push('\n');
+        spawn_reader(Role::Server, std::io::Cursor::new(text.into_bytes()), tx, shared, None);
+        // The reader drops its sender at the end of its input.
+        let events: Vec<ProcessEvent> = rx.iter().collect();
+        assert!(events.is_empty(), "{events:?}");
+        let tail = tail.lock().expect("tail");
+        assert!(tail.iter().any(|l| l.contains("/etc/shadow: ignored")), "{tail:?}");
+    }
 }

@@ -4,10 +4,11 @@
 //! its ssh session ([`link`]).
 
 pub mod faults;
+pub(crate) mod lines;
 pub mod link;
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -387,7 +388,7 @@ fn spawn_stdout_reader(
             }
         }
         let _done = SetOnDrop(done);
-        for line in BufReader::new(stdout).lines().map_while(std::result::Result::ok) {
+        for line in lines::bounded(stdout, lines::LINE_MAX) {
             match serde_json::from_str::<LutEvent>(&line) {
                 Ok(event) => {
                     if events.send(ProcessEvent::Report(role, event)).is_err() {
@@ -407,7 +408,7 @@ pub(crate) fn spawn_stderr_reader(
     done: Arc<std::sync::atomic::AtomicBool>,
 ) {
     std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(std::result::Result::ok) {
+        for line in lines::bounded(stderr, lines::LINE_MAX) {
             push_tail(&tail, line);
         }
         done.store(true, std::sync::atomic::Ordering::Release);
