@@ -121,9 +121,16 @@ fn mbps(bytes: u64, ns: u64) -> f64 {
 impl WorkloadFigures {
     /// Checks the client's report against what was asked (every connection and stream present,
     /// every stream's payload complete) and derives the figures. `None` for the single
-    /// connection, single stream shape.
+    /// connection, single stream shape, whose payload is checked too: a client (an exec LUT
+    /// above all) that reports fewer bytes than asked did not deliver the payload.
     pub fn of(result: &ClientResult, workload: &Workload) -> Result<Option<Self>, RecordError> {
         if workload.is_single() {
+            if result.bytes != workload.size {
+                return Err(RecordError::Report(format!(
+                    "the client reported {} bytes, the testcase asked for {}: the payload was not delivered whole",
+                    result.bytes, workload.size
+                )));
+            }
             return Ok(None);
         }
         let c = &result.connections;
@@ -252,5 +259,17 @@ mod tests {
         let mut missing = report;
         missing.connections.pop();
         assert!(WorkloadFigures::of(&missing, &w).is_err());
+    }
+
+    #[test]
+    fn a_single_stream_is_checked_against_the_size_too() {
+        let w = Workload::bulk(1_000_000);
+        let whole = ClientResult::from_connections(vec![conn(0, 2, &[(1_000_000, 8)])], 10_000_000);
+        assert!(WorkloadFigures::of(&whole, &w).unwrap().is_none());
+        for bytes in [999_999, 1_000_001, 0] {
+            let short = ClientResult::from_connections(vec![conn(0, 2, &[(bytes, 8)])], 10_000_000);
+            let e = WorkloadFigures::of(&short, &w).unwrap_err().to_string();
+            assert!(e.contains(&format!("reported {bytes} bytes, the testcase asked for 1000000")), "{e}");
+        }
     }
 }
