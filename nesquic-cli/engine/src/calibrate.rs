@@ -18,6 +18,7 @@
 //! the same difference without it (the layout noise of the three copies), as a mean over rounds.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
 use std::time::Duration;
 
@@ -47,6 +48,8 @@ const ROUNDS: usize = 5;
 /// Agent calibration: rounds with and without the agent (alternating), calls per round.
 const AGENT_ROUNDS: usize = 5;
 const AGENT_CALLS: u64 = 1_000_000;
+/// Longest a calibration workload may run (a round takes well under a second).
+const ROUND_LIMIT: Duration = Duration::from_secs(60);
 const FUNCTIONS: [(&str, SiteKind); 3] = [
     ("nesquic_cal_push", SiteKind::Push),
     ("nesquic_cal_nop", SiteKind::Nop),
@@ -54,20 +57,21 @@ const FUNCTIONS: [(&str, SiteKind); 3] = [
 ];
 
 /// The calibration `probes` need: `None` unless they time some function (kernel uprobe sites
-/// and/or the agent's hooks). Each part is measured once per process, then reused.
-pub fn for_probes(probes: &crate::backend::Probes) -> Result<Option<Calibration>> {
+/// and/or the agent's hooks). Each part is measured once per process, then reused. Stops, with
+/// its workload killed, once `interrupted` is set (SIGTERM, Ctrl-C).
+pub fn for_probes(probes: &crate::backend::Probes, interrupted: &AtomicBool) -> Result<Option<Calibration>> {
     let kernel_times = probes.kernel.as_ref().is_some_and(|k| k.functions().iter().any(|f| f.timed));
     let user_times = probes.user.as_ref().is_some_and(|u| u.times_functions());
     if !kernel_times && !user_times {
         return Ok(None);
     }
     let mut c = if kernel_times {
-        run().step("calibrate the timing probes")?
+        run(interrupted).step("calibrate the timing probes")?
     } else {
         Calibration { kinds: Vec::new(), rounds: 0, agent: None }
     };
     if user_times {
-        c.agent = Some(agent_cost().step("calibrate the user-space agent")?);
+        c.agent = Some(agent_cost(interrupted).step("calibrate the user-space agent")?);
     }
     Ok(Some(c))
 }
@@ -83,7 +87,7 @@ pub fn workload_binary() -> Result<PathBuf> {
 }
 
 /// The agent's cost per call on this machine: measured on first use (~1 s), then reused.
-fn agent_cost() -> Result<AgentCost> {
+fn agent_cost(interrupted: &AtomicBool) -> Result<AgentCost> {
     static CACHE: std::sync::Mutex<Option<AgentCost>> = std::sync::Mutex::new(None);
     let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = *cached {
@@ -91,25 +95,25 @@ fn agent_cost() -> Result<AgentCost> {
     }
     let workload = workload_binary()?;
     let scratch = tempfile::tempdir().map_err(EngineError::os("agent calibration scratch directory"))?;
-    let c = measure_agent_cost(&workload, scratch.path(), AGENT_ROUNDS, AGENT_CALLS)?;
+    let c = measure_agent_cost(&workload, scratch.path(), AGENT_ROUNDS, AGENT_CALLS, interrupted)?;
     *cached = Some(c);
     Ok(c)
 }
 
 /// The calibration for this process: measured on first use (~1 s), then reused (a matrix runs
 /// many transfers; the machine does not change between them).
-fn run() -> Result<Calibration> {
+fn run(interrupted: &AtomicBool) -> Result<Calibration> {
     static CACHE: std::sync::Mutex<Option<Calibration>> = std::sync::Mutex::new(None);
     let mut cached = CACHE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(c) = cached.as_ref() {
         return Ok(c.clone());
     }
-    let c = measure()?;
+    let c = measure(interrupted)?;
     *cached = Some(c.clone());
     Ok(c)
 }
 
-fn measure() -> Result<Calibration> {
+fn measure(interrupted: &AtomicBool) -> Result<Calibration> {
     let workload = workload_binary()?;
     let plan = ProbePlan::new("uprobe:nesquic_cal_*", &workload)?;
     let scratch = tempfile::tempdir().map_err(EngineError::os("calibration scratch directory"))?;
@@ -117,7 +121,7 @@ fn measure() -> Result<Calibration> {
     let mut session = plan.open_session()?;
     for round in 0..ROUNDS {
         let out = scratch.path().join(format!("round-{round}.json"));
-        let metrics = probed_run(&mut session, &workload, &out)?;
+        let metrics = probed_run(&mut session, &workload, &out, interrupted)?;
         let results = read_results(&out)?;
         for (i, (name, _)) in FUNCTIONS.iter().enumerate() {
             let r = results
@@ -140,13 +144,16 @@ fn measure() -> Result<Calibration> {
 }
 
 /// One workload run with the timing probes on; returns what they measured.
-fn probed_run(session: &mut nesquic_ebpf::ProbeSession, workload: &Path, out: &Path) -> Result<Metrics> {
+fn probed_run(
+    session: &mut nesquic_ebpf::ProbeSession,
+    workload: &Path,
+    out: &Path,
+    interrupted: &AtomicBool,
+) -> Result<Metrics> {
     let args: Vec<std::ffi::OsString> =
         vec!["--calibrate".into(), ITERATIONS.to_string().into(), CALLS.to_string().into(), out.into()];
-    // Nothing interrupts a calibration but the workload's own minute: it is killed on drop.
-    let never = std::sync::atomic::AtomicBool::new(false);
     let (tx, rx) = channel();
-    let mut watch = Supervisor::new(rx, Duration::from_secs(60), &never, "the calibration workload");
+    let mut watch = Supervisor::new(rx, ROUND_LIMIT, interrupted, "the calibration workload");
     let mut tracker = ProbeTracker::new(Some(session), None, None);
     let launch = Launch::command(workload, &args);
     let mut process = start(&launch, tx, &mut tracker)?;
@@ -178,7 +185,13 @@ fn probe_mean(metrics: &Metrics, name: &str) -> Option<f64> {
 /// the workload's reports. Every figure is measured or the calibration is an error
 /// ([`UserError::Calibration`]): a round in which the agent did not start or did not time its
 /// function has no figure to stand in.
-pub fn measure_agent_cost(workload: &Path, scratch: &Path, rounds: usize, calls: u64) -> Result<AgentCost> {
+pub fn measure_agent_cost(
+    workload: &Path,
+    scratch: &Path,
+    rounds: usize,
+    calls: u64,
+    interrupted: &AtomicBool,
+) -> Result<AgentCost> {
     if rounds == 0 {
         return Err(UserError::Calibration("no rounds asked for".into()).into());
     }
@@ -218,12 +231,12 @@ pub fn measure_agent_cost(workload: &Path, scratch: &Path, rounds: usize, calls:
     let (mut hooked, mut bare, mut window) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..rounds {
         let agent = backend.process(i, Role::Process)?;
-        let round = agent_round(workload, scratch, calls, Some(&agent))?;
+        let round = agent_round(workload, scratch, calls, Some(&agent), interrupted)?;
         let measured =
             agent_mean(&agent, workload).map_err(|why| UserError::Calibration(format!("round {}: {why}", i + 1)))?;
         window.push(measured - round.twin_ns);
         hooked.push(round);
-        bare.push(agent_round(workload, scratch, calls, None)?);
+        bare.push(agent_round(workload, scratch, calls, None, interrupted)?);
     }
     Ok(agent_figures(&hooked, &bare, &window))
 }
@@ -257,6 +270,7 @@ fn agent_round(
     scratch: &Path,
     calls: u64,
     agent: Option<&AgentProcess>,
+    interrupted: &AtomicBool,
 ) -> std::result::Result<AgentCalibrateRound, UserError> {
     let out = scratch.join("agent-calibration.json");
     let mut cmd = std::process::Command::new(workload);
@@ -265,7 +279,8 @@ fn agent_round(
         a.apply_to(&mut cmd);
     }
     let io = |source| UserError::Io { what: format!("calibration run of {}", workload.display()), source };
-    let status = cmd.status().map_err(io)?;
+    let mut child = cmd.spawn().map_err(io)?;
+    let status = wait_or_kill(&mut child, ROUND_LIMIT, interrupted).map_err(io)?;
     if !status.success() {
         return Err(io(std::io::Error::other(format!("exited with {status}"))));
     }
@@ -282,6 +297,35 @@ fn agent_round(
         return Err(no_figures(format!("{round:?}")));
     }
     Ok(round)
+}
+
+/// Waits for `child` at most `limit`, and no longer than until `interrupted` is set; then kills
+/// and reaps it. `cmd.status()` waited for as long as the workload ran, deaf to SIGTERM.
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    limit: Duration,
+    interrupted: &AtomicBool,
+) -> std::io::Result<std::process::ExitStatus> {
+    let until = std::time::Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        let stop = if interrupted.load(Ordering::Relaxed) {
+            Some("interrupted: the calibration workload was killed".to_string())
+        } else if std::time::Instant::now() >= until {
+            Some(format!("the calibration workload ran past {limit:?} and was killed"))
+        } else {
+            None
+        };
+        if let Some(why) = stop {
+            // Either may fail only because it already exited: the wait reaps it either way.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::other(why));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// One site kind's figures from its rounds: the twin's true cost, the probes' mean and the
@@ -337,6 +381,31 @@ fn std_dev(v: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_calibration_workload_is_killed_once_interrupted() {
+        let interrupted = std::sync::Arc::new(AtomicBool::new(false));
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let flag = interrupted.clone();
+        let setter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            flag.store(true, Ordering::Relaxed);
+        });
+        let started = std::time::Instant::now();
+        let e = wait_or_kill(&mut child, ROUND_LIMIT, &interrupted).expect_err("interrupted");
+        setter.join().expect("setter");
+        assert!(e.to_string().contains("interrupted"), "{e}");
+        // Generous for a loaded machine; the sleep alone would take 30 s.
+        assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+        assert!(child.try_wait().expect("reaped").is_some());
+        // The time limit, and an ordinary exit.
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let never = AtomicBool::new(false);
+        let e = wait_or_kill(&mut child, Duration::from_millis(50), &never).expect_err("too long");
+        assert!(e.to_string().contains("ran past"), "{e}");
+        let mut child = std::process::Command::new("true").spawn().expect("true");
+        assert!(wait_or_kill(&mut child, ROUND_LIMIT, &never).expect("exits").success());
+    }
 
     #[test]
     fn kind_figures_are_medians_of_the_rounds_and_the_spread_of_the_overhead() {

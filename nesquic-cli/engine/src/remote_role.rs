@@ -130,7 +130,7 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
     };
     // Timed probes are compensated with what they add on this host, not on the local one.
     let calibration = match &probes {
-        Some(p) => crate::calibrate::for_probes(p)?,
+        Some(p) => crate::calibrate::for_probes(p, stop)?,
         None => None,
     };
     let (mut session, mut user) = probes.map_or((None, None), |p| (p.kernel, p.user));

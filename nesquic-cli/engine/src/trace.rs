@@ -85,7 +85,7 @@ pub fn execute(spec: &TraceSpec, interrupted: &AtomicBool, reporter: &mut dyn Ru
     let needs = KernelNeeds { duty: spec.duty.is_some(), agent_follows_programs: true, ..KernelNeeds::default() };
     let probes = Probes::open(&plan, spec.backend, &spec.binary, &dir, needs)?;
     reporter.probes_opened(&probes);
-    let calibration = crate::calibrate::for_probes(&probes)?;
+    let calibration = crate::calibrate::for_probes(&probes, interrupted)?;
     if let Some(c) = &calibration {
         reporter.calibrated(c);
     }

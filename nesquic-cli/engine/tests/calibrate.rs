@@ -10,6 +10,9 @@ use nesquic_ebpf::user::{AgentProcess, UserBackend};
 use nesquic_ebpf::workload_report::{from_lines, IoCalibrateRound};
 use nesquic_ebpf::Role;
 use nesquic_engine::calibrate::measure_agent_cost;
+
+/// Nothing interrupts these calibrations.
+static NEVER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 use nesquic_stats::{mean, std_dev};
 
 /// `nesquic-workload`, built beside this test binary's directory (`target/release/deps/..`).
@@ -25,7 +28,7 @@ fn workload() -> PathBuf {
 fn calibration_measures_a_small_positive_cost() {
     let dir = tempfile::tempdir().expect("tempdir");
     let rounds = 5;
-    let cost = measure_agent_cost(&workload(), dir.path(), rounds, 200_000).expect("calibration");
+    let cost = measure_agent_cost(&workload(), dir.path(), rounds, 200_000, &NEVER).expect("calibration");
     // The counting cost is a few ns, the difference of two timed loops: with other tests running
     // beside it, single rounds scatter by ~15 ns (one CI run measured -8.2 +- 15.5 over 3 rounds;
     // beside 40 threads of I/O, -29 ns for a timed call whose cost is ~25 ns: this file holds no
@@ -65,10 +68,10 @@ fn a_calibration_the_agent_did_not_run_in_is_an_error_not_a_figure() {
     let dir = tempfile::tempdir().expect("tempdir");
     // Before: Ok, with NaN for what falls inside a timed call, which compensated every timed
     // figure to 0 ns ((mean - NaN).max(0.0) is 0).
-    let err = measure_agent_cost(&workload(), dir.path(), 2, 10_000).expect_err("nothing was timed");
+    let err = measure_agent_cost(&workload(), dir.path(), 2, 10_000, &NEVER).expect_err("nothing was timed");
     let err = err.to_string();
     assert!(err.starts_with("agent calibration: round 1: the agent did not start in"), "{err}");
-    let none = measure_agent_cost(&workload(), dir.path(), 0, 10_000).expect_err("no rounds");
+    let none = measure_agent_cost(&workload(), dir.path(), 0, 10_000, &NEVER).expect_err("no rounds");
     assert_eq!(none.to_string(), "agent calibration: no rounds asked for");
 }
 
@@ -79,7 +82,7 @@ fn a_calibration_the_agent_did_not_run_in_is_an_error_not_a_figure() {
 fn agent_cost_benchmark() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (rounds, calls) = (10, 2_000_000);
-    let cost = measure_agent_cost(&workload(), dir.path(), rounds, calls).expect("calibration");
+    let cost = measure_agent_cost(&workload(), dir.path(), rounds, calls, &NEVER).expect("calibration");
     let counters = counter_costs();
     let mut text = format!(
         "Per-hit cost of the user-space agent, from one run of {rounds} alternating rounds (with / without the \
