@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # release-source.sh VERSION DEST: unpacks a published ngtcp2 release's source, as Debian packages
-# it (patches applied), into DEST and prints DEST on stdout; the Debian version taken on stderr.
+# it (patches applied), into DEST and prints DEST on stdout; on stderr the Debian version taken
+# and the sha256 of its .dsc (which holds the sha256 of every file of the source package).
 # Build the LUT against it like any checkout:
 #   lut-adapters/ngtcp2/build-from-source.sh --lut-path DEST --out DIR
 #   nesquic run --lut ngtcp2 --lut-path DEST
@@ -79,7 +80,8 @@ for version in $candidates; do
         if [ -f "${unpacked[0]}CMakeLists.txt" ]; then
             mkdir -p "$(dirname "$dest")"
             mv "${unpacked[0]}" "$dest"
-            say "Debian's ngtcp2 $version source, patches applied"
+            dsc=("$tmp"/src/*.dsc)
+            say "Debian's ngtcp2 $version source, patches applied ($(basename "${dsc[0]}") sha256:$(sha256sum "${dsc[0]}" | cut -d' ' -f1))"
             realpath "$dest"
             exit 0
         fi
