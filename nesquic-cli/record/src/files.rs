@@ -1,7 +1,7 @@
 //! Files of a run directory, written and read as root. Nesquic runs as root, and run directories
 //! travel (CI artifacts, another user's `./nesquic-runs`): a file name recorded in summary.json,
 //! or a link placed in a run directory, must never make root read or write a file elsewhere.
-//! Every writer of a run's files goes through [`write`]; every reader of a file a record names
+//! Every writer of a run's files goes through [`write()`]; every reader of a file a record names
 //! goes through [`read_in`].
 
 use std::fs::{Metadata, OpenOptions};
