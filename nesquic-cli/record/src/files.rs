@@ -32,21 +32,22 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
 /// others unless sticky (like /tmp, where nobody may rename what another user made). A link
 /// counts as its target, but the link itself must be ours or root's.
 pub fn check_trusted_dir(dir: &Path) -> Result<()> {
-    check_dir(dir, 0o022)
+    check_dir(dir, 0o022, true)
 }
 
 /// [`check_trusted_dir`] for the directory `--out` is made in (the working directory, as a
-/// rule): writable by its group is allowed there, as a umask of 002 leaves every directory a
-/// user makes (their own group); by others, or owned by another user, is not.
+/// rule), which only must not be writable by others (unless sticky): its owner may be another
+/// user (`sudo nesquic run --out DIR` in one's own checkout) and its group may write to it (a
+/// umask of 002 leaves every directory a user makes so, for their own group).
 pub fn check_parent_dir(dir: &Path) -> Result<()> {
-    check_dir(dir, 0o002)
+    check_dir(dir, 0o002, false)
 }
 
-fn check_dir(dir: &Path, not_writable: u32) -> Result<()> {
+fn check_dir(dir: &Path, not_writable: u32, owner_matters: bool) -> Result<()> {
     let link = std::fs::symlink_metadata(dir).map_err(io(dir))?;
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    if link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
+    if owner_matters && link.file_type().is_symlink() && link.uid() != me && link.uid() != 0 {
         return Err(RecordError::Unsafe(format!(
             "{} is a symbolic link owned by uid {}: another user could point it elsewhere and make nesquic \
              (as uid {me}) write there; remove it or give --out a directory you own",
@@ -59,7 +60,7 @@ fn check_dir(dir: &Path, not_writable: u32) -> Result<()> {
         return Err(RecordError::Unsafe(format!("{} is not a directory", dir.display())));
     }
     let mode = meta.mode() & 0o7777;
-    let foreign = meta.uid() != me && meta.uid() != 0;
+    let foreign = owner_matters && meta.uid() != me && meta.uid() != 0;
     let open_to_others = mode & not_writable != 0 && mode & libc::S_ISVTX == 0;
     if foreign || open_to_others {
         let why = if foreign {

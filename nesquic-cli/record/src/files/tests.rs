@@ -28,15 +28,25 @@ fn a_run_root_another_user_controls_is_refused() {
     crate::recorder::out_dir_under(&root, "quinn").expect("sticky root is fine");
     chmod(&root, 0o755);
     let run = crate::recorder::out_dir_under(&root, "quinn").expect("own root");
+    // --out DIR: its parent may be group-writable (umask 002), not writable by others.
+    chmod(&root, 0o777);
+    let e = crate::recorder::prepare_out_dir(&root.join("out-1")).expect_err("--out in a shared dir").to_string();
+    assert!(e.contains("writable by others"), "{e}");
+    chmod(&root, 0o775);
+    crate::recorder::prepare_out_dir(&root.join("out-2")).expect("--out in a group-writable dir");
+    // An existing --out directory that others may write to is refused like a run root.
+    std::fs::create_dir(root.join("out-3")).expect("mkdir");
+    chmod(&root.join("out-3"), 0o777);
+    assert!(crate::recorder::prepare_out_dir(&root.join("out-3")).is_err());
+    chmod(&root, 0o755);
     assert_eq!(std::fs::metadata(&run).expect("stat").permissions().mode() & 0o777, 0o755);
     if is_root() {
         // Owned by another user (nobody): refused, naming the owner.
         std::os::unix::fs::chown(&root, Some(65534), Some(65534)).expect("chown");
         let e = crate::recorder::out_dir_under(&root, "quinn").expect_err("foreign root").to_string();
         assert!(e.contains("owned by uid 65534"), "{e}");
-        let out = root.join("mine");
-        let e = crate::recorder::prepare_out_dir(&out).expect_err("--out under a foreign dir").to_string();
-        assert!(e.contains("owned by uid 65534"), "{e}");
+        // sudo nesquic run --out DIR in another user's checkout: the parent's owner does not matter.
+        crate::recorder::prepare_out_dir(&root.join("mine")).expect("--out under another user's dir");
     }
 }
 
