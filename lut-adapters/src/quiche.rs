@@ -36,8 +36,9 @@ pub static QUICHE: Descriptor = Descriptor {
             features: &["quiche"],
         },
     })),
-    supported_versions: "quiche 0.24-0.30 (releases and the default branch), BoringSSL from the boring crate \
-        (crates.io), so a checkout needs no BoringSSL submodule",
+    supported_versions: "quiche 0.29.3 (master and its newest tag, built and run) and 0.30 (pinned); the adapter \
+        accepts 0.24-0.30 (before 0.27 it reads streams through a copy, no stream_recv_buf; not built here); \
+        BoringSSL always from the boring crate (crates.io), so a checkout needs no deps/boringssl submodule",
     releases: Some(Releases::Crates),
     ..Descriptor::BUILTIN
 };

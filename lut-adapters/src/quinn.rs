@@ -40,8 +40,9 @@ pub static QUINN: Descriptor = Descriptor {
             features: &[],
         },
     })),
-    supported_versions: "quinn 0.11.2-0.11.12 (releases and the 0.11.x branch; qlog from 0.11.9, off with a note \
-        before) and 0.12 (main); quinn-proto and quinn-udp at whatever versions the checkout holds",
+    supported_versions: "quinn 0.12 (main, built and run), the 0.11.x branch (0.11.11 with quinn-proto 0.11.16, \
+        built and run), 0.11.8-0.11.12 releases (0.11.8 compiled; qlog from 0.11.9, off with a note before); \
+        quinn-proto and quinn-udp at the versions the checkout holds (bench/versions.md)",
     releases: Some(Releases::Crates),
     ..Descriptor::BUILTIN
 };
