@@ -2,30 +2,37 @@
 //! `nesquic run --lut-path` sets NESQUIC_LUT_CRATES to the checkout's crates
 //! (`quinn-proto=0.12.0 ...`); unset (Nesquic's own workspace), the pinned versions' code is built.
 
-/// (cfg, crate, the first version that has it, whether Nesquic's lock pins such a version): on
-/// when the checkout's crate is that new; for a crate the build does not take from a checkout
-/// (Nesquic's own workspace, or the registry's quinn-proto under a quiche checkout), the lock's.
-const CFGS: &[(&str, &str, (u64, u64, u64), bool)] = &[
-    // quinn-proto 0.12 (quinn's main): renamed and reshaped APIs, see quinn_shim.rs.
-    ("quinn_proto_0_12", "quinn-proto", (0, 12, 0), false),
+/// A cfg on when the checkout's crate is at least `since`; for a crate the build does not take
+/// from a checkout (Nesquic's own workspace, or the registry's quinn-proto under a quiche
+/// checkout), as Nesquic's lock has it (`pinned`).
+struct VersionCfg {
+    cfg: &'static str,
+    krate: &'static str,
+    since: (u64, u64, u64),
+    pinned: bool,
+}
+
+const CFGS: &[VersionCfg] = &[
+    // quinn-proto 0.12 (quinn's main): `Endpoint::new` lost its rng-seed argument (quinn_shim.rs).
+    VersionCfg { cfg: "quinn_proto_0_12", krate: "quinn-proto", since: (0, 12, 0), pinned: false },
     // quiche 0.27 added `Connection::stream_recv_buf` (verified in place, no scratch copy).
-    ("quiche_0_27", "quiche", (0, 27, 0), true),
+    VersionCfg { cfg: "quiche_0_27", krate: "quiche", since: (0, 27, 0), pinned: true },
 ];
 
 fn main() {
     println!("cargo::rerun-if-env-changed=NESQUIC_LUT_CRATES");
-    for (cfg, ..) in CFGS {
-        println!("cargo::rustc-check-cfg=cfg({cfg})");
+    for c in CFGS {
+        println!("cargo::rustc-check-cfg=cfg({})", c.cfg);
     }
     let crates = std::env::var("NESQUIC_LUT_CRATES").unwrap_or_default();
-    for (cfg, name, since, pinned) in CFGS {
-        let version = crates.split_whitespace().find_map(|c| c.strip_prefix(name)?.strip_prefix('='));
+    for c in CFGS {
+        let version = crates.split_whitespace().find_map(|k| k.strip_prefix(c.krate)?.strip_prefix('='));
         let on = match version {
-            Some(v) => parse(v).is_some_and(|v| v >= *since),
-            None => *pinned,
+            Some(v) => parse(v).is_some_and(|v| v >= c.since),
+            None => c.pinned,
         };
         if on {
-            println!("cargo::rustc-cfg={cfg}");
+            println!("cargo::rustc-cfg={}", c.cfg);
         }
     }
 }

@@ -2,12 +2,19 @@
 //! `nesquic run --lut-path` sets NESQUIC_LUT_CRATES to the checkout's crates
 //! (`quinn-proto=0.12.0 ...`); unset (Nesquic's own workspace), the pinned versions' code is built.
 
-/// (cfg, crate, the first version that has it, whether Nesquic's lock pins such a version): on
-/// when the checkout's crate is that new; for a crate the build does not take from a checkout
-/// (Nesquic's own workspace), the lock's.
-const CFGS: &[(&str, &str, (u64, u64, u64), bool)] = &[
+/// A cfg on when the checkout's crate is at least `since`; for a crate the build does not take
+/// from a checkout (Nesquic's own workspace, or the registry's quinn-proto under a quiche
+/// checkout), as Nesquic's lock has it (`pinned`).
+struct VersionCfg {
+    cfg: &'static str,
+    krate: &'static str,
+    since: (u64, u64, u64),
+    pinned: bool,
+}
+
+const CFGS: &[VersionCfg] = &[
     // quinn 0.12 (its main branch): see src/bin/quinn.rs.
-    ("quinn_0_12", "quinn", (0, 12, 0), false),
+    VersionCfg { cfg: "quinn_0_12", krate: "quinn", since: (0, 12, 0), pinned: false },
 ];
 
 fn main() {
@@ -15,18 +22,18 @@ fn main() {
     // A `--lut-path` build's package declares only the features it turns on (a quinn without
     // qlog); the adapter's source names these either way.
     println!("cargo::rustc-check-cfg=cfg(feature, values(\"qlog\", \"quiche\"))");
-    for (cfg, ..) in CFGS {
-        println!("cargo::rustc-check-cfg=cfg({cfg})");
+    for c in CFGS {
+        println!("cargo::rustc-check-cfg=cfg({})", c.cfg);
     }
     let crates = std::env::var("NESQUIC_LUT_CRATES").unwrap_or_default();
-    for (cfg, name, since, pinned) in CFGS {
-        let version = crates.split_whitespace().find_map(|c| c.strip_prefix(name)?.strip_prefix('='));
+    for c in CFGS {
+        let version = crates.split_whitespace().find_map(|k| k.strip_prefix(c.krate)?.strip_prefix('='));
         let on = match version {
-            Some(v) => parse(v).is_some_and(|v| v >= *since),
-            None => *pinned,
+            Some(v) => parse(v).is_some_and(|v| v >= c.since),
+            None => c.pinned,
         };
         if on {
-            println!("cargo::rustc-cfg={cfg}");
+            println!("cargo::rustc-cfg={}", c.cfg);
         }
     }
 }
