@@ -48,7 +48,7 @@ pub static S2N_QUIC: Descriptor = Descriptor {
     // Verified (bench/versions.md): every API the adapter calls (the tokio I/O builder with its
     // GSO/GRO switches, the s2n-tls provider's trust store, limits, platform-feature events) is
     // the same in all of them, so no code is chosen by version. Their graphs reuse the pinned
-    // lock's aws-lc and s2n-tls; older releases want an older rustc than 1.91's (1.71 to 1.95).
+    // lock's aws-lc and s2n-tls. Their minimum Rust: 1.71 (1.52) to 1.95 (1.91).
     supported_versions: "s2n-quic 1.52 (Jan 2025) to 1.91 and upstream main (1.88.0 when cloned; \
          a git checkout needs no submodules); the adapter is the same code for all of them",
     releases: Some(Releases::Crates),
