@@ -17,8 +17,8 @@ rounds=${1:-3}
 ms=${MS:-5000}
 bin=${CARGO_TARGET_DIR:-target}/release
 out=${OUT:-bench/sampler-phase-run.md}
-read -r -a samplers <<< "${SAMPLERS:-profile profile:tick profile:251 profile:997 perf:997}"
-read -r -a cost_arms <<< "${COST_ARMS:-profile profile:tick profile:251}"
+read -r -a samplers <<< "${SAMPLERS:-profile profile:~250 profile:tick profile:997 perf:997}"
+read -r -a cost_arms <<< "${COST_ARMS:-profile profile:~250 profile:tick}"
 cost_rounds=${COST_ROUNDS:-20}
 iterations=${ITERATIONS:-40000}
 scratch=$(mktemp -d)
@@ -36,7 +36,7 @@ phase_run() {
     case "$sampler" in
         perf:*)
             perf record -q -F "${sampler#perf:}" -o "$scratch/perf.data" -- "$workload" --phases "$ms" "$shift_us" "$counts" 2>/dev/null
-            perf script -i "$scratch/perf.data" -F sym 2>/dev/null > "$scratch/syms.txt"
+            perf script -i "$scratch/perf.data" -F ip,sym 2>/dev/null | awk '{print $2}' > "$scratch/syms.txt"
             python3 - "$scratch/syms.txt" "$counts" <<'PY'
 import json, sys
 syms = [l.strip() for l in open(sys.argv[1])]
@@ -76,7 +76,7 @@ if [ "${COST:-1}" = 1 ]; then
             if [ "$arm" = none ]; then
                 s=$("$scratch/udploop" "$iterations")
             else
-                s=$("$bin/nesquic" trace --probe "$arm" -- "$scratch/udploop" "$iterations" 2>/dev/null | head -n 1)
+                s=$("$bin/nesquic" trace --probe "$arm" -- "$scratch/udploop" "$iterations" 2>/dev/null | head -n 1) || true
             fi
             printf '%s\t%s\t%s\n' "$round" "$arm" "$s" >> "$scratch/cost.tsv"
         done

@@ -725,8 +725,8 @@ fn run_turns_on_the_cheap_probes_by_default_and_none_turns_them_off() {
     let run = |probe: Option<&str>| {
         let json = dir.path().join("run.json");
         let mut c = nesquic();
-        // 600 MB: enough CPU time for the default profile (a mean of 250 Hz, as the tick on
-        // Debian's kernels: ~330 samples a side per GB of quinn) to sample both sides.
+        // 600 MB: enough CPU time for the default profile (251 Hz, as the tick on Debian's
+        // kernels: ~330 samples a side per GB of quinn) to sample both sides.
         c.env_remove("NESQUIC_PROBE").args(["run", "--size", "600MB", "--json"]).arg(&json);
         if let Some(p) = probe {
             c.args(["--probe", p]);
@@ -742,9 +742,8 @@ fn run_turns_on_the_cheap_probes_by_default_and_none_turns_them_off() {
     assert_eq!(profile.roles.len(), 2, "{rep:?}");
     assert!(rep.probes.is_some(), "io probes ran: {rep:?}");
     assert!(stdout.contains("sampling profile") && stdout.contains("component"), "{stdout}");
-    // ~200 samples a side at random intervals around 250 Hz (49 Hz once gave ~15, and a note on
-    // how to get more).
-    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::RandomCpuClock, "{err}");
+    // ~200 samples a side at 251 Hz (49 Hz once gave ~15, and a note on how to get more).
+    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::CpuClock, "{err}");
     assert_eq!(profile.frequency_hz, nesquic_ebpf::catalog::DEFAULT_PROFILE_HZ, "{err}");
     for role in &profile.roles {
         assert!(role.samples >= 100, "{role:?}");

@@ -305,20 +305,20 @@ pub struct ProbeRequest {
     pub custom: Vec<CustomSpec>,
     /// Sampling profile by component.
     pub profile: bool,
-    /// What it samples on (`profile:~HZ`, `profile:HZ`, `profile:tick`; default random intervals
-    /// around [`DEFAULT_PROFILE_HZ`] Hz).
+    /// What it samples on (`profile:HZ`, `profile:~HZ`, `profile:tick`; default a fixed
+    /// [`DEFAULT_PROFILE_HZ`] Hz).
     pub profile_clock: ProfileClock,
 }
 
 /// What the sampling profile samples on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ProfileClock {
-    /// `profile` and `profile:~HZ`: a CPU-clock perf event per CPU at a mean of this many Hz,
+    /// `profile:~HZ`: a CPU-clock perf event per CPU at a mean of this many Hz,
     /// re-armed every 10-30 ms with a new period and phase drawn at random (crate::sampler), so
     /// that no periodic work runs in step with it.
     RandomCpuClock(u64),
-    /// A CPU-clock perf event per CPU at this many Hz, a fixed period (`profile:HZ`), as
-    /// `perf record -F HZ`.
+    /// A CPU-clock perf event per CPU at this many Hz, a fixed period (`profile:HZ`; `profile` at
+    /// [`DEFAULT_PROFILE_HZ`]), as `perf record -F HZ`.
     CpuClock(u64),
     /// The scheduler tick (`profile:tick`): HZ samples a second per busy CPU, on an interrupt
     /// the CPU takes anyway (crate::tick), at a fixed phase: it aliases with work driven by
@@ -326,14 +326,16 @@ pub enum ProfileClock {
     Tick,
 }
 
-/// Mean sampling frequency per CPU of `profile` (random intervals): the tick's rate on Debian's
-/// kernels (HZ=250), for the tick's sample count; its timer interrupt is its own (~17 us a
-/// sample here, bench/sampler-floor.md), ~0.4% of a busy CPU at this rate.
-/// Before, `profile` sampled on the tick and fell back to 999 Hz (perf's usual rate, at perf's
-/// cost: quinn 1.010x, quiche 1.011x, msquic 0.996x CPU per GB, bench/profile-999.md) where the
-/// tick could not be sampled; the tick's fixed phase put a function that runs in the 2 ms
-/// before each tick at 95% of the samples and one that runs in the 2 ms after it at 0% (issue 53).
-pub const DEFAULT_PROFILE_HZ: u64 = 250;
+/// Sampling frequency per CPU of `profile`: a fixed period of its own (10^9/251 ns of CPU clock), a
+/// prime rate near the tick's (HZ=250 on Debian's kernels), so as many samples as the tick took at
+/// a timer interrupt of its own (~17 us a sample here, bench/sampler-floor.md), ~0.4% of a busy CPU.
+/// 251 Hz shares no phase with work on a millisecond grid: a period of 3.984 ms steps 16 us
+/// through a 4 ms window per sample, sweeping it once a second. It aliases only with work at 251 Hz
+/// or a simple fraction of it; `profile:~HZ` has no period at all (random intervals) but measured
+/// a residual bias against the 2 ms after each tick (bench/sampler-phase.md).
+/// Before, `profile` sampled on the tick, whose fixed phase put a function that runs in the 2 ms
+/// before each tick at ~100% of the samples and one that runs in the 2 ms after it at 0% (issue 53).
+pub const DEFAULT_PROFILE_HZ: u64 = 251;
 
 impl Default for ProbeRequest {
     fn default() -> Self {
@@ -343,7 +345,7 @@ impl Default for ProbeRequest {
             timed: BTreeSet::new(),
             custom: Vec::new(),
             profile: false,
-            profile_clock: ProfileClock::RandomCpuClock(DEFAULT_PROFILE_HZ),
+            profile_clock: ProfileClock::CpuClock(DEFAULT_PROFILE_HZ),
         }
     }
 }
@@ -367,7 +369,7 @@ impl ProbeRequest {
                     hz.parse().ok().filter(|hz| (1..=10_000).contains(hz)).ok_or_else(|| {
                         EbpfError::BadProbe(format!(
                             "{item:?}: profile:HZ takes a sampling frequency of 1-10000 per CPU (a fixed period), \
-                             profile:~HZ the same as a mean (random intervals, as `profile`), or profile:tick (the \
+                             profile:~HZ the same as a mean (random intervals), or profile:tick (the \
                              scheduler tick: no interrupt of its own, but in step with timer-driven work)"
                         ))
                     })
@@ -539,7 +541,7 @@ mod tests {
         let err = ProbeRequest::parse("cryptoo", &c).expect_err("unknown").to_string();
         assert!(err.contains("cryptoo") && err.contains("crypto.seal"), "{err}");
         let p = ProbeRequest::parse("profile", &c).expect("parse");
-        assert_eq!((p.profile, p.profile_clock), (true, ProfileClock::RandomCpuClock(DEFAULT_PROFILE_HZ)));
+        assert_eq!((p.profile, p.profile_clock), (true, ProfileClock::CpuClock(DEFAULT_PROFILE_HZ)));
         assert_eq!(
             ProbeRequest::parse("profile:~997", &c).expect("parse").profile_clock,
             ProfileClock::RandomCpuClock(997)

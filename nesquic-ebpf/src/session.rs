@@ -176,8 +176,8 @@ impl ProbeSession {
         out
     }
 
-    /// Starts the sampling profile: on a CPU-clock perf event on every CPU, at random intervals
-    /// around a mean (`profile`, `profile:~HZ`) or at a fixed rate (`profile:HZ`), or on the
+    /// Starts the sampling profile: on a CPU-clock perf event on every CPU, at a fixed rate
+    /// (`profile`, `profile:HZ`) or at random intervals around a mean (`profile:~HZ`), or on the
     /// scheduler tick (`profile:tick`). Either way the program counts the user and kernel stacks
     /// of tracked processes only.
     pub fn start_profile(&mut self, clock: ProfileClock) -> Result<(), EbpfError> {
@@ -188,7 +188,8 @@ impl ProbeSession {
                 self.start_tick()?;
                 self.profile_note = Some(
                     "profile:tick samples at the tick's fixed phase: work driven by timers can run in step with it \
-                     and get all or none of its samples (docs/probes.md; `profile` samples at random intervals)"
+                     and get all or none of its samples (docs/probes.md; `profile` samples at 251 Hz, no phase \
+                     in common with the tick)"
                         .into(),
                 );
             }
@@ -226,7 +227,7 @@ impl ProbeSession {
         Ok(())
     }
 
-    /// `profile`, `profile:~HZ`: the program on a CPU-clock event per CPU whose period and phase
+    /// `profile:~HZ`: the program on a CPU-clock event per CPU whose period and phase
     /// a thread of ours draws anew every 10-30 ms (crate::sampler).
     fn start_random_cpu_clock(&mut self, mean_hz: u64) -> Result<(), EbpfError> {
         let cpus = aya::util::online_cpus().map_err(|(what, e)| EbpfError::Io { what: what.into(), source: e })?;

@@ -162,14 +162,15 @@ pub struct MapsReads {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SampleClock {
-    /// A CPU-clock perf event per CPU at a rate of its own (`profile:HZ`), as `perf record -F`.
+    /// A CPU-clock perf event per CPU at a rate of its own (`profile`, `profile:HZ`), as
+    /// `perf record -F`.
     #[default]
     CpuClock,
     /// The scheduler tick (`profile:tick`): HZ a second per busy CPU, on an interrupt the CPU
     /// takes anyway, at a fixed phase (it can alias with timer-driven work).
     SchedulerTick,
     /// A CPU-clock perf event per CPU whose period and phase are drawn anew at random every
-    /// 10-30 ms (`profile`, `profile:~HZ`; `frequency_hz` is the mean).
+    /// 10-30 ms (`profile:~HZ`; `frequency_hz` is the mean).
     RandomCpuClock,
 }
 

@@ -1,6 +1,6 @@
-//! Which probes `nesquic run` turns on when `--probe` is not given: the sampling profile at random
-//! intervals around 250 Hz, packet I/O and counted crypto, each measured near its cost floor. The
-//! profile pays a timer interrupt of its own per sample (~17 us here, perf's too:
+//! Which probes `nesquic run` turns on when `--probe` is not given: the sampling profile at 251 Hz
+//! (a prime rate, no phase in common with the tick's), packet I/O and counted crypto, each measured
+//! near its cost floor. The profile pays a timer interrupt of its own per sample (~17 us here, perf's too:
 //! bench/sampler-floor.md), ~0.4% of a busy CPU at 250 Hz; the scheduler tick would not, but its
 //! fixed phase aliases with timer-driven work (docs/probes.md, bench/sampler-phase.md). Counted
 //! crypto is 0.1-0.3% of a LUT's CPU by its own samples, 1.007x CPU per GB on quinn over 60 pairs
