@@ -28,6 +28,7 @@ REGISTRY = {
     "msquic": ("crates", "msquic"),
     "quic-go": ("go", "github.com/quic-go/quic-go"),
     "aioquic": ("pypi", "aioquic"),
+    "ngtcp2": ("debian", "lut-adapters/ngtcp2/release-source.sh"),
 }
 
 
@@ -60,6 +61,11 @@ def pypi_versions(project):
     return [v for v, files in releases.items() if any(f.get("packagetype") == "sdist" for f in files)]
 
 
+def debian_versions(script):
+    out = subprocess.run(["bash", script, "--list"], capture_output=True, text=True, check=True)
+    return [v.split("-")[0] for v in out.stdout.split()]
+
+
 def version_key(v):
     parts = re.findall(r"\d+", v.split("-")[0].split("+")[0])
     return tuple(int(p) for p in parts[:3])
@@ -73,7 +79,7 @@ def newest(versions, count):
 
 def releases(lut, count):
     kind, name = REGISTRY[lut]
-    listing = {"crates": crates_versions, "go": go_versions, "pypi": pypi_versions}[kind]
+    listing = {"crates": crates_versions, "go": go_versions, "pypi": pypi_versions, "debian": debian_versions}[kind]
     return newest(listing(name), count)
 
 

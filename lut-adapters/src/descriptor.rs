@@ -53,6 +53,9 @@ pub enum Releases {
     GoModule(&'static str),
     /// PyPI: this project's source distribution.
     PyPi(&'static str),
+    /// Debian's source package, as this script under `lut-adapters/` unpacks it
+    /// (`SCRIPT VERSION DEST`; the `.dsc`'s sha256 on stderr).
+    DebianSource(&'static str),
 }
 
 /// What most descriptors share; a LUT's own `static` overrides the rest

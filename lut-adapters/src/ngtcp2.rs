@@ -5,7 +5,7 @@
 use nesquic_protocol::options::OptionKind;
 
 use crate::descriptor::common::{CC, CIPHER, RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, OptionSpec, SourceBuild, NATIVE};
+use crate::descriptor::{Descriptor, OptionSpec, Releases, SourceBuild, NATIVE};
 
 /// ngtcp2 + GnuTLS over the adapter's own `sendmsg` (UDP GSO) / `recvmsg` (UDP GRO) loop.
 pub static NGTCP2: Descriptor = Descriptor {
@@ -45,5 +45,6 @@ pub static NGTCP2: Descriptor = Descriptor {
          and 1.4.0 need their tests/munit submodule, which their cmake reads), Debian's 1.24.0 source \
          (release-source.sh); and 0.12.x (Debian 12, the pinned default). 0.13-0.19 are refused before building: their \
          API changed release by release on the way to 1.0",
+    releases: Some(Releases::DebianSource("ngtcp2/release-source.sh")),
     ..Descriptor::BUILTIN
 };

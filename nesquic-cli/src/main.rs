@@ -239,6 +239,7 @@ fn list_luts() {
                 Some(Releases::Crates) => "; --lut-version VERSION: a crates.io release".to_string(),
                 Some(Releases::GoModule(m)) => format!("; --lut-version VERSION: {m} from the Go module proxy"),
                 Some(Releases::PyPi(p)) => format!("; --lut-version VERSION: {p} from PyPI"),
+                Some(Releases::DebianSource(_)) => "; --lut-version VERSION: Debian's source package".to_string(),
                 None => String::new(),
             };
             println!("{:<8} --lut-path: {}{from}", "", d.supported_versions);

@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::io::Write;
 
 use anstyle::{AnsiColor, Style};
+use nesquic_record::compare::findings_diff::FindingChange;
 use nesquic_record::compare::{Kind, Pairing, Refused, Row, Rule, Unjudged, Verdict};
 use serde::{Deserialize, Serialize};
 
@@ -38,6 +39,9 @@ pub struct Report<'a> {
     pub rows: Cow<'a, [Row]>,
     /// How many rows are regressions.
     pub regressions: usize,
+    /// Findings that appeared, went away or changed severity from base to head.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub findings_changed: Vec<FindingChange>,
 }
 
 /// A comparison that judged nothing (exit 2), as `--format json` prints it: the reasons typed
@@ -161,6 +165,9 @@ pub fn text(r: &Report<'_>) -> std::io::Result<()> {
             row.metric, row.reason
         )?;
     }
+    for change in &r.findings_changed {
+        writeln!(out, "finding {change}")?;
+    }
     let verdict = if r.regressions > 0 { Verdict::Regression } else { Verdict::Unchanged };
     let style = verdict_style(verdict);
     writeln!(out, "{style}{}{style:#}", headline(r))
@@ -198,6 +205,12 @@ pub fn markdown(r: &Report<'_>) -> String {
             "| `{}` | {base} | {head} | {change} | {interval} | {limit} | {verdict} | {} |\n",
             row.metric, row.reason
         ));
+    }
+    if !r.findings_changed.is_empty() {
+        md.push_str("\nFindings that changed (each run's report has their numbers):\n\n");
+        for change in &r.findings_changed {
+            md.push_str(&format!("- {change}\n"));
+        }
     }
     md
 }

@@ -215,6 +215,10 @@ pub(crate) fn judge(
         rules: (&rules).into(),
         rows: (&rows).into(),
         regressions,
+        findings_changed: match (&base.findings, &head.findings) {
+            (Some(b), Some(h)) => nesquic_record::compare::findings_diff::findings_changed(b, h),
+            _ => Vec::new(),
+        },
     };
     if let Some(h) = html {
         let input = nesquic_html::CompareInput {

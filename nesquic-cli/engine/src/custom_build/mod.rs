@@ -55,11 +55,12 @@ pub fn build(lut: Box<dyn Lut>, path: &Path, rev: Option<&str>) -> Result<Custom
 /// Builds `lut`'s adapter against its published release `version`, fetched from the registry
 /// its descriptor names into a checkout-shaped tree (once), then built as a checkout.
 pub fn build_release(lut: Box<dyn Lut>, version: &str) -> Result<CustomBuild> {
-    let releases = nesquic_tree()?.join("target").join("lut-builds").join("releases");
+    let repo = nesquic_tree()?;
+    let releases = repo.join("target").join("lut-builds").join("releases");
     std::fs::create_dir_all(&releases).with_step(|| format!("create {}", releases.display()))?;
     // One fetch of a release at a time: a second run waits, then finds it fetched.
     let _lock = lock(&releases.join(format!(".{}-{}.lock", lut.name(), version.replace('/', "_"))))?;
-    let fetched = release::fetch(lut.descriptor(), version, &releases)
+    let fetched = release::fetch(lut.descriptor(), version, &releases, &repo.join("lut-adapters"))
         .map_err(|e| EngineError::Step { what: format!("--lut-version {version}"), source: Box::new(e) })?;
     build_from(lut, &fetched.tree, None, Some(fetched.release))
 }

@@ -24,7 +24,7 @@ pub(super) struct Fetched {
 }
 
 /// Fetches `lut`'s release `version` (once; then the cached tree) under `releases`.
-pub(super) fn fetch(lut: &Descriptor, version: &str, releases: &Path) -> Result<Fetched> {
+pub(super) fn fetch(lut: &Descriptor, version: &str, releases: &Path, adapters: &Path) -> Result<Fetched> {
     let Some(registry) = lut.releases else {
         return Err(EngineError::msg(format!(
             "--lut-version: no registry serves {} releases this Nesquic can fetch; build a checkout with --lut-path \
@@ -49,6 +49,7 @@ pub(super) fn fetch(lut: &Descriptor, version: &str, releases: &Path) -> Result<
         Releases::Crates => crates(lut, version, &part),
         Releases::GoModule(module) => go_module(module, version, &part),
         Releases::PyPi(project) => pypi(project, version, &part),
+        Releases::DebianSource(script) => debian(&adapters.join(script), lut.name, version, &part),
     };
     let release = match fetched {
         Ok(release) => release,
@@ -290,6 +291,41 @@ fn pypi(project: &str, version: &str, tree: &Path) -> Result<LutRelease> {
         version: version.to_string(),
         checksum: format!("sha256:{checksum}"),
         contents: sdist.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+    })
+}
+
+/// Debian's source package, unpacked by the LUT's own script (patches applied, as Debian
+/// builds it); the checksum is the `.dsc`'s, which lists every file's.
+fn debian(script: &Path, lut: &str, version: &str, tree: &Path) -> Result<LutRelease> {
+    let unpacked = tree.join(".debian");
+    let out = Command::new("bash")
+        .arg(script)
+        .arg(version)
+        .arg(&unpacked)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .with_step(|| format!("run {}", script.display()))?;
+    let said = String::from_utf8_lossy(&out.stderr);
+    eprint!("{said}");
+    if !out.status.success() {
+        return Err(EngineError::msg(format!(
+            "Debian serves no {lut} {version} source ({}; its errors are above)",
+            out.status
+        )));
+    }
+    let checksum = said
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("sha256:"))
+        .map(|h| format!("sha256:{}", h.trim_end_matches(')')))
+        .unwrap_or_default();
+    let dsc = said.split_whitespace().find(|w| w.ends_with(".dsc")).unwrap_or_default().trim_start_matches('(');
+    move_up(&unpacked, tree)?;
+    Ok(LutRelease {
+        registry: "Debian (source package)".into(),
+        version: version.to_string(),
+        checksum,
+        contents: dsc.to_string(),
     })
 }
 

@@ -8,6 +8,7 @@
 //! from the other, a rule names nothing measured, or a side's probes were not all in place.
 //! Rendering is the caller's.
 
+pub mod findings_diff;
 #[cfg(test)]
 mod gate_tests;
 pub mod ratio_json;

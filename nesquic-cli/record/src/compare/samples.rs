@@ -148,6 +148,8 @@ pub struct RunSamples {
     pub probe_failures: Vec<String>,
     /// Faults the run injected on purpose (`NAME=VALUE`): such a run is not judged.
     pub faults: Vec<String>,
+    /// The run's findings (`None`: loaded from a trace, which carries none).
+    pub findings: Option<Vec<super::findings_diff::FindingKey>>,
 }
 
 impl RunSamples {
@@ -207,6 +209,12 @@ pub fn from_record(r: &RunRecord) -> Result<RunSamples> {
     }
     let lut = format!("{} {} {:?}", r.lut.name, r.lut.version, r.lut_options);
     let mut samples = RunSamples::new(&lut, &scenario(&r.testcase, r.size_bytes), r.repetitions.len());
+    samples.findings = Some(
+        r.findings
+            .iter()
+            .map(|f| super::findings_diff::FindingKey { rule: f.rule, role: f.role, severity: f.severity })
+            .collect(),
+    );
     // Which repetitions gave each metric a value or a reason: the rest are gaps too.
     let mut seen: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     let mut agent_problems: BTreeMap<String, Vec<usize>> = BTreeMap::new();
