@@ -427,17 +427,20 @@ fn verify_in_place(conn: &mut quiche::Connection, id: u64, stream: &mut ClientSt
 }
 
 /// Bytes of [`VerifyingSink`]'s spill buffer.
+#[cfg(quiche_0_27)]
 const SPILL: usize = 64;
 
 /// A [`bytes::BufMut`] that verifies what is put into it instead of keeping it. quiche puts whole
 /// slices (`put_slice`, checked in place); a writer going through `chunk_mut` instead gets a small
 /// spill buffer, checked on `advance_mut`. The first error stops the checking and is kept.
+#[cfg(quiche_0_27)]
 struct VerifyingSink<'a> {
     stream: &'a mut ClientStream,
     error: Option<ProtocolError>,
     spill: [u8; SPILL],
 }
 
+#[cfg(quiche_0_27)]
 impl VerifyingSink<'_> {
     fn check(&mut self, data: &[u8]) {
         if self.error.is_none() {
@@ -448,6 +451,7 @@ impl VerifyingSink<'_> {
 
 // SAFETY: `chunk_mut` hands out `spill`, whose bytes are always initialised, and `advance_mut`
 // reads at most its length back; nothing is kept, so the capacity never runs out.
+#[cfg(quiche_0_27)]
 unsafe impl bytes::BufMut for VerifyingSink<'_> {
     fn remaining_mut(&self) -> usize {
         // Unbounded: quiche may hand over everything it holds in order in one call.
