@@ -329,7 +329,8 @@ fn the_tick_profile_aliases_with_work_in_step_with_it() {
             assert!(run.err.contains("fixed phase"), "profile:tick says it can alias: {}", run.err);
             let mut one = Phases::default();
             one.add(&run);
-            assert!(one.samples() >= 200, "{} samples: {}", one.samples(), run.err);
+            // ~750 quiet, ~380 beside a busy loop; a 50-point miss shows in 100.
+            assert!(one.samples() >= 100, "{} samples: {}", one.samples(), run.err);
             eprintln!(
                 "tick, windows shifted {shift_us} us: phase_a {:.1}% of {} samples, {:.1}% of the CPU",
                 100.0 * one.share_a(),
