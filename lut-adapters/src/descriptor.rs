@@ -47,7 +47,7 @@ pub struct Descriptor {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Releases {
     /// crates.io: the library's crates (as [`CargoBuild::crates`]), the first being the one
-    /// whose version is asked for; the others at the versions that release's graph resolves.
+    /// whose version is asked for; the others at the newest versions that release accepts.
     Crates,
     /// The Go module proxy: this module path.
     GoModule(&'static str),

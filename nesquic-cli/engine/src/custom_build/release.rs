@@ -80,8 +80,8 @@ fn check_version_text(version: &str) -> Result<()> {
     }
 }
 
-/// crates.io: the main crate at `=version`; the library's other crates at the versions that
-/// release's manifest requires of them (its own release graph, not the newest compatible).
+/// crates.io: the main crate at `=version`; the library's other crates at the newest versions
+/// that release accepts.
 fn crates(lut: &Descriptor, version: &str, tree: &Path) -> Result<LutRelease> {
     let Some(SourceBuild::Cargo(recipe)) = lut.source_build else {
         return Err(EngineError::msg(format!("{} is not built with cargo: it has no crates.io releases", lut.name)));
@@ -89,31 +89,13 @@ fn crates(lut: &Descriptor, version: &str, tree: &Path) -> Result<LutRelease> {
     let main = recipe.crates.first().copied().unwrap_or_default();
     let version = version.strip_prefix('v').unwrap_or(version);
     let project = tree.join(".fetch");
-    let first = resolve_crates(&project, &[(main.to_string(), format!("={version}"))])?;
-    let main_pkg = first.packages.iter().find(|p| p.name == main && p.version == version).ok_or_else(|| {
-        EngineError::msg(format!("crates.io resolved no {main} {version} (cargo's errors are above)"))
-    })?;
-    // The release's own requirements of its sibling crates, as pins: `quinn 0.11.9` with the
-    // quinn-proto it was published with, not the newest 0.11.
-    let mut pins = vec![(main.to_string(), format!("={version}"))];
-    for dep in &main_pkg.dependencies {
-        if dep.kind.is_none() && recipe.crates.contains(&dep.name.as_str()) {
-            if let Some(min) = minimum_version(&dep.req) {
-                pins.push((dep.name.clone(), format!("={min}")));
-            }
-        }
+    // The other crates at the newest versions the release accepts, as `cargo add MAIN@=VERSION`
+    // builds it. (The minimums its manifest names need not build together: quinn 0.11.9 asks
+    // for quinn-proto ^0.11.12, whose qlog feature came in 0.11.13.)
+    let graph = resolve_crates(&project, &[(main.to_string(), format!("={version}"))])?;
+    if !graph.packages.iter().any(|p| p.name == main && p.version == version) {
+        return Err(EngineError::msg(format!("crates.io resolved no {main} {version} (cargo's errors are above)")));
     }
-    let graph = if pins.len() > 1 {
-        match resolve_crates(&project, &pins) {
-            Ok(graph) => graph,
-            Err(e) => {
-                eprintln!("nesquic: the release's minimum sibling versions do not resolve together ({e}); using the newest compatible ones");
-                resolve_crates(&project, &pins[..1])?
-            }
-        }
-    } else {
-        first
-    };
     let lock = std::fs::read_to_string(project.join("Cargo.lock")).step("read the fetch project's Cargo.lock")?;
     let mut checksum = String::new();
     for name in recipe.crates {
@@ -142,14 +124,6 @@ fn crates(lut: &Descriptor, version: &str, tree: &Path) -> Result<LutRelease> {
     })
 }
 
-/// `1.2.3` of a requirement `^1.2.3`, `=1.2.3`, `~1.2.3`, `1.2.3`; `None` for anything wider.
-fn minimum_version(req: &str) -> Option<String> {
-    let v = req.trim().trim_start_matches(['^', '=', '~']).trim();
-    let parts: Vec<&str> = v.split('.').collect();
-    (parts.len() == 3 && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())))
-        .then(|| v.to_string())
-}
-
 #[derive(Deserialize)]
 struct Metadata {
     packages: Vec<Package>,
@@ -161,14 +135,6 @@ struct Package {
     version: String,
     source: Option<String>,
     manifest_path: PathBuf,
-    dependencies: Vec<Dependency>,
-}
-
-#[derive(Deserialize)]
-struct Dependency {
-    name: String,
-    req: String,
-    kind: Option<String>,
 }
 
 /// A throwaway cargo project depending on `deps` (name, requirement): its resolved graph, the
@@ -356,14 +322,6 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_release_requirement_gives_its_minimum_only_when_exact() {
-        assert_eq!(minimum_version("^0.11.12").as_deref(), Some("0.11.12"));
-        assert_eq!(minimum_version("=0.5.15").as_deref(), Some("0.5.15"));
-        assert_eq!(minimum_version("0.11").as_deref(), None);
-        assert_eq!(minimum_version(">=0.11, <0.12").as_deref(), None);
-    }
 
     #[test]
     fn versions_are_checked_before_they_name_a_path() {
