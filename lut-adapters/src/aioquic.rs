@@ -5,7 +5,7 @@
 use nesquic_protocol::options::{CongestionControl as Cc, LutOpt, OptionKind};
 
 use crate::descriptor::common::{CIPHER, RCVBUF, SNDBUF};
-use crate::descriptor::{Descriptor, NATIVE, OptionSpec, Refusal, Releases, SourceBuild};
+use crate::descriptor::{Descriptor, OptionSpec, Refusal, Releases, SourceBuild, NATIVE};
 
 /// aioquic on asyncio (one `sendto`/`recvfrom` per datagram), crypto from `cryptography`.
 pub static AIOQUIC: Descriptor = Descriptor {
