@@ -1,16 +1,10 @@
-//! Chooses the code that differs between the library versions this crate builds against.
-//! `nesquic run --lut-path` sets NESQUIC_LUT_CRATES to the checkout's crates
-//! (`quinn-proto=0.12.0 ...`); unset (Nesquic's own workspace), the pinned versions' code is built.
+//! Chooses the code that differs between the library versions this crate builds against
+//! (translation/version_cfg.rs says how).
 
-/// A cfg on when the checkout's crate is at least `since`; for a crate the build does not take
-/// from a checkout (Nesquic's own workspace, or the registry's quinn-proto under a quiche
-/// checkout), as Nesquic's lock has it (`pinned`).
-struct VersionCfg {
-    cfg: &'static str,
-    krate: &'static str,
-    since: (u64, u64, u64),
-    pinned: bool,
-}
+#[path = "../../translation/version_cfg.rs"]
+mod version_cfg;
+
+use version_cfg::VersionCfg;
 
 const CFGS: &[VersionCfg] = &[
     // quinn 0.12 (its main branch): see src/bin/quinn.rs.
@@ -18,28 +12,8 @@ const CFGS: &[VersionCfg] = &[
 ];
 
 fn main() {
-    println!("cargo::rerun-if-env-changed=NESQUIC_LUT_CRATES");
     // A `--lut-path` build's package declares only the features it turns on (a quinn without
     // qlog); the adapter's source names these either way.
     println!("cargo::rustc-check-cfg=cfg(feature, values(\"qlog\", \"quiche\"))");
-    for c in CFGS {
-        println!("cargo::rustc-check-cfg=cfg({})", c.cfg);
-    }
-    let crates = std::env::var("NESQUIC_LUT_CRATES").unwrap_or_default();
-    for c in CFGS {
-        let version = crates.split_whitespace().find_map(|k| k.strip_prefix(c.krate)?.strip_prefix('='));
-        let on = match version {
-            Some(v) => parse(v).is_some_and(|v| v >= c.since),
-            None => c.pinned,
-        };
-        if on {
-            println!("cargo::rustc-cfg={}", c.cfg);
-        }
-    }
-}
-
-/// `MAJOR.MINOR.PATCH` (a pre-release suffix ignored).
-fn parse(version: &str) -> Option<(u64, u64, u64)> {
-    let mut parts = version.split(['.', '-', '+']).map(|p| p.parse::<u64>().ok());
-    Some((parts.next()??, parts.next()??, parts.next()??))
+    version_cfg::emit(CFGS);
 }
