@@ -24,6 +24,7 @@ mod error;
 pub mod figures;
 pub mod kernel;
 pub mod lifecycle;
+mod lines;
 pub mod measure;
 pub mod on_demand;
 pub mod overhead;

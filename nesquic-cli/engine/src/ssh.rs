@@ -129,7 +129,7 @@ impl Lines {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             // A remote role's replies: one may be a whole qlog.
-            for line in crate::process::lines::bounded(stream, crate::process::lines::REMOTE_LINE_MAX) {
+            for line in crate::lines::bounded(stream, crate::lines::REMOTE_LINE_MAX) {
                 if tx.send(line).is_err() {
                     break;
                 }

@@ -212,5 +212,3 @@ pub fn relative_to(dir: &Path, path: &Path) -> Result<PathBuf> {
     Ok(rel)
 }
 
-#[cfg(test)]
-mod tests;

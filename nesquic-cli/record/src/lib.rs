@@ -25,6 +25,8 @@ mod error;
 pub mod events;
 pub mod figures;
 pub mod files;
+#[cfg(test)]
+mod file_safety_tests;
 pub mod finding;
 pub mod findings;
 pub mod io;

@@ -152,7 +152,7 @@ fn spawn_reader(
 ) {
     let Shared { tail, done, reported } = shared;
     std::thread::spawn(move || {
-        for line in super::lines::bounded(stdout, super::lines::REMOTE_LINE_MAX) {
+        for line in crate::lines::bounded(stdout, crate::lines::REMOTE_LINE_MAX) {
             let event = match serde_json::from_str::<Reply>(&line) {
                 // A path on the remote host means nothing here, and reading it would make this
                 // host's root read a file the remote chose: its qlog comes as text (LutQlog).

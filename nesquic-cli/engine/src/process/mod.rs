@@ -4,7 +4,6 @@
 //! its ssh session ([`link`]).
 
 pub mod faults;
-pub(crate) mod lines;
 pub mod link;
 
 use std::collections::VecDeque;
@@ -388,7 +387,7 @@ fn spawn_stdout_reader(
             }
         }
         let _done = SetOnDrop(done);
-        for line in lines::bounded(stdout, lines::LINE_MAX) {
+        for line in crate::lines::bounded(stdout, crate::lines::LINE_MAX) {
             match serde_json::from_str::<LutEvent>(&line) {
                 Ok(event) => {
                     if events.send(ProcessEvent::Report(role, event)).is_err() {
@@ -408,7 +407,7 @@ pub(crate) fn spawn_stderr_reader(
     done: Arc<std::sync::atomic::AtomicBool>,
 ) {
     std::thread::spawn(move || {
-        for line in lines::bounded(stderr, lines::LINE_MAX) {
+        for line in crate::lines::bounded(stderr, crate::lines::LINE_MAX) {
             push_tail(&tail, line);
         }
         done.store(true, std::sync::atomic::Ordering::Release);

@@ -1,7 +1,10 @@
+//! The run directory's files as a hostile tree would have them: links, devices, foreign owners
+//! (files, recorder and stacks together, so it sits beside them rather than inside one).
+
 use std::os::unix::fs::{symlink, PermissionsExt};
 use std::path::Path;
 
-use super::*;
+use crate::files::*;
 use crate::stacks::{self, StackFile};
 use nesquic_protocol::Role;
 
