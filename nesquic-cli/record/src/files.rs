@@ -211,4 +211,3 @@ pub fn relative_to(dir: &Path, path: &Path) -> Result<PathBuf> {
     confine(dir, &rel)?;
     Ok(rel)
 }
-

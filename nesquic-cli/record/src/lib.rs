@@ -24,9 +24,9 @@ pub mod crypto_limit;
 mod error;
 pub mod events;
 pub mod figures;
-pub mod files;
 #[cfg(test)]
 mod file_safety_tests;
+pub mod files;
 pub mod finding;
 pub mod findings;
 pub mod io;
