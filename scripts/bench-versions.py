@@ -92,12 +92,12 @@ def figures(record):
             if role["role"] != "server":
                 continue
             for io in role.get("io", []):
-                if io["syscall"].startswith("send") and io.get("datagrams", 0) > 0:
-                    sends += io["timing"]["calls"]
+                if io.get("direction") == "send" and io.get("datagrams", 0) > 0:
+                    sends += io["calls"]
                     datagrams += io["datagrams"]
             for f in role.get("functions", []):
                 if f.get("category") == "crypto.seal":
-                    seals += f["timing"]["calls"]
+                    seals += f["calls"]
     per_send = f"{datagrams / sends:.1f}" if sends else "-"
     per_dgram = f"{seals / datagrams:.2f}" if datagrams and seals else "-"
     return f"{goodput:.0f}", per_send, per_dgram

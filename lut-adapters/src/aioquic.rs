@@ -37,9 +37,10 @@ pub static AIOQUIC: Descriptor = Descriptor {
          warning: then most of aioquic's profile stays unnamed",
     // Installed from the checkout into a venv of its own; the imported module's path proves it.
     source_build: Some(&SourceBuild::Script("aioquic/build-from-source.sh")),
-    supported_versions: "aioquic 0.9.25 (Feb 2024) to 1.3.0 and upstream main (1.3.0+1, 2025-10-11), each built and \
-        run here; before 1.1 the connection is closed through QuicConnection.close() (the protocol's close() takes no \
-        error code there)",
+    supported_versions: "aioquic 0.9.25 (Feb 2024) to 1.7.2 from PyPI and upstream main (1.3.0+1, 2025-10-11), each \
+        built and run here (bench/versions.md); 1.9 builds only where pylsqpack >= 1.1.1 is installable (this \
+        machine's index has older ones); before 1.1 the connection is closed through QuicConnection.close() (the \
+        protocol's close() takes no error code there)",
     releases: Some(Releases::PyPi("aioquic")),
     ..Descriptor::BUILTIN
 };
