@@ -1,6 +1,7 @@
 //! Checks before anything is loaded, each with an actionable message: privileges, tracefs, BTF.
 //! Also detects which kernel mechanisms exist, so reports can say which one ran.
 
+use crate::sampler::PerfEventAttr;
 use std::path::Path;
 
 use crate::EbpfError;
@@ -77,13 +78,15 @@ pub fn kprobes_available() -> bool {
 /// perf_event_paranoid either way.
 pub fn cpu_clock_event() -> Result<String, String> {
     let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid").unwrap_or_default();
-    // SAFETY: a zeroed perf_event_attr is valid; only type, size and config are set.
-    let mut attr: PerfEventAttr = unsafe { std::mem::zeroed() };
-    attr.kind = 1; // PERF_TYPE_SOFTWARE
-    attr.size = std::mem::size_of::<PerfEventAttr>() as u32;
-    attr.config = 0; // PERF_COUNT_SW_CPU_CLOCK
-    attr.flags = 1; // disabled
-                    // SAFETY: valid attr pointer; pid -1 + cpu 0 = every process on CPU 0, as the profile does.
+    // The sampler's layout: type PERF_TYPE_SOFTWARE, config PERF_COUNT_SW_CPU_CLOCK, disabled.
+    let attr = PerfEventAttr {
+        kind: 1,
+        size: std::mem::size_of::<PerfEventAttr>() as u32,
+        config: 0,
+        flags: 1,
+        ..PerfEventAttr::default()
+    };
+    // SAFETY: valid attr pointer; pid -1 + cpu 0 = every process on CPU 0, as the profile does.
     let fd = unsafe { libc::syscall(libc::SYS_perf_event_open, &attr as *const PerfEventAttr, -1, 0, -1, 0) };
     if fd >= 0 {
         // SAFETY: closing the fd just opened.
@@ -92,21 +95,6 @@ pub fn cpu_clock_event() -> Result<String, String> {
     } else {
         Err(format!("perf_event_open: {} (perf_event_paranoid {})", std::io::Error::last_os_error(), paranoid.trim()))
     }
-}
-
-/// The head of `struct perf_event_attr` (PERF_ATTR_SIZE_VER0 = 64 bytes is accepted).
-#[repr(C)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    bp_addr: u64,
 }
 
 /// The kernel lockdown mode (mounting securityfs to read it if needed): `Ok` when there is none

@@ -27,19 +27,19 @@ use crate::EbpfError;
 /// the fields a program knows and zeroes the rest.
 #[repr(C)]
 #[derive(Default)]
-struct PerfEventAttr {
-    kind: u32,
-    size: u32,
-    config: u64,
-    sample_period: u64,
-    sample_type: u64,
-    read_format: u64,
+pub(crate) struct PerfEventAttr {
+    pub(crate) kind: u32,
+    pub(crate) size: u32,
+    pub(crate) config: u64,
+    pub(crate) sample_period: u64,
+    pub(crate) sample_type: u64,
+    pub(crate) read_format: u64,
     /// Bit 0 `disabled`, ... (include/uapi/linux/perf_event.h).
-    flags: u64,
-    wakeup_events: u32,
-    bp_type: u32,
-    config1: u64,
-    config2: u64,
+    pub(crate) flags: u64,
+    pub(crate) wakeup_events: u32,
+    pub(crate) bp_type: u32,
+    pub(crate) config1: u64,
+    pub(crate) config2: u64,
 }
 
 const PERF_TYPE_SOFTWARE: u32 = 1;
