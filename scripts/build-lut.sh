@@ -14,8 +14,9 @@ target="${CARGO_TARGET_DIR:-$root/target}"
 case "$target" in /*) ;; *) target="$root/$target" ;; esac
 
 # quinn and the TCP+TLS baseline without quiche's BoringSSL (~3 min of cmake that they do not
-# need); cargo keeps both feature sets' artifacts, so a later full build does not redo them.
-without_quiche=(cargo build --release -p nesquic-lut-bins --no-default-features
+# need), with the libraries' qlog (`--lut-qlog`); cargo keeps both feature sets' artifacts, so
+# a later full build does not redo them.
+without_quiche=(cargo build --release -p nesquic-lut-bins --no-default-features --features qlog
     --bin nesquic-lut-quinn --bin nesquic-lut-tcp-tls --target-dir "$target")
 
 case "$1" in
