@@ -7,9 +7,10 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @just --list
 
-# Install what a fresh machine lacks (clang-19, llvm-19, bpftool, libbpf headers, just).
-setup:
-    ./scripts/setup.sh
+# Install what a fresh machine lacks, per need: no PARTS = the main job (clang-19, llvm-19,
+# bpftool, libbpf headers, just); a LUT's name, `tests`, `kernels` or `all` (scripts/setup.sh).
+setup *PARTS:
+    ./scripts/setup.sh {{PARTS}}
 
 # Build every binary (nesquic and the LUT executables), release profile, each through
 # scripts/build-lut.sh (the one place that says how a LUT is built). The msquic adapter is its own
@@ -19,7 +20,7 @@ setup:
 # missing or too old), the aioquic LUT (a Python venv from PyPI, on a CPython with frame pointers
 # built once per machine into ~/.cache/nesquic: ~7-12 min the first time) and the ngtcp2 LUT (C against
 # Debian's packages), each skipped with a warning where its toolchain or packages are missing.
-build: setup
+build: (setup "all")
     cargo build --release --workspace --bins
     cargo build --release -p nesquic-agent
     for lut in msquic s2n-quic tquic quic-go aioquic ngtcp2; do ./scripts/build-lut.sh "$lut"; done

@@ -19,6 +19,12 @@ case "$target" in /*) ;; *) target="$root/$target" ;; esac
 without_quiche=(cargo build --release -p nesquic-lut-bins --no-default-features --features qlog
     --bin nesquic-lut-quinn --bin nesquic-lut-tcp-tls --target-dir "$target")
 
+# What this LUT's build needs from the system, installed on its first build (said once, with why).
+case "$1" in
+    core | quinn | tcp-tls) ;;
+    *) ./scripts/setup.sh "$1" || echo "build-lut: could not install what $1 needs (above); building anyway" >&2 ;;
+esac
+
 case "$1" in
     core)
         cargo build --release -p nesquic-cli -p nesquic-agent --target-dir "$target"

@@ -117,10 +117,18 @@ pub fn execute(args: &DoctorArgs) -> Result<()> {
         ),
         (
             "profile",
-            match (ok("tick") && ok("btf"), ok("perf_events")) {
-                (true, _) => "the scheduler tick (tp_btf/hrtimer_expire_entry), no interrupt of its own; profile:HZ: perf_event cpu-clock",
-                (false, true) => "perf_event cpu-clock at 999 Hz (the tick cannot be sampled here); profile:HZ sets the rate",
-                (false, false) => "UNAVAILABLE: perf events",
+            match (ok("perf_events"), ok("tick") && ok("btf")) {
+                (true, true) => format!(
+                    "perf_event cpu-clock at {} Hz (a prime rate: no phase in common with the tick); \
+                     profile:HZ another rate; profile:tick the scheduler tick (tp_btf/hrtimer_expire_entry, \
+                     can alias with timer-driven work)",
+                    nesquic_ebpf::catalog::DEFAULT_PROFILE_HZ
+                ),
+                (true, false) => format!(
+                    "perf_event cpu-clock at {} Hz; profile:HZ another rate (profile:tick UNAVAILABLE here)",
+                    nesquic_ebpf::catalog::DEFAULT_PROFILE_HZ
+                ),
+                (false, _) => "UNAVAILABLE: perf events".to_string(),
             }
             .into(),
         ),
@@ -180,17 +188,17 @@ fn memlock() -> Check {
     )
 }
 
-/// Whether the scheduler tick can be sampled (what `--probe profile` samples on): its hrtimer
+/// Whether the scheduler tick can be sampled (what `--probe profile:tick` samples on): its hrtimer
 /// callback in /proc/kallsyms, and HZ. (`nesquic run` also checks at start that the callback runs.)
 fn tick() -> Check {
     let found = nesquic_ebpf::tick::TickSymbols::read()
         .and_then(|s| Ok((s, nesquic_ebpf::tick::scheduler_hz()?)))
         .map(|(s, hz)| format!("tick callback at {:#x}, HZ {hz}, {} interrupt entries", s.callback, s.entries.len()))
         .map_err(|e| e.to_string());
-    check("tick", found, "--probe profile falls back to profile:999 (a timer interrupt per sample): nothing to do")
+    check("tick", found, "only profile:tick needs it; the default profile samples on a perf event: nothing to do")
 }
 
-/// Whether a CPU-clock perf event opens (what `--probe profile:HZ` samples with).
+/// Whether a CPU-clock perf event opens (what `--probe profile` and `profile:HZ` sample with).
 fn perf_events() -> Check {
     check(
         "perf_events",

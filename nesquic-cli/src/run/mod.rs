@@ -158,10 +158,12 @@ pub struct RunArgs {
     /// Directory holding the `nesquic-lut-*` executables (default: next to `nesquic`).
     #[arg(long, env = "NESQUIC_LUT_DIR")]
     pub lut_dir: Option<PathBuf>,
-    /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component, on the
-    /// scheduler tick: HZ samples a second per busy CPU, 250 on Debian, with no interrupt of its
-    /// own, bench/sampler-floor.md; profile:HZ samples at HZ per CPU on a timer of its own, as
-    /// `perf record -F HZ -g` does and at its cost, for more samples from a short run),
+    /// Probes, comma-separated: io (syscalls), profile (CPU sampling by component: 251 samples a second
+    /// per busy CPU on a CPU-clock perf event, a prime rate that shares no phase with the scheduler
+    /// tick or a workload's millisecond timers; profile:HZ another rate, as `perf record -F HZ -g`
+    /// does, e.g. more samples from a short run; profile:~HZ HZ on average, period and phase redrawn at
+    /// random every 10-30 ms; profile:tick on the scheduler tick, no interrupt of its own but it can
+    /// alias with timer-driven work, docs/probes.md),
     /// crypto or crypto.seal, crypto.open, crypto.header_protection, crypto.handshake (counted;
     /// append :time for durations), all, uprobe:GLOB, uprobe:BINARY:GLOB (timed), none.
     /// Not given: `nesquic run` turns on profile,io,crypto, each measured near its cost floor
