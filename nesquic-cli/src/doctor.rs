@@ -146,7 +146,7 @@ pub fn execute(args: &DoctorArgs) -> Result<()> {
             "checks": checks,
             "mechanisms": mechanisms.iter().map(|(k, v)| (k.to_string(), serde_json::Value::from(v.clone()))).collect::<serde_json::Map<_, _>>(),
         });
-        std::fs::write(path, serde_json::to_vec_pretty(&report)?)
+        nesquic_record::files::write(path, &serde_json::to_vec_pretty(&report)?)
             .with_context(|| format!("write {}", path.display()))?;
     }
     Ok(())

@@ -202,7 +202,7 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
         crate::html::write(&crate::html::target(file, default), &nesquic_html::matrix_page(&entries)?, "HTML matrix")?;
     }
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&rows)?)
+        nesquic_record::files::write(path, serde_json::to_string_pretty(&rows)?.as_bytes())
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("nesquic: JSON written to {}", path.display());
     }
@@ -459,7 +459,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
         )?;
     }
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&out)?)
+        nesquic_record::files::write(path, serde_json::to_string_pretty(&out)?.as_bytes())
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("nesquic: JSON written to {}", path.display());
     }

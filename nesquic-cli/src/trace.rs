@@ -84,7 +84,7 @@ pub fn execute(args: &TraceArgs) -> Result<()> {
             profile,
             calibration,
         };
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+        nesquic_record::files::write(path, serde_json::to_string_pretty(&report)?.as_bytes())
             .with_context(|| format!("write {}", path.display()))?;
     }
     if !exit.success() {

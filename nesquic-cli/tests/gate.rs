@@ -282,3 +282,22 @@ fn exec_command_pairs_are_variants() {
     let rounds = std::fs::read_dir(dir.path().join("job").join("head")).expect("head").count();
     assert_eq!(rounds, 6, "5 round directories and summary.json");
 }
+
+/// A `--json` path that is a link (one another user placed in /tmp for root to follow) is refused,
+/// and the file it points at is untouched; a plain path is written.
+#[test]
+fn json_output_never_follows_a_link() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").expect("write");
+    let link = dir.path().join("doctor.json");
+    std::os::unix::fs::symlink(&victim, &link).expect("symlink");
+    let out = nesquic().args(["doctor", "--json"]).arg(&link).output().expect("doctor");
+    assert!(!out.status.success(), "wrote through a link");
+    assert!(stderr(&out).contains("is a symbolic link"), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+    let plain = dir.path().join("plain.json");
+    let out = nesquic().args(["doctor", "--json"]).arg(&plain).output().expect("doctor");
+    let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&plain).expect("read")).expect("JSON");
+    assert!(written.get("checks").is_some(), "{}: {written}", stderr(&out));
+}

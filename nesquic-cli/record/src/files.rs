@@ -115,7 +115,7 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 fn refused_link(path: &Path, e: std::io::Error, what: &str) -> RecordError {
     if e.raw_os_error() == Some(libc::ELOOP) {
         return RecordError::Unsafe(format!(
-            "{} is a symbolic link: nesquic does not {what} through links in a run directory (remove it)",
+            "{} is a symbolic link: nesquic, often root, does not {what} through links (remove it, or name the file it points to)",
             path.display()
         ));
     }

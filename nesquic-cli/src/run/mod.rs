@@ -275,7 +275,7 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             println!("pinned (--pin): {p}");
         }
         if let Some(path) = &args.json {
-            std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            nesquic_record::files::write(path, serde_json::to_string_pretty(&report)?.as_bytes())
                 .with_context(|| format!("write {}", path.display()))?;
             eprintln!("nesquic: JSON written to {}", path.display());
         }
