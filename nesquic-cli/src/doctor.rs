@@ -129,8 +129,7 @@ pub fn execute(args: &DoctorArgs) -> Result<()> {
                     nesquic_ebpf::catalog::DEFAULT_PROFILE_HZ
                 ),
                 (false, _) => "UNAVAILABLE: perf events".to_string(),
-            }
-            .into(),
+            },
         ),
         ("--loss", if ok("netem") { "netem" } else { "tc-bpf filter (clsact)" }.into()),
         ("--delay/--jitter/--reorder", if ok("netem") { "netem" } else { "userspace relay" }.into()),
