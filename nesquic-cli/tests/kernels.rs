@@ -197,38 +197,51 @@ fn veth_loss_and_delay_use_netem_where_present_and_loss_is_measured() {
     assert!(our_namespaces().is_empty(), "left {:?}", our_namespaces());
 }
 
-/// `profile:tick` (the default profile's clock) samples a busy thread HZ times a second on every
-/// kernel of the matrix, without the tick's own interrupt frames: were they left in, every sample's
-/// innermost frame would be the tick's and the workload's functions would have no share.
+/// `profile:tick` samples a busy thread HZ times a second on every kernel of the matrix, without
+/// the tick's own interrupt frames: were they left in, every sample's innermost frame would be the
+/// tick's and the workload's functions would have no share.
+///
+/// What the data guarantee on a loaded machine: a tick samples the thread only while it is on a
+/// CPU, so each run's samples lie between HZ x its CPU time (less: the kernel leaves a VM's steal
+/// time out of CPU time, the tick does not) and HZ x its wall time. Runs of a 4 s spin are pooled
+/// until 900 samples (at most 6 runs): the hot/cold ratio is then within ~7% (10% at ~500 samples,
+/// measured on 6.1 under QEMU: 2.19-3.00 in 8 runs).
 #[test]
 fn the_tick_profile_samples_the_busy_thread_without_the_ticks_own_frames() {
     let _g = serial();
-    // 4 s: ~1,000 samples at 250 Hz, for a hot/cold ratio within ~7% (10% at 2 s, measured on
-    // 6.1 under QEMU: 2.19-3.00 in 8 runs).
-    let (traced, err) = trace_on_the_tick(&["--spin", "4000"]);
-    let profile = traced.profile.as_ref().expect("profile");
-    let hz = profile.frequency_hz;
-    assert!([100, 250, 300, 1000].contains(&hz), "HZ {hz}");
-    let role = &profile.roles[0];
-    // HZ samples a second while the thread is on a CPU: at least most of the 4 s spin (wall
-    // time, which the spin measures), at most the command's whole wall time (one thread).
-    // Not its CPU time: the kernel leaves a VM's steal time out of that, the tick does not.
-    let (samples, wall_s) = (role.samples as f64, traced.wall_s);
-    let (low, high) = (0.6 * 4.0 * hz as f64, 1.05 * wall_s * hz as f64 + 5.0);
-    assert!((low..=high).contains(&samples), "{samples} samples at {hz} Hz, {wall_s:.2} s wall: {err}");
+    let (mut samples, mut hot, mut cold, mut walks, mut runs) = (0u64, 0u64, 0u64, 0u64, 0);
+    while samples < 900 && runs < 6 {
+        let (traced, err) = trace_on_the_tick(&["--spin", "4000"]);
+        runs += 1;
+        let profile = traced.profile.as_ref().expect("profile");
+        let hz = profile.frequency_hz as f64;
+        assert!([100.0, 250.0, 300.0, 1000.0].contains(&hz), "HZ {hz}");
+        let role = &profile.roles[0];
+        let cpu_s = traced.cpu_user_s + traced.cpu_system_s;
+        let (low, high) = (0.6 * cpu_s * hz - 5.0, 1.05 * traced.wall_s * hz + 5.0);
+        let n = role.samples as f64;
+        assert!(
+            (low..=high).contains(&n),
+            "{n} samples at {hz} Hz, {cpu_s:.2} s CPU, {:.2} s wall: {err}",
+            traced.wall_s
+        );
+        let tick_frames: Vec<_> = role
+            .top_functions
+            .iter()
+            .filter(|f| f.name.contains("hrtimer") || f.name.contains("sysvec") || f.name.starts_with("bpf_"))
+            .collect();
+        assert!(tick_frames.is_empty(), "the tick's own frames left in: {tick_frames:?}");
+        let of = |name: &str| role.top_functions.iter().find(|f| f.name == name).map_or(0, |f| f.samples);
+        (hot, cold) = (hot + of("nesquic_workload_hot"), cold + of("nesquic_workload_cold"));
+        samples += role.samples;
+        walks += kernel_walks(profile);
+    }
+    assert!(samples >= 500, "{samples} samples in {runs} runs: too few to judge");
     // The spin gives `_hot` 5 iterations of the same loop for every 2 of `_cold` (2.5x).
-    let share = |name: &str| role.top_functions.iter().find(|f| f.name == name).map_or(0.0, |f| f.share);
-    let (hot, cold) = (share("nesquic_workload_hot"), share("nesquic_workload_cold"));
-    assert!(hot > 0.2 && (1.8..=3.5).contains(&(hot / cold)), "hot {hot}, cold {cold}: {role:?}");
-    let tick_frames: Vec<_> = role
-        .top_functions
-        .iter()
-        .filter(|f| f.name.contains("hrtimer") || f.name.contains("sysvec") || f.name.starts_with("bpf_"))
-        .collect();
-    assert!(tick_frames.is_empty(), "the tick's own frames left in: {tick_frames:?}");
+    let ratio = hot as f64 / cold.max(1) as f64;
+    assert!(hot * 5 > samples && (1.8..=3.5).contains(&ratio), "hot {hot}, cold {cold} of {samples} samples");
     // Most ticks interrupt the spin's user code, and those skip the kernel-stack walk.
-    let walks = kernel_walks(profile);
-    assert!(walks < role.samples / 2, "{walks} kernel walks of {} samples", role.samples);
+    assert!(walks < samples / 2, "{walks} kernel walks of {samples} samples");
 }
 
 /// The other half of the user-mode shortcut: a tick that interrupts kernel code walks its kernel
@@ -263,11 +276,17 @@ fn the_tick_profile_walks_the_kernel_stack_of_a_thread_in_the_kernel() {
 fn with_kernel_uprobes_every_tick_walks_the_kernel_stack() {
     let _g = serial();
     let probes = ["--probe", "profile:tick,uprobe:nesquic_workload_cold", "--probe-backend", "kernel"];
-    let (traced, err) = trace_workload(&probes, &["--spin", "1000"]);
-    let profile = traced.profile.as_ref().expect("profile");
-    let role = &profile.roles[0];
-    assert!(role.samples >= 50, "{} samples: {err}", role.samples);
-    assert_eq!(kernel_walks(profile), role.samples, "{err}");
+    // Runs until 50 samples (a loaded machine gives the spin ~40 a run): every one walked.
+    let (mut samples, mut runs) = (0, 0);
+    while samples < 50 && runs < 5 {
+        let (traced, err) = trace_workload(&probes, &["--spin", "1000"]);
+        let profile = traced.profile.as_ref().expect("profile");
+        let role = &profile.roles[0];
+        assert_eq!(kernel_walks(profile), role.samples, "{err}");
+        samples += role.samples;
+        runs += 1;
+    }
+    assert!(samples >= 50, "{samples} samples in {runs} runs");
 }
 
 /// The default profile has no fixed phase (issue 53). `nesquic-workload --phases` spins in
@@ -320,8 +339,9 @@ fn the_default_profile_sees_both_halves_of_work_in_step_with_the_tick() {
         eprintln!("{}", what.lines().next().unwrap_or_default());
         assert!(pooled.samples() >= 1500, "too few samples to judge: {what}");
         assert!((profile - truth).abs() <= 0.05, "{what}");
-        // The workload did alternate: each function had a real share (quiet: 50%).
-        assert!((0.3..=0.7).contains(&truth), "{what}");
+        // The workload did alternate: each function had a real share (quiet: 50%; 77.6% for
+        // phase_a once with the machine's two CPUs loaded ~4x, its samples 77.1%).
+        assert!((0.1..=0.9).contains(&truth), "{what}");
     }
 }
 
@@ -333,13 +353,17 @@ fn the_tick_profile_aliases_with_work_in_step_with_it() {
     let misses: Vec<f64> = [0, 2000]
         .into_iter()
         .map(|shift_us| {
-            let run = phases(&["--probe", "profile:tick"], shift_us, 3000);
-            assert_eq!(run.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{}", run.err);
-            assert!(run.err.contains("fixed phase"), "profile:tick says it can alias: {}", run.err);
-            let mut one = Phases::default();
-            one.add(&run);
-            // ~750 quiet, ~380 beside a busy loop; a 50-point miss shows in 100.
-            assert!(one.samples() >= 100, "{} samples: {}", one.samples(), run.err);
+            // ~750 samples a run quiet, ~380 beside a busy loop, 30 with the machine loaded ~4x:
+            // runs are pooled until 100 (a 50-point miss shows in 100).
+            let (mut one, mut runs) = (Phases::default(), 0);
+            while one.samples() < 100 && runs < 8 {
+                let run = phases(&["--probe", "profile:tick"], shift_us, 3000);
+                assert_eq!(run.clock, nesquic_ebpf::profile::SampleClock::SchedulerTick, "{}", run.err);
+                assert!(run.err.contains("fixed phase"), "profile:tick says it can alias: {}", run.err);
+                one.add(&run);
+                runs += 1;
+            }
+            assert!(one.samples() >= 100, "{} samples in {runs} runs: {}", one.samples(), one.err);
             eprintln!(
                 "tick, windows shifted {shift_us} us: phase_a {:.1}% of {} samples, {:.1}% of the CPU",
                 100.0 * one.share_a(),
