@@ -262,10 +262,10 @@ fn major_note(version: &str, metadata: &Metadata, name: &str) -> String {
 }
 
 /// Whether two versions are semver-compatible (same major; same minor below 1.0; same patch
-/// below 0.1). A range requirement (`>=0.11, <0.13`) is compared by its lower bound.
+/// below 0.1). A requirement (`^0.11.15`, `~1.2`, `>=0.11, <0.13`) is compared by its lower bound.
 fn same_major(a: &str, b: &str) -> bool {
     fn key(v: &str) -> Vec<u64> {
-        let v = v.trim_start_matches(['>', '<', '=', ' ']);
+        let v = v.trim_start_matches(['>', '<', '=', '^', '~', ' ']);
         let parts: Vec<u64> = v.split(['.', '-', '+', ',']).take(3).map_while(|p| p.trim().parse().ok()).collect();
         let significant = parts.iter().position(|n| *n != 0).unwrap_or(parts.len().saturating_sub(1));
         parts.into_iter().take(significant + 1).collect()

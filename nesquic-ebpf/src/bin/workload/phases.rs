@@ -87,6 +87,9 @@ mod tests {
         assert!(in_phase_a(0, 0) && in_phase_a(1_999_999, 0) && !in_phase_a(2_000_000, 0));
         assert!(!in_phase_a(3_999_999, 0) && in_phase_a(4_000_000, 0));
         assert!(!in_phase_a(0, 2_000_000) && in_phase_a(2_000_000, 2_000_000) && !in_phase_a(4_000_000, 2_000_000));
-        assert!(in_phase_a(5_999_999, 2_000_000) && in_phase_a(10_000, 5_000) && !in_phase_a(4_000, 5_000));
+        // Shifted by 2 ms the windows start at 2, 6, 10 ms: 3.999999 ms is the end of one's first
+        // half, 5.999999 ms the end of its second.
+        assert!(in_phase_a(3_999_999, 2_000_000) && !in_phase_a(5_999_999, 2_000_000));
+        assert!(in_phase_a(10_000, 5_000) && !in_phase_a(4_000, 5_000));
     }
 }
