@@ -77,6 +77,9 @@ fn print_trace(file: &Path, trace: &QlogTrace) -> Result<()> {
         summary.size_bytes,
         summary.payload_verified
     );
+    for failed in &summary.failed_repetitions {
+        println!("NOTE: {failed} (not in these figures)");
+    }
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
     for (label, v, digits) in [
         ("goodput (Mbit/s)", &summary.goodput_mbps, 1),

@@ -139,7 +139,13 @@ fn function_mechanisms(started: Option<&RunStarted>) -> String {
 
 /// Median, min and max of every figure.
 pub(crate) fn summary(page: &mut Page, r: &RunRecord) {
-    let s = &r.summary;
+    for caveat in r.caveats() {
+        page.note(&format!("Note: {caveat}."));
+    }
+    let Some(s) = &r.summary else {
+        page.h2("No repetition measured");
+        return;
+    };
     let rows: Vec<Vec<String>> = s
         .rows(r.testcase.workload.connections)
         .into_iter()
