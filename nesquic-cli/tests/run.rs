@@ -401,6 +401,9 @@ fn a_failed_repetition_keeps_the_repetitions_measured_before_it() {
     assert_eq!(record["repetitions"].as_array().map(Vec::len), Some(0), "{record:#}");
     assert_eq!(record["failed_repetitions"][0]["repetition"], 1, "{record:#}");
     assert_eq!(record.get("summary"), None, "no figures without a measured repetition");
+    let report = nesquic().arg("report").arg(&first).output().expect("report");
+    assert!(!report.status.success(), "nothing to report");
+    assert!(stderr(&report).contains("no repetition was measured: repetition 1 failed"), "{}", stderr(&report));
     let compare = nesquic().arg("compare").arg(&first).arg(&dir).output().expect("compare");
     assert_eq!(compare.status.code(), Some(2), "{}", stderr(&compare));
     assert!(stderr(&compare).contains("no measured repetition"), "{}", stderr(&compare));

@@ -360,6 +360,29 @@ mod tests {
         }
     }
 
+    /// Issue 52: a record whose first repetition failed has no summary and loads; readers are
+    /// told what failed, and older records (no such fields) have nothing to say.
+    #[test]
+    fn a_record_of_a_failed_run_loads_and_says_what_failed() {
+        let mut failed: serde_json::Value = serde_json::from_str(VERSION_0).unwrap();
+        failed["repetitions"] = serde_json::json!([]);
+        failed.as_object_mut().unwrap().remove("summary");
+        failed["failed_repetitions"] = serde_json::json!([{"repetition": 1, "error": "server ended\nits output"}]);
+        failed["unfinished"] = serde_json::json!(["--lut-qlog: exec wrote no qlog"]);
+        let r: RunRecord = serde_json::from_value(failed).unwrap();
+        assert!(r.summary.is_none() && r.repetitions.is_empty() && !r.in_progress);
+        assert_eq!(
+            r.caveats(),
+            [
+                "repetition 1 failed: server ended its output (not in the figures, which are over the 0 measured \
+                 repetition(s))",
+                "not done after the repetitions: --lut-qlog: exec wrote no qlog"
+            ]
+        );
+        let old: RunRecord = serde_json::from_str(VERSION_0).unwrap();
+        assert!(old.caveats().is_empty() && old.summary.is_some());
+    }
+
     #[test]
     fn files_from_before_the_schema_version_load_as_bulk() {
         let dir = std::env::temp_dir().join(format!("nesquic-record-test-{}", std::process::id()));
