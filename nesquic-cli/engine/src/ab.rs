@@ -240,4 +240,35 @@ mod tests {
         let base_first = random.iter().filter(|s| s[0] == Side::Base).count();
         assert!((4..=28).contains(&base_first), "both orders occur: {base_first} of 32 base-first");
     }
+
+    /// One round's record: one measured repetition of `goodput` Mbit/s.
+    fn round(goodput: f64) -> RunRecord {
+        let process = serde_json::json!({ "cpu_user_s": 0.1, "cpu_system_s": 0.0, "cpu_total_s": 0.1, "wall_s": 1.0,
+                                          "cpu_utilisation_pct": 10.0, "max_rss_kib": 1 });
+        let rep = serde_json::json!({ "bytes": 1, "payload_verified": true, "goodput_mbps": goodput, "transfer_s": 1.0,
+                                      "handshake_ms": 1.0, "server": process, "client": process });
+        let mut record: RunRecord = serde_json::from_value(serde_json::json!({
+            "nesquic_version": "test", "size_bytes": 1, "repetitions": [rep],
+            "lut": { "name": "quinn", "version": "0.11", "crypto_backend": "ring", "io": "native", "binary": "/lut" }
+        }))
+        .expect("a round's record");
+        record.summary = Summary::of(&record.repetitions);
+        record
+    }
+
+    /// Issue 52: a round that fails keeps the side's rounds measured before it, the failed one
+    /// marked, and the figures over the measured ones only.
+    #[test]
+    fn a_failed_round_keeps_the_rounds_before_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let failed = FailedRepetition { repetition: 3, error: "client ended with exit code 1".into() };
+        let whole = assemble(vec![round(100.0), round(300.0)], Some(failed.clone()), dir.path()).expect("assembled");
+        let written = RunRecord::load(&dir.path().join("summary.json")).expect("written");
+        for r in [&whole, &written] {
+            assert_eq!(r.repetitions.len(), 2);
+            assert_eq!(r.failed_repetitions, std::slice::from_ref(&failed));
+            let summary = r.summary.as_ref().expect("a summary");
+            assert_eq!((summary.repetitions, summary.failed_repetitions, summary.goodput_mbps.median), (2, 1, 200.0));
+        }
+    }
 }

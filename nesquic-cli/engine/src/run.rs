@@ -372,6 +372,15 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         report.repetitions.push(figures);
         report.summary = summary_of(&report);
         file.save_progress(&report, &format!("after {label}"), i as usize - 1)?;
+        // The traces too end with whole records after each repetition; a failure to write them
+        // ends the run like a failed record write.
+        recorder.flush().map_err(|e| EngineError::Step {
+            what: format!(
+                "the qlog traces could not be written after {label} ({}); the run stops",
+                file.kept(i as usize)
+            ),
+            source: Box::new(e),
+        })?;
     }
     let measured = report.repetitions.len();
     report.summary = summary_of(&report);
