@@ -20,6 +20,10 @@ pub fn execute(args: &FindingsArgs) -> Result<()> {
     let file = if args.path.is_dir() { args.path.join("summary.json") } else { args.path.clone() };
     let record = nesquic_record::RunRecord::load(&file)
         .with_context(|| format!("{}: not a nesquic run (give a run directory or its summary.json)", file.display()))?;
+    // Said on stderr: with --json, stdout is the findings alone.
+    for caveat in record.caveats() {
+        eprintln!("nesquic: note: {caveat}");
+    }
     let findings = nesquic_record::findings::find(&record);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&findings)?);

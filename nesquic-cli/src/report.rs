@@ -28,6 +28,9 @@ pub fn execute(args: &ReportArgs) -> Result<()> {
         let dir = crate::html::run_dir(&args.path)?;
         return crate::html::write(&crate::html::target(file, || dir.join("report.html")), &page, "HTML report");
     }
+    if args.path.is_dir() {
+        no_repetition_measured(&args.path)?;
+    }
     let files = sqlog_files(&args.path)?;
     for file in files {
         // A run directory's traces are read only inside it, never through a link placed there.
@@ -36,6 +39,15 @@ pub fn execute(args: &ReportArgs) -> Result<()> {
             _ => reader::read(&file)?,
         };
         print_trace(&file, &trace)?;
+    }
+    Ok(())
+}
+
+/// A run whose first repetition failed has traces without figures: say why, from its record.
+fn no_repetition_measured(dir: &Path) -> Result<()> {
+    let Ok(record) = nesquic_record::RunRecord::load(&dir.join("summary.json")) else { return Ok(()) };
+    if let (None, Some(failed)) = (&record.summary, record.failed_repetitions.first()) {
+        bail!("{}: no repetition was measured: {failed}", dir.display());
     }
     Ok(())
 }
@@ -77,6 +89,9 @@ fn print_trace(file: &Path, trace: &QlogTrace) -> Result<()> {
         summary.size_bytes,
         summary.payload_verified
     );
+    for failed in &summary.failed_repetitions {
+        println!("NOTE: {failed} (not in these figures)");
+    }
     println!("{:<22} {:>12} {:>12} {:>12}", "", "median", "min", "max");
     for (label, v, digits) in [
         ("goodput (Mbit/s)", &summary.goodput_mbps, 1),

@@ -205,7 +205,7 @@ fn a_run_page_has_every_plot_and_flame_graphs_with_every_sample() {
     assert_eq!(std::fs::read(&again).expect("again"), std::fs::read(base.join("report.html")).expect("report"));
     // --markdown: the summary table with the measured median.
     let md = std::fs::read_to_string(base.join("summary.md")).expect("summary.md");
-    let goodput = s.summary.goodput_mbps.median;
+    let goodput = s.summary.as_ref().expect("a summary").goodput_mbps.median;
     assert!(md.contains(&format!("| goodput (Mbit/s) | {goodput:.1} |")), "{md}");
     assert!(md.contains("| server sendmsg |") || md.contains("| server sendmmsg |"), "{md}");
 }

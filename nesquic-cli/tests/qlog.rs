@@ -37,7 +37,8 @@ fn run_writes_loadable_qlog_matching_the_summary() {
     let dir = tmp.path().join("run");
     let out = run_into(&dir);
     let summary = RunRecord::load(&dir.join("summary.json")).expect("summary.json");
-    let median = summary.summary.goodput_mbps.median;
+    let spreads = summary.summary.clone().expect("a summary over the repetitions");
+    let median = spreads.goodput_mbps.median;
     let terminal = String::from_utf8_lossy(&out.stdout);
     assert!(terminal.contains(&format!("{median:.1}")), "terminal lacks {median:.1}:\n{terminal}");
 
@@ -105,9 +106,9 @@ fn run_writes_loadable_qlog_matching_the_summary() {
         assert_eq!(summary.repetitions[0].io_settings.len(), 2);
 
         let Some(NesquicEvent::RunSummary(s)) = typed.last() else { panic!("{role}: run_summary is not last") };
-        assert_eq!(s.goodput_mbps, summary.summary.goodput_mbps);
-        assert_eq!(s.transfer_s, summary.summary.transfer_s);
-        let cpu = if role == "server" { summary.summary.server_cpu_s } else { summary.summary.client_cpu_s };
+        assert_eq!(s.goodput_mbps, spreads.goodput_mbps);
+        assert_eq!(s.transfer_s, spreads.transfer_s);
+        let cpu = if role == "server" { spreads.server_cpu_s } else { spreads.client_cpu_s };
         assert_eq!(s.cpu_s, cpu);
         let finals: Vec<_> = typed
             .iter()
@@ -248,5 +249,45 @@ fn qvis_copy_has_draft_02_packets_and_congestion_and_no_lookalikes() {
         assert!(events.iter().all(|e| !e.name.starts_with("quic:")));
         let times: Vec<f64> = events.iter().map(|e| e.time).collect();
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "{role}: not sorted by time");
+    }
+}
+
+/// Issue 52: with `--lut-qlog`, a library qlog cut short (its last record truncated) or not
+/// written at all fails the run after its repetitions, but keeps their record and the traces.
+#[test]
+fn a_cut_short_or_missing_library_qlog_keeps_the_record() {
+    let quinn = Path::new(env!("CARGO_BIN_EXE_nesquic")).with_file_name("nesquic-lut-quinn");
+    let quinn = quinn.display();
+    let server = format!("{quinn} server --listen $NESQUIC_LISTEN --cert $NESQUIC_CERT --key $NESQUIC_KEY");
+    let client = format!("{quinn} client --connect $NESQUIC_CONNECT --ca $NESQUIC_CA --size $NESQUIC_SIZE");
+    // The server's qlog loses its last 20 bytes once written (after the server's process ends).
+    let cut = format!("sh -c '{server} --qlog \"$NESQUIC_QLOG\" && truncate -s -20 \"$NESQUIC_QLOG\"'");
+    let whole = format!("{client} --qlog $NESQUIC_QLOG");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for (case, server_cmd, client_cmd, why) in
+        [("cut", &cut, &whole, "not valid JSON"), ("missing", &server, &client, "exec wrote no qlog")]
+    {
+        let dir = tmp.path().join(case);
+        let out = nesquic()
+            .args(["run", "--lut", "exec", "--server-cmd", server_cmd, "--client-cmd", client_cmd])
+            .args(["--size", "2MB", "--repeat", "2", "--lut-qlog", "--out"])
+            .arg(&dir)
+            .output()
+            .expect("run nesquic");
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{case}: {err}");
+        let summary = dir.join("summary.json");
+        assert!(err.contains(why) && err.contains(&*summary.to_string_lossy()), "{case}: {err}");
+        let record = RunRecord::load(&summary).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(record.repetitions.len(), 2, "{case}");
+        assert!(record.repetitions.iter().all(|r| r.payload_verified && r.bytes == 2_000_000), "{case}");
+        assert!(record.unfinished.iter().any(|u| u.contains(why)), "{case}: {:?}", record.unfinished);
+        assert!(record.failed_repetitions.is_empty() && !record.in_progress, "{case}");
+        // Our traces stay whole (unmerged), with their run summary.
+        for role in ["server", "client"] {
+            let trace = nesquic_record::qlog::reader::read(&dir.join(format!("{role}.sqlog")));
+            let trace = trace.unwrap_or_else(|e| panic!("{case}: {e}"));
+            assert!(trace.run_summary().expect("typed").is_some(), "{case} {role}: no run_summary");
+        }
     }
 }

@@ -85,7 +85,7 @@ fn quinn_transfers_verified_payload_with_per_side_figures() {
             assert!((total - user - sys).abs() < 1e-9 && total > 0.0);
         }
     }
-    let median = report.summary.goodput_mbps.median;
+    let median = report.summary.as_ref().expect("summary").goodput_mbps.median;
     let (a, b) = (reps[0].goodput_mbps, reps[1].goodput_mbps);
     assert!((median - (a + b) / 2.0).abs() < 1e-9, "median of two is their mean");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -326,4 +326,134 @@ fn pin_refuses_cpus_this_machine_does_not_offer() {
     let out = nesquic().args(["run", "--lut", "quinn", "--pin", "0"]).output().expect("run nesquic");
     assert!(!out.status.success());
     assert!(stderr(&out).contains("two CPU numbers"), "{}", stderr(&out));
+}
+
+/// summary.json of run directory `dir`, as JSON (what any reader of the file sees).
+fn summary_json(dir: &Path) -> serde_json::Value {
+    let path = dir.join("summary.json");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Issue 52: a repetition that fails keeps every repetition measured before it, in a record that
+/// marks the failure, and the commands that read records say so instead of using it.
+#[test]
+fn a_failed_repetition_keeps_the_repetitions_measured_before_it() {
+    require_lut_binaries();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path().join("run");
+    let out = nesquic()
+        .args(["run", "--size", "2MB", "--repeat", "3", "--out"])
+        .arg(&dir)
+        .env("NESQUIC_FAULT_CORRUPT_IN_REPETITION", "3")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
+        .output()
+        .expect("run nesquic");
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    let summary_path = dir.join("summary.json").display().to_string();
+    assert!(err.contains("rep 3/3 failed") && err.contains(&summary_path), "{err}");
+    assert!(err.contains("payload mismatch at byte offset 1000"), "{err}");
+    let record = summary_json(&dir);
+    let reps = record["repetitions"].as_array().expect("repetitions");
+    assert_eq!(reps.len(), 2, "{record:#}");
+    for rep in reps {
+        assert_eq!((rep["bytes"].as_u64(), rep["payload_verified"].as_bool()), (Some(2_000_000), Some(true)));
+    }
+    let failed = record["failed_repetitions"].as_array().expect("failed_repetitions");
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert_eq!(failed[0]["repetition"], 3);
+    assert!(failed[0]["error"].as_str().is_some_and(|e| e.contains("payload mismatch at byte offset 1000")));
+    assert_eq!(
+        (record["summary"]["repetitions"].as_u64(), record["summary"]["failed_repetitions"].as_u64()),
+        (Some(2), Some(1))
+    );
+    let median = record["summary"]["goodput_mbps"]["median"].as_f64().expect("median");
+    let goodputs: Vec<f64> = reps.iter().filter_map(|r| r["goodput_mbps"].as_f64()).collect();
+    assert!((median - (goodputs[0] + goodputs[1]) / 2.0).abs() < 1e-9, "the median is over the 2 measured only");
+    assert_eq!(record.get("in_progress"), None, "the last write says the run finished");
+
+    // `report` reads the traces: the figures of 2 repetitions and the failed one named.
+    let report = nesquic().arg("report").arg(&dir).output().expect("report");
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert!(report.status.success(), "{}", stderr(&report));
+    assert!(text.contains("2 repetition(s)") && text.contains("repetition 3 failed"), "{text}");
+    // `findings` reads the 2 and says a third failed.
+    let findings = nesquic().arg("findings").arg(&dir).output().expect("findings");
+    assert!(findings.status.success(), "{}", stderr(&findings));
+    assert!(stderr(&findings).contains("repetition 3 failed"), "{}", stderr(&findings));
+    // `compare` judges no run with a failed repetition (exit 2: nothing judged), and says why.
+    let compare = nesquic().arg("compare").arg(&dir).arg(&dir).output().expect("compare");
+    assert_eq!(compare.status.code(), Some(2), "{}", stderr(&compare));
+    assert!(stderr(&compare).contains("repetition 3 failed"), "{}", stderr(&compare));
+
+    // A run whose first repetition fails still writes a record that says so.
+    let first = tmp.path().join("first");
+    let out = nesquic()
+        .args(["run", "--size", "2MB", "--repeat", "2", "--out"])
+        .arg(&first)
+        .env("NESQUIC_FAULT_CORRUPT_IN_REPETITION", "1")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
+        .output()
+        .expect("run nesquic");
+    assert!(!out.status.success() && stderr(&out).contains("rep 1/2 failed"), "{}", stderr(&out));
+    let record = summary_json(&first);
+    assert_eq!(record["repetitions"].as_array().map(Vec::len), Some(0), "{record:#}");
+    assert_eq!(record["failed_repetitions"][0]["repetition"], 1, "{record:#}");
+    assert_eq!(record.get("summary"), None, "no figures without a measured repetition");
+    let report = nesquic().arg("report").arg(&first).output().expect("report");
+    assert!(!report.status.success(), "nothing to report");
+    assert!(stderr(&report).contains("no repetition was measured: repetition 1 failed"), "{}", stderr(&report));
+    let compare = nesquic().arg("compare").arg(&first).arg(&dir).output().expect("compare");
+    assert_eq!(compare.status.code(), Some(2), "{}", stderr(&compare));
+    assert!(stderr(&compare).contains("no measured repetition"), "{}", stderr(&compare));
+}
+
+/// Unmounts a tmpfs when dropped (also when the test fails).
+struct Mounted(PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Issue 52: a full disk under `--out` ends the run with an error naming the file, and the
+/// record written before (every repetition up to the last write that fitted) stays whole.
+#[test]
+fn a_full_disk_keeps_the_record_written_before() {
+    require_lut_binaries();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let status = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(tmp.path())
+        .status()
+        .expect("mount (the tests run as root)");
+    assert!(status.success(), "mount a 64 KiB tmpfs on {}", tmp.path().display());
+    let _mounted = Mounted(tmp.path().to_path_buf());
+    let dir = tmp.path().join("run");
+    // Each repetition adds about 2 KB to summary.json and 1 KB to each trace (one snapshot per
+    // repetition at this interval): 64 KiB are full well before 40.
+    let out = nesquic()
+        .args(["run", "--size", "1MB", "--repeat", "40", "--interval", "60s", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run nesquic");
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.contains("No space left on device") && err.contains(&*dir.to_string_lossy()), "{err}");
+    let record = summary_json(&dir);
+    let reps = record["repetitions"].as_array().expect("repetitions");
+    assert!(!reps.is_empty() && reps.len() < 40, "{} repetitions kept", reps.len());
+    assert!(reps.iter().all(|r| r["payload_verified"] == true));
+    match record["failed_repetitions"].as_array() {
+        // A trace filled the disk during a repetition, and the record of that failure fitted.
+        Some(failed) => {
+            let error = failed[0]["error"].as_str().unwrap_or_default();
+            assert!(error.contains("No space left on device"), "{record:#}");
+        }
+        // The record itself did not fit: the error says how many repetitions the file keeps.
+        None => assert!(err.contains(&format!("keeps the {} repetition(s)", reps.len())), "{err}"),
+    }
 }

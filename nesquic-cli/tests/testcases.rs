@@ -46,7 +46,12 @@ fn every_testcase(lut: &[&str]) {
         let workload = |rep: &RepetitionFigures| rep.workload.clone().expect("workload");
         let fairness = workload(&rep).connection_fairness.expect("connection fairness");
         assert!(fairness > 0.25 && fairness <= 1.0, "{lut:?} {link}: Jain index {fairness}");
-        assert!(report.summary.workload.as_ref().and_then(|w| w.connection_fairness).is_some());
+        assert!(report
+            .summary
+            .as_ref()
+            .and_then(|s| s.workload.as_ref())
+            .and_then(|w| w.connection_fairness)
+            .is_some());
 
         let report = run(&["--testcase", "handshakes"]);
         let rep = check(&report, "handshakes", 200, 1, 1_000);

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 
 use nesquic_ebpf::Metrics;
 use nesquic_record::figures::{RepetitionFigures, Summary};
-use nesquic_record::run::RunRecord;
+use nesquic_record::run::{FailedRepetition, RunRecord};
 use serde::Serialize;
 
 use crate::backend::Probes;
@@ -118,7 +118,8 @@ pub fn execute(plan: &mut AbPlan, interrupted: &AtomicBool, reporter: &mut dyn R
     let order = plan.order.rounds(plan.rounds);
     write_json(&plan.out.join("ab.json"), &Job { rounds: plan.rounds, order: plan.order, sequence: &order })?;
     let (mut base, mut head) = (Vec::new(), Vec::new());
-    for (r, sides) in order.iter().enumerate() {
+    let mut failure = None;
+    'rounds: for (r, sides) in order.iter().enumerate() {
         for &side in sides {
             let label = format!("round {}/{} {}", r + 1, plan.rounds, side.name());
             let run_plan = match side {
@@ -129,26 +130,61 @@ pub fn execute(plan: &mut AbPlan, interrupted: &AtomicBool, reporter: &mut dyn R
             run_plan.json = None;
             run_plan.out = Some(plan.out.join(side.name()).join(format!("round-{:03}", r + 1)));
             let mut round = RoundReporter { inner: &mut *reporter, label: &label, first: r == 0 };
-            let record = run::execute(run_plan, interrupted, &mut round)?;
-            match side {
-                Side::Base => base.push(record),
-                Side::Head => head.push(record),
+            match run::execute(run_plan, interrupted, &mut round) {
+                Ok(record) if side == Side::Base => base.push(record),
+                Ok(record) => head.push(record),
+                Err(e) => {
+                    failure = Some((side, r + 1, label, e));
+                    break 'rounds;
+                }
             }
         }
     }
-    let base = assemble(base, &plan.out.join(Side::Base.name()))?;
-    let head = assemble(head, &plan.out.join(Side::Head.name()))?;
+    if let Some((side, round, label, e)) = failure {
+        // The rounds measured before stay: each side's record, the failed round marked in its side's.
+        let failed = FailedRepetition { repetition: round as u32, error: e.chain() };
+        let mut kept = Vec::new();
+        for (s, records) in [(Side::Base, base), (Side::Head, head)] {
+            let dir = plan.out.join(s.name());
+            if !records.is_empty() {
+                assemble(records, (s == side).then(|| failed.clone()), &dir)?;
+                kept.push(dir.join("summary.json").display().to_string());
+            }
+        }
+        let kept = if kept.is_empty() {
+            "no round measured before it".into()
+        } else {
+            format!("recorded in {}", kept.join(" and "))
+        };
+        return Err(EngineError::Step {
+            what: format!("{label} failed (the rounds before it are {kept})"),
+            source: Box::new(e),
+        });
+    }
+    let base = assemble(base, None, &plan.out.join(Side::Base.name()))?;
+    let head = assemble(head, None, &plan.out.join(Side::Head.name()))?;
     Ok(AbRecord { base, head, order })
 }
 
 /// One side's per-round records as one run record (written to `dir/summary.json`), so that
-/// `nesquic compare`, `report` and scripts read it like any run.
-fn assemble(records: Vec<RunRecord>, dir: &Path) -> Result<RunRecord> {
+/// `nesquic compare`, `report` and scripts read it like any run; `failed`, the round that failed
+/// (numbered as a repetition), is marked in it.
+fn assemble(records: Vec<RunRecord>, failed: Option<FailedRepetition>, dir: &Path) -> Result<RunRecord> {
+    let unfinished: Vec<String> = records
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| r.unfinished.iter().map(move |u| format!("round {}: {u}", i + 1)))
+        .collect();
     let mut iter = records.into_iter();
     let mut whole = iter.next().ok_or_else(|| EngineError::msg("no rounds ran"))?;
     let reps: Vec<RepetitionFigures> = iter.flat_map(|r| r.repetitions).collect();
     whole.repetitions.extend(reps);
-    whole.summary = Summary::of(&whole.repetitions).ok_or_else(|| EngineError::msg("no repetitions"))?;
+    whole.failed_repetitions.extend(failed);
+    whole.unfinished = unfinished;
+    whole.summary = Summary::of(&whole.repetitions).map(|mut s| {
+        s.failed_repetitions = whole.failed_repetitions.len();
+        s
+    });
     // The first round's findings read one round; the side's are those of all its rounds.
     whole.findings = nesquic_record::findings::find(&whole);
     write_json(&dir.join("summary.json"), &whole)?;
@@ -158,7 +194,7 @@ fn assemble(records: Vec<RunRecord>, dir: &Path) -> Result<RunRecord> {
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_string_pretty(value)
         .map_err(|e| EngineError::msg(format!("serialise {}: {e}", path.display())))?;
-    Ok(nesquic_record::files::write(path, text.as_bytes())?)
+    Ok(nesquic_record::files::write_atomic(path, text.as_bytes())?)
 }
 
 /// Passes one round's events on under the round's label; what every round repeats (probes,
@@ -203,5 +239,36 @@ mod tests {
         assert_eq!(random, Order::Random { seed: 7 }.rounds(32), "same seed, same order");
         let base_first = random.iter().filter(|s| s[0] == Side::Base).count();
         assert!((4..=28).contains(&base_first), "both orders occur: {base_first} of 32 base-first");
+    }
+
+    /// One round's record: one measured repetition of `goodput` Mbit/s.
+    fn round(goodput: f64) -> RunRecord {
+        let process = serde_json::json!({ "cpu_user_s": 0.1, "cpu_system_s": 0.0, "cpu_total_s": 0.1, "wall_s": 1.0,
+                                          "cpu_utilisation_pct": 10.0, "max_rss_kib": 1 });
+        let rep = serde_json::json!({ "bytes": 1, "payload_verified": true, "goodput_mbps": goodput, "transfer_s": 1.0,
+                                      "handshake_ms": 1.0, "server": process, "client": process });
+        let mut record: RunRecord = serde_json::from_value(serde_json::json!({
+            "nesquic_version": "test", "size_bytes": 1, "repetitions": [rep],
+            "lut": { "name": "quinn", "version": "0.11", "crypto_backend": "ring", "io": "native", "binary": "/lut" }
+        }))
+        .expect("a round's record");
+        record.summary = Summary::of(&record.repetitions);
+        record
+    }
+
+    /// Issue 52: a round that fails keeps the side's rounds measured before it, the failed one
+    /// marked, and the figures over the measured ones only.
+    #[test]
+    fn a_failed_round_keeps_the_rounds_before_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let failed = FailedRepetition { repetition: 3, error: "client ended with exit code 1".into() };
+        let whole = assemble(vec![round(100.0), round(300.0)], Some(failed.clone()), dir.path()).expect("assembled");
+        let written = RunRecord::load(&dir.path().join("summary.json")).expect("written");
+        for r in [&whole, &written] {
+            assert_eq!(r.repetitions.len(), 2);
+            assert_eq!(r.failed_repetitions, std::slice::from_ref(&failed));
+            let summary = r.summary.as_ref().expect("a summary");
+            assert_eq!((summary.repetitions, summary.failed_repetitions, summary.goodput_mbps.median), (2, 1, 200.0));
+        }
     }
 }

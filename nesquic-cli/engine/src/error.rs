@@ -55,6 +55,17 @@ pub enum EngineError {
         /// Why.
         source: Cause,
     },
+    /// A run failed, and its record says so: every repetition measured before the failure and
+    /// the failure itself are in `record`, as written to the run directory's summary.json.
+    #[error("{what}")]
+    Recorded {
+        /// What failed, and where the record is.
+        what: String,
+        /// The record as written.
+        record: Box<nesquic_record::RunRecord>,
+        /// Why.
+        source: Box<EngineError>,
+    },
 }
 
 impl EngineError {
@@ -67,6 +78,17 @@ impl EngineError {
     /// A failure described by `text`.
     pub(crate) fn msg(text: impl Into<String>) -> Self {
         Self::Process(text.into())
+    }
+
+    /// The message and every cause, joined by ": " (what a record keeps of an error).
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(e) = source {
+            text.push_str(&format!(": {e}"));
+            source = e.source();
+        }
+        text
     }
 }
 

@@ -128,7 +128,9 @@ struct RunObserver<'a> {
 
 impl ProcessObserver for RunObserver<'_> {
     fn environment(&mut self, role: Role) -> Result<Vec<(String, std::ffi::OsString)>, Cause> {
-        self.probes.environment(role)
+        let mut env = self.probes.environment(role)?;
+        env.extend(crate::process::faults::for_repetition(role, self.repetition));
+        Ok(env)
     }
 
     fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause> {

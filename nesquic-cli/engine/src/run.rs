@@ -4,6 +4,7 @@
 //! and summary.json written. What to print is the caller's, through [`RunReporter`].
 
 pub mod pair;
+mod record_file;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -21,17 +22,19 @@ use nesquic_record::events::{
 };
 use nesquic_record::figures::{RepetitionFigures, Summary};
 use nesquic_record::recorder::{self as record, Recorder};
-use nesquic_record::run::{LinkRecord, LutInfo, LutSource, ObservedLoss, QdiscDropsRecord, RunRecord};
+use nesquic_record::run::{
+    FailedRepetition, LinkRecord, LutInfo, LutSource, ObservedLoss, QdiscDropsRecord, RunRecord,
+};
 use nesquic_record::workload::TestcaseInfo;
 use nesquic_testcases::Testcase;
 
 use crate::backend::{BackendChoice, KernelNeeds, Probes};
 use crate::duty::DutySpec;
-use crate::error::StepExt;
 use crate::measure::measure;
 use crate::repetition::RepetitionSpec;
 pub use crate::tool::ToolInfo;
 use crate::EngineError;
+use record_file::{summary_of, RecordFile};
 
 type Result<T> = std::result::Result<T, EngineError>;
 
@@ -299,43 +302,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     })?;
 
     let side_objects = pair::SideObjects::of(plan, user.is_some())?;
-    let mut reps = Vec::new();
-    for i in 1..=plan.repeat {
-        let label = format!("rep {i}/{}", plan.repeat);
-        let spec =
-            RepetitionSpec { label: label.clone(), lut_qlog: plan.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
-        let mut figures = measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i)
-            .with_step(|| format!("{} {label} failed (partial traces in {})", plan.label(), out_dir.display()))?;
-        if let (Some(c), Some(m)) = (&calibration, figures.probes.as_mut()) {
-            c.compensate_roles(m, |role| plan.remote.target(role).is_none());
-        }
-        if let Some(sides) = &side_objects {
-            sides.keep_own(&mut figures.agents);
-        }
-        // The record names the LUT's qlogs relative to the run directory, and only files in it:
-        // the path comes from the LUT (or a remote host), which must not make root read others.
-        for (_, path, _) in &mut figures.lut_qlogs {
-            *path = nesquic_record::files::relative_to(&out_dir, path)?;
-        }
-        reporter.repetition(&label, &figures);
-        reps.push(figures);
-    }
-    let profile_stacks = nesquic_record::stacks::write(&out_dir, &reps)?;
-    let summary = Summary::of(&reps).ok_or_else(|| EngineError::msg("a run needs at least one repetition"))?;
-    let link = topology.map(|t| LinkRecord {
-        kind: "veth".into(),
-        mechanisms: t.applied.mechanisms.clone(),
-        conditions: plan.conditions.clone(),
-        observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss {
-            packets: t.observed_packet_loss(),
-            ..ObservedLoss::new(dropped, seen)
-        }),
-        qdisc_drops: match t.qdisc_drops() {
-            Ok(qdiscs) => QdiscDropsRecord::PerQdisc(qdiscs),
-            Err(e) => QdiscDropsRecord::NotMeasured { not_measured: e.chain() },
-        },
-        relay: t.relay_stats(),
-    });
+    let file = RecordFile::new(&out_dir, plan.json.as_deref());
     let mut report = RunRecord {
         schema_version: nesquic_record::SCHEMA_VERSION,
         nesquic_version: plan.tool.version.into(),
@@ -351,11 +318,14 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         testcase: TestcaseInfo::from(&plan.testcase),
         lut_options: plan.lut_options.iter().map(ToString::to_string).collect(),
         size_bytes: workload.total_bytes(),
-        repetitions: reps,
-        summary,
+        repetitions: Vec::new(),
+        summary: None,
+        failed_repetitions: Vec::new(),
+        unfinished: Vec::new(),
+        in_progress: true,
         calibration,
-        link,
-        profile_stacks,
+        link: None,
+        profile_stacks: Vec::new(),
         hosts: stage.remote.as_ref().map(|r| r.hosts.clone()).unwrap_or_default(),
         pinned_cpus: plan.pin,
         faults,
@@ -364,51 +334,189 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         findings: Vec::new(),
         run_dir: Some(out_dir.clone()),
     };
-    report.crypto_limit = crate::crypto_limit::measure(&report.repetitions);
-    report.copy_limit = crate::copy_limit::measure(&report.repetitions);
-    report.findings = nesquic_record::findings::find(&report);
+    // Written before the first repetition too: an out directory that cannot take it fails now,
+    // not after the measuring.
+    file.save_progress(&report, "before the first repetition", 0)?;
+    let mut failure = None;
+    for i in 1..=plan.repeat {
+        let label = format!("rep {i}/{}", plan.repeat);
+        let spec =
+            RepetitionSpec { label: label.clone(), lut_qlog: plan.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
+        let measured =
+            measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i).and_then(|mut figures| {
+                if let (Some(c), Some(m)) = (&report.calibration, figures.probes.as_mut()) {
+                    c.compensate_roles(m, |role| plan.remote.target(role).is_none());
+                }
+                if let Some(sides) = &side_objects {
+                    sides.keep_own(&mut figures.agents);
+                }
+                // The record names the LUT's qlogs relative to the run directory, and only files in
+                // it: the path comes from the LUT (or a remote host), which must not make root read
+                // others.
+                for (_, path, _) in &mut figures.lut_qlogs {
+                    *path = nesquic_record::files::relative_to(&out_dir, path)?;
+                }
+                Ok(figures)
+            });
+        let figures = match measured {
+            Ok(figures) => figures,
+            Err(e) => {
+                // The run stops at the first failure: the LUT or the machine is in no state to
+                // measure the next one.
+                report.failed_repetitions.push(FailedRepetition { repetition: i, error: e.chain() });
+                failure = Some((label, e));
+                break;
+            }
+        };
+        reporter.repetition(&label, &figures);
+        report.repetitions.push(figures);
+        report.summary = summary_of(&report);
+        file.save_progress(&report, &format!("after {label}"), i as usize - 1)?;
+        // The traces too end with whole records after each repetition; a failure to write them
+        // ends the run like a failed record write.
+        recorder.flush().map_err(|e| EngineError::Step {
+            what: format!(
+                "the qlog traces could not be written after {label} ({}); the run stops",
+                file.kept(i as usize)
+            ),
+            source: Box::new(e),
+        })?;
+    }
+    let measured = report.repetitions.len();
+    report.summary = summary_of(&report);
+    // What goes wrong from here on is recorded, and the other steps still run.
+    let mut unfinished: Vec<EngineError> = Vec::new();
+    let mut step = |what: &str, result: std::result::Result<(), EngineError>, report: &mut RunRecord| {
+        if let Err(e) = result {
+            let e = EngineError::Step { what: what.into(), source: Box::new(e) };
+            report.unfinished.push(e.chain());
+            unfinished.push(e);
+        }
+    };
+    match nesquic_record::stacks::write(&out_dir, &report.repetitions) {
+        Ok(stacks) => report.profile_stacks = stacks,
+        Err(e) => step("write the profile's folded stacks", Err(e.into()), &mut report),
+    }
+    report.link = topology.map(|t| LinkRecord {
+        kind: "veth".into(),
+        mechanisms: t.applied.mechanisms.clone(),
+        conditions: plan.conditions.clone(),
+        observed_loss: t.observed_loss().map(|(dropped, seen)| ObservedLoss {
+            packets: t.observed_packet_loss(),
+            ..ObservedLoss::new(dropped, seen)
+        }),
+        qdisc_drops: match t.qdisc_drops() {
+            Ok(qdiscs) => QdiscDropsRecord::PerQdisc(qdiscs),
+            Err(e) => QdiscDropsRecord::NotMeasured { not_measured: e.chain() },
+        },
+        relay: t.relay_stats(),
+    });
+    if measured > 0 {
+        report.crypto_limit = crate::crypto_limit::measure(&report.repetitions);
+        report.copy_limit = crate::copy_limit::measure(&report.repetitions);
+        report.findings = nesquic_record::findings::find(&report);
+    }
     let all: Vec<Metrics> = report.repetitions.iter().filter_map(|r| r.probes.clone()).collect();
     let merged = Metrics::merge(&all);
-    reporter.finished(&report, merged.as_ref());
+    // The repetitions are over: what follows is written in the last write only.
+    report.in_progress = false;
+    if measured > 0 || failure.is_none() {
+        reporter.finished(&report, merged.as_ref());
+    }
     // Probes detach here, before anything is written.
     drop(session);
-    recorder.both(|role| Event::RunSummary(Box::new(run_summary_event(&report, role, merged.as_ref()))))?;
+    if let Some(s) = &report.summary {
+        let summary = recorder
+            .both(|role| Event::RunSummary(Box::new(run_summary_event(&report, s, role, merged.as_ref()))))
+            .map_err(EngineError::from);
+        step("write nesquic:run_summary to the traces", summary, &mut report);
+    }
     let epoch = recorder.epoch();
     let unsorted = recorder.unsorted;
-    let traces = recorder.finish()?;
+    match recorder.finish() {
+        Ok(traces) => {
+            let traces = finish_traces(plan, &report, &traces, epoch, unsorted, &out_dir, reporter);
+            for (what, e) in traces {
+                step(&what, Err(e), &mut report);
+            }
+        }
+        Err(e) => step("finish the qlog traces", Err(e.into()), &mut report),
+    }
+    if let Err(e) = file.save(&report) {
+        let what = match &failure {
+            Some((label, _)) => format!(
+                "{} {label} failed, and the record of it could not be written ({})",
+                plan.label(),
+                file.kept(measured)
+            ),
+            None => format!("the run record could not be written at the end of the run ({})", file.kept(measured)),
+        };
+        return Err(EngineError::Step { what, source: Box::new(e) });
+    }
+    reporter.written(&out_dir, plan.json.as_deref());
+    let record = Box::new(report.clone());
+    let summary = file.summary.display();
+    if let Some((label, e)) = failure {
+        let what = format!(
+            "{} {label} failed ({measured} repetition(s) measured before it and this failure are recorded in {summary})",
+            plan.label()
+        );
+        return Err(EngineError::Recorded { what, record, source: Box::new(e) });
+    }
+    if let Some(e) = unfinished.into_iter().next() {
+        let what = format!(
+            "the run's {measured} repetition(s) are recorded in {summary}, but a step after them failed (recorded \
+             there too)"
+        );
+        return Err(EngineError::Recorded { what, record, source: Box::new(e) });
+    }
+    Ok(report)
+}
+
+/// The library's qlog merged into the traces (sorting per-message events too), and the qvis
+/// copies: each step that failed, with what it was.
+fn finish_traces(
+    plan: &RunPlan,
+    report: &RunRecord,
+    traces: &[PathBuf],
+    epoch: std::time::SystemTime,
+    unsorted: bool,
+    out_dir: &Path,
+    reporter: &mut dyn RunReporter,
+) -> Vec<(String, EngineError)> {
+    let mut failed = Vec::new();
     let lut_files: Vec<_> = report.repetitions.iter().flat_map(|r| r.lut_qlogs.iter().cloned()).collect();
-    if plan.lut_qlog && lut_files.is_empty() {
-        return Err(EngineError::msg(format!("--lut-qlog: {} wrote no qlog", lut.name())));
+    if plan.lut_qlog && lut_files.is_empty() && !report.repetitions.is_empty() {
+        let e = EngineError::msg(format!("{} wrote no qlog", plan.lut.name()));
+        failed.push(("--lut-qlog".to_string(), e));
     }
     // Merging the library's events and sorting per-message events are one rewrite of each trace.
-    if unsorted || plan.lut_qlog {
+    if unsorted || (plan.lut_qlog && !lut_files.is_empty()) {
         for (trace, role) in traces.iter().zip(LUT_ROLES) {
             let mine: Vec<_> =
                 lut_files.iter().filter(|(r, _, _)| *r == role).map(|(_, p, t)| (p.clone(), *t)).collect();
-            let merged = record::merge_lut_qlog(trace, epoch, &out_dir, &mine)?;
-            if plan.lut_qlog {
-                reporter.lut_qlog_merged(merged, trace);
+            match record::merge_lut_qlog(trace, epoch, out_dir, &mine) {
+                Ok(merged) if plan.lut_qlog => reporter.lut_qlog_merged(merged, trace),
+                Ok(_) => {}
+                Err(e) => failed.push((format!("merge the {role}'s qlog into {}", trace.display()), e.into())),
             }
         }
     }
     if plan.qvis {
         let dir = out_dir.join("qvis");
-        nesquic_record::files::create_dir(&dir).map_err(EngineError::os(format!("create {}", dir.display())))?;
+        if let Err(e) = nesquic_record::files::create_dir(&dir) {
+            failed.push(("--qlog-compat qvis".into(), EngineError::os(format!("create {}", dir.display()))(e)));
+            return failed;
+        }
         for (trace, role) in traces.iter().zip(LUT_ROLES) {
             let path = dir.join(format!("{role}.sqlog"));
-            let copy = nesquic_record::qlog::qvis::write(trace, &path)?;
-            reporter.qvis_written(&copy, &path);
+            match nesquic_record::qlog::qvis::write(trace, &path) {
+                Ok(copy) => reporter.qvis_written(&copy, &path),
+                Err(e) => failed.push((format!("write the qvis copy {}", path.display()), e.into())),
+            }
         }
     }
-    let text = serde_json::to_string_pretty(&report)
-        .map_err(|e| EngineError::msg(format!("serialise the run record: {e}")))?;
-    let summary_path = out_dir.join("summary.json");
-    nesquic_record::files::write(&summary_path, text.as_bytes())?;
-    if let Some(path) = &plan.json {
-        nesquic_record::files::write(path, text.as_bytes())?;
-    }
-    reporter.written(&out_dir, plan.json.as_deref());
-    Ok(report)
+    failed
 }
 
 /// The `nesquic:run_started` data (the role is set per trace).
@@ -476,8 +584,12 @@ pub(crate) fn io_stack(io: IoMode) -> &'static str {
 }
 
 /// The `nesquic:run_summary` data for one role: what the terminal printed.
-fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebpf::Metrics>) -> RunSummary {
-    let s = &report.summary;
+fn run_summary_event(
+    report: &RunRecord,
+    s: &Summary,
+    role: Role,
+    merged: Option<&nesquic_ebpf::Metrics>,
+) -> RunSummary {
     let (cpu_s, cpu_pct) = match role {
         Role::Server => (s.server_cpu_s, s.server_cpu_pct),
         _ => (s.client_cpu_s, s.client_cpu_pct),
@@ -490,6 +602,7 @@ fn run_summary_event(report: &RunRecord, role: Role, merged: Option<&nesquic_ebp
     RunSummary {
         role,
         repetitions: s.repetitions,
+        failed_repetitions: report.failed_repetitions.clone(),
         size_bytes: report.size_bytes,
         payload_verified: report.repetitions.iter().all(|r| r.payload_verified),
         goodput_mbps: s.goodput_mbps,

@@ -139,7 +139,13 @@ fn function_mechanisms(started: Option<&RunStarted>) -> String {
 
 /// Median, min and max of every figure.
 pub(crate) fn summary(page: &mut Page, r: &RunRecord) {
-    let s = &r.summary;
+    for caveat in r.caveats() {
+        page.note(&format!("Note: {caveat}."));
+    }
+    let Some(s) = &r.summary else {
+        page.h2("No repetition measured");
+        return;
+    };
     let rows: Vec<Vec<String>> = s
         .rows(r.testcase.workload.connections)
         .into_iter()
@@ -158,6 +164,10 @@ pub(crate) fn summary(page: &mut Page, r: &RunRecord) {
 pub(crate) fn repetitions(page: &mut Page, r: &RunRecord, prefix: &str) -> Result<(), HtmlError> {
     page.h2("Repetitions");
     let reps = &r.repetitions;
+    if reps.is_empty() {
+        page.note("No repetition was measured.");
+        return Ok(());
+    }
     let plots: [(&str, &str, &str, Vec<f64>); 4] = [
         ("goodput", "Goodput", "Mbit/s", reps.iter().map(|x| x.goodput_mbps).collect()),
         ("handshake", "Handshake", "ms", reps.iter().map(|x| x.handshake_ms).collect()),

@@ -14,7 +14,7 @@ use nesquic_protocol::Role;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::figures::{Spread, WorkloadSummary};
+use crate::figures::{FailedRepetition, Spread, WorkloadSummary};
 use crate::workload::{TestcaseInfo, WorkloadFigures};
 
 /// One of Nesquic's events: the qlog record's `name` and `data`.
@@ -367,8 +367,11 @@ impl MetricsUpdated {
 pub struct RunSummary {
     /// This trace's role.
     pub role: Role,
-    /// Repetitions run.
+    /// Repetitions measured (the figures are over these).
     pub repetitions: usize,
+    /// Repetitions that failed, with their error (not in the figures).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_repetitions: Vec<FailedRepetition>,
     /// Payload bytes per repetition.
     pub size_bytes: u64,
     /// Every repetition's payload verified.
@@ -621,6 +624,7 @@ mod tests {
         let summary = RunSummary {
             role: Role::Server,
             repetitions: 1,
+            failed_repetitions: Vec::new(),
             size_bytes: 1,
             payload_verified: true,
             goodput_mbps: spread,

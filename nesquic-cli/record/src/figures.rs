@@ -86,11 +86,31 @@ pub struct RepetitionFigures {
     pub remote_calibration: Vec<(Role, crate::calibration::Calibration)>,
 }
 
-/// Spreads over all repetitions.
+/// A repetition that failed: which (1-based) and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FailedRepetition {
+    /// 1-based, as in "rep 3/5".
+    pub repetition: u32,
+    /// The error, with its causes.
+    pub error: String,
+}
+
+impl std::fmt::Display for FailedRepetition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // On one line: a LUT's last output follows on the error's next lines.
+        let error: Vec<&str> = self.error.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        write!(f, "repetition {} failed: {}", self.repetition, error.join(" "))
+    }
+}
+
+/// Spreads over all measured repetitions.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Summary {
     /// Repetitions summarised.
     pub repetitions: usize,
+    /// Repetitions that failed: not in these figures (the record says which and why).
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub failed_repetitions: usize,
     /// Goodput, Mbit/s.
     pub goodput_mbps: Spread,
     /// Transfer time, s.
@@ -208,6 +228,7 @@ impl Summary {
         let spread = |f: &dyn Fn(&RepetitionFigures) -> f64| Spread::of(reps.iter().map(f));
         Some(Self {
             repetitions: reps.len(),
+            failed_repetitions: 0,
             goodput_mbps: spread(&|r| r.goodput_mbps)?,
             transfer_s: spread(&|r| r.transfer_s)?,
             handshake_ms: spread(&|r| r.handshake_ms)?,
@@ -246,6 +267,10 @@ pub struct AgentReport {
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_usize(n: &usize) -> bool {
     *n == 0
 }
 

@@ -132,3 +132,31 @@ fn qlogs_reported_outside_the_run_directory_are_refused() {
         assert!(e.contains("refused") || e.contains("relative paths"), "{e}");
     }
 }
+
+/// Issue 52: the record is replaced whole or not at all, never through a link, leaving no
+/// temporary file behind; a failed write names the file and leaves the old one as it was.
+#[test]
+fn the_record_is_replaced_whole_and_never_through_a_link() {
+    let (run, outside) = (tempfile::tempdir().expect("tempdir"), tempfile::tempdir().expect("tempdir"));
+    let summary = run.path().join("summary.json");
+    crate::files::write_atomic(&summary, b"{\"first\": 1}").expect("create");
+    crate::files::write_atomic(&summary, b"{}").expect("replace");
+    assert_eq!(std::fs::read_to_string(&summary).expect("read"), "{}");
+    // A link put in its place is replaced, not written through.
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "precious").expect("write");
+    std::fs::remove_file(&summary).expect("remove");
+    symlink(&victim, &summary).expect("symlink");
+    crate::files::write_atomic(&summary, b"{}").expect("replace the link");
+    assert_eq!(std::fs::read_to_string(&victim).expect("read"), "precious");
+    assert!(!std::fs::symlink_metadata(&summary).expect("stat").file_type().is_symlink());
+    let names: Vec<_> = std::fs::read_dir(run.path()).expect("list").map(|e| e.expect("entry").file_name()).collect();
+    assert_eq!(names, ["summary.json"], "no temporary file left");
+    // A directory where the file should be: the error names the file, and it stays.
+    let taken = run.path().join("taken");
+    std::fs::create_dir(&taken).expect("mkdir");
+    let e = crate::files::write_atomic(&taken, b"{}").expect_err("a directory");
+    assert!(matches!(&e, crate::RecordError::Io { path, .. } if *path == taken), "{e:?}");
+    assert!(taken.is_dir());
+    assert_eq!(std::fs::read_dir(run.path()).expect("list").count(), 2, "no temporary file left");
+}

@@ -111,6 +111,34 @@ pub fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     file.write_all(bytes).map_err(io(path))
 }
 
+/// Replaces `path` with `bytes` all at once: written to a new file beside it (O_EXCL, no link
+/// followed), synced, then renamed over it. A reader, or a crash or a full disk half-way, sees
+/// the old file or the new one, never a mix; on failure the old file stays as it was and the
+/// temporary one is removed. The error names `path`. A rename replaces the name only: a link or
+/// another hard link at `path` is not written through.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let name = path.file_name().ok_or_else(|| RecordError::Invalid(format!("{} names no file", path.display())))?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp-{}", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let written = (|| {
+        let mut file =
+            OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_data()?;
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|source| {
+        // Nothing to keep of a half-written copy (and on a full disk its blocks are needed).
+        let _ = std::fs::remove_file(&tmp);
+        if source.raw_os_error() == Some(libc::ELOOP) {
+            return refused_link(&tmp, source, "write");
+        }
+        RecordError::Io { path: path.to_path_buf(), source }
+    })
+}
+
 /// ELOOP from O_NOFOLLOW means the last component is a link: say so.
 fn refused_link(path: &Path, e: std::io::Error, what: &str) -> RecordError {
     if e.raw_os_error() == Some(libc::ELOOP) {

@@ -83,6 +83,13 @@ impl Recorder {
         Ok(())
     }
 
+    /// Writes out both traces' buffers (after each repetition: a run that ends early leaves
+    /// traces that end with whole records).
+    pub fn flush(&mut self) -> Result<()> {
+        self.server.flush()?;
+        self.client.flush()
+    }
+
     /// Wall-clock time zero of both traces.
     pub fn epoch(&self) -> SystemTime {
         self.epoch

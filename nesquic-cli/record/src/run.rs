@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::calibration::Calibration;
 pub use crate::events::{LinkedComponent, LutSource};
-pub use crate::figures::AgentReport;
+pub use crate::figures::{AgentReport, FailedRepetition};
 use crate::figures::{RepetitionFigures, Summary};
 use crate::workload::TestcaseInfo;
 use crate::RecordError;
@@ -43,10 +43,25 @@ pub struct RunRecord {
     pub lut_options: Vec<String>,
     /// Payload bytes per repetition (all connections and streams).
     pub size_bytes: u64,
-    /// One entry per repetition.
+    /// One entry per measured repetition (a failed one is in `failed_repetitions` instead).
     pub repetitions: Vec<RepetitionFigures>,
-    /// Median/min/max over repetitions.
-    pub summary: Summary,
+    /// Median/min/max over the measured repetitions; absent when none was measured (the first
+    /// repetition failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<Summary>,
+    /// Repetitions that failed, with their error. The run stops at the first, so the record
+    /// holds every repetition measured before it; no figure above includes a failed one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_repetitions: Vec<FailedRepetition>,
+    /// Steps after the repetitions that failed (merging the library's qlog, the qvis copy): the
+    /// measurements stand, but the traces or files those steps make are missing or unmerged.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished: Vec<String>,
+    /// Set in the record written after each repetition while the run goes on, cleared by the
+    /// last write: a record still holding it is from a run that was killed (or still runs), and
+    /// has neither findings nor link figures.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub in_progress: bool,
     /// The timing probes' calibration, when timed probes ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub calibration: Option<Calibration>,
@@ -83,6 +98,10 @@ pub struct RunRecord {
     /// not part of the file.
     #[serde(skip)]
     pub run_dir: Option<PathBuf>,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// One `NESQUIC_FAULT_*` variable the LUT processes ran with.
@@ -148,6 +167,26 @@ pub struct ClientSide {
 }
 
 impl RunRecord {
+    /// What a reader must say before it uses this record's figures, one line each: a failed
+    /// repetition (its figures are not in the record), a run that did not finish, a step after
+    /// the repetitions that failed. Empty for a complete run.
+    pub fn caveats(&self) -> Vec<String> {
+        let measured = self.repetitions.len();
+        let mut lines: Vec<String> = self
+            .failed_repetitions
+            .iter()
+            .map(|f| format!("{f} (not in the figures, which are over the {measured} measured repetition(s))"))
+            .collect();
+        if self.in_progress {
+            lines.push(format!(
+                "the run did not finish (nesquic was stopped, or still runs): this record holds the {measured} \
+                 repetition(s) measured until then, without findings"
+            ));
+        }
+        lines.extend(self.unfinished.iter().map(|u| format!("not done after the repetitions: {u}")));
+        lines
+    }
+
     /// The client's LUT: the server's unless the run was a pair.
     pub fn client_lut(&self) -> &LutInfo {
         self.client_side.as_ref().map_or(&self.lut, |c| &c.lut)
@@ -319,6 +358,29 @@ mod tests {
             let back: QdiscDropsRecord = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
             assert_eq!(back, r);
         }
+    }
+
+    /// Issue 52: a record whose first repetition failed has no summary and loads; readers are
+    /// told what failed, and older records (no such fields) have nothing to say.
+    #[test]
+    fn a_record_of_a_failed_run_loads_and_says_what_failed() {
+        let mut failed: serde_json::Value = serde_json::from_str(VERSION_0).unwrap();
+        failed["repetitions"] = serde_json::json!([]);
+        failed.as_object_mut().unwrap().remove("summary");
+        failed["failed_repetitions"] = serde_json::json!([{"repetition": 1, "error": "server ended\nits output"}]);
+        failed["unfinished"] = serde_json::json!(["--lut-qlog: exec wrote no qlog"]);
+        let r: RunRecord = serde_json::from_value(failed).unwrap();
+        assert!(r.summary.is_none() && r.repetitions.is_empty() && !r.in_progress);
+        assert_eq!(
+            r.caveats(),
+            [
+                "repetition 1 failed: server ended its output (not in the figures, which are over the 0 measured \
+                 repetition(s))",
+                "not done after the repetitions: --lut-qlog: exec wrote no qlog"
+            ]
+        );
+        let old: RunRecord = serde_json::from_str(VERSION_0).unwrap();
+        assert!(old.caveats().is_empty() && old.summary.is_some());
     }
 
     #[test]

@@ -8,7 +8,6 @@ use nesquic_record::RunRecord;
 /// The Markdown summary of `r`.
 pub fn summary(r: &RunRecord) -> String {
     let mut out = String::new();
-    let s = &r.summary;
     let _ = writeln!(
         out,
         "### Nesquic: {} (--io {}), {} {}\n",
@@ -23,11 +22,16 @@ pub fn summary(r: &RunRecord) -> String {
     if let Some(source) = &r.lut.source {
         let _ = writeln!(out, "Built from `{}`.\n\nProof: {}\n", source.describe(), source.proof);
     }
+    for caveat in r.caveats() {
+        let _ = writeln!(out, "**Note:** {caveat}\n");
+    }
     let verified = r.repetitions.iter().all(|x| x.payload_verified);
-    let _ = writeln!(out, "{} repetition(s), payload verified: {verified}\n", s.repetitions);
-    out.push_str("| | median | min | max |\n|---|---:|---:|---:|\n");
-    for (label, sp, digits) in s.rows(r.testcase.workload.connections) {
-        let _ = writeln!(out, "| {label} | {:.digits$} | {:.digits$} | {:.digits$} |", sp.median, sp.min, sp.max);
+    let _ = writeln!(out, "{} repetition(s) measured, payload verified: {verified}\n", r.repetitions.len());
+    if let Some(s) = &r.summary {
+        out.push_str("| | median | min | max |\n|---|---:|---:|---:|\n");
+        for (label, sp, digits) in s.rows(r.testcase.workload.connections) {
+            let _ = writeln!(out, "| {label} | {:.digits$} | {:.digits$} | {:.digits$} |", sp.median, sp.min, sp.max);
+        }
     }
     let all: Vec<nesquic_model::Metrics> = r.repetitions.iter().filter_map(|x| x.probes.clone()).collect();
     if let Some(m) = nesquic_model::Metrics::merge(&all) {

@@ -89,14 +89,24 @@ fn repetition_figures(label: &str, r: &RepetitionFigures) -> String {
 }
 
 pub fn print_summary(report: &RunReport) {
-    let s = &report.summary;
     println!();
+    for caveat in report.caveats() {
+        println!("NOTE: {caveat}");
+    }
+    let Some(s) = &report.summary else {
+        println!("{} — testcase {}: no repetition measured", report.lut_label(), report.testcase.name);
+        return;
+    };
     println!(
-        "{} — testcase {}: {} repetition(s) of {}, payload verified",
+        "{} — testcase {}: {} repetition(s) of {}, payload verified{}",
         report.lut_label(),
         report.testcase.name,
         s.repetitions,
-        report.testcase.workload.describe()
+        report.testcase.workload.describe(),
+        match s.failed_repetitions {
+            0 => String::new(),
+            n => format!("; {n} failed (not in these figures)"),
+        }
     );
     if let Some(source) = &report.lut.source {
         println!("built from {}", source.describe());

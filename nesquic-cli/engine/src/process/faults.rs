@@ -17,10 +17,25 @@ pub const PREFIX: &str = "NESQUIC_FAULT_";
 /// Set to `1` to run with fault variables on purpose.
 pub const ALLOW: &str = "NESQUIC_ALLOW_FAULTS";
 
+/// Set to `N` (1-based): the server of repetition N only flips payload byte
+/// [`CORRUPTED_BYTE`] (through `NESQUIC_FAULT_SERVER_CORRUPT_AT`), so that the repetitions
+/// before it are measured and this one fails.
+pub const CORRUPT_IN_REPETITION: &str = "NESQUIC_FAULT_CORRUPT_IN_REPETITION";
+/// The payload offset [`CORRUPT_IN_REPETITION`] corrupts.
+pub const CORRUPTED_BYTE: u64 = 1000;
+
 /// The faults this process's environment injects: none, or those allowed by [`ALLOW`]. An
 /// error names them when they are not allowed.
 pub fn injected() -> Result<Vec<InjectedFault>, EngineError> {
     let faults = from_vars(std::env::vars_os())?;
+    if let Some(value) = std::env::var_os(CORRUPT_IN_REPETITION) {
+        if corrupted_repetition(&value).is_none() {
+            return Err(EngineError::msg(format!(
+                "{CORRUPT_IN_REPETITION}={}: expected a repetition number (1, 2, ...)",
+                value.to_string_lossy()
+            )));
+        }
+    }
     if !faults.is_empty() {
         static WARNED: Once = Once::new();
         WARNED.call_once(|| {
@@ -33,6 +48,20 @@ pub fn injected() -> Result<Vec<InjectedFault>, EngineError> {
         });
     }
     Ok(faults)
+}
+
+fn corrupted_repetition(value: &std::ffi::OsStr) -> Option<u32> {
+    value.to_str()?.parse().ok().filter(|n| *n > 0)
+}
+
+/// What `role`'s LUT process gets in its environment, in repetition `repetition`, from the
+/// faults that apply to one repetition ([`CORRUPT_IN_REPETITION`]); checked by [`injected`].
+pub(crate) fn for_repetition(role: nesquic_protocol::Role, repetition: u32) -> Vec<(String, OsString)> {
+    let chosen = std::env::var_os(CORRUPT_IN_REPETITION).and_then(|v| corrupted_repetition(&v));
+    if role == nesquic_protocol::Role::Server && chosen == Some(repetition) {
+        return vec![("NESQUIC_FAULT_SERVER_CORRUPT_AT".into(), CORRUPTED_BYTE.to_string().into())];
+    }
+    Vec::new()
 }
 
 /// [`injected`] over the variables given.

@@ -342,6 +342,31 @@ fn a_run_with_faults_injected_is_not_judged() {
     assert!(compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).is_ok());
 }
 
+/// Issue 52: a run that had a repetition fail, or that did not finish, is not judged on the
+/// repetitions it measured; one that measured none is refused with its failure.
+#[test]
+fn a_run_with_a_failed_repetition_or_unfinished_is_not_judged() {
+    let (base, mut head) = ab(5, false, |s| s);
+    let error = "client (pid 7) ended with exit code 1; its last output:\npayload mismatch at byte offset 1000";
+    head.failed_repetitions = vec![crate::run::FailedRepetition { repetition: 6, error: error.into() }];
+    let refused = compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).expect_err("refused");
+    let failure = "repetition 6 failed: client (pid 7) ended with exit code 1; its last output: payload mismatch at \
+                   byte offset 1000";
+    assert_eq!(refused.reasons, vec![Unjudged::RepetitionFailed { side: Side::Head, failure: failure.into() }]);
+    assert!(refused.to_string().contains("a run with a failed repetition is not judged"), "{refused}");
+    head.failed_repetitions.clear();
+    head.in_progress = true;
+    let refused = compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).expect_err("refused");
+    assert_eq!(refused.reasons, vec![Unjudged::NotFinished { side: Side::Head, repetitions: head.repetitions.len() }]);
+    head.in_progress = false;
+    assert!(compare(&samples(&base), &samples(&head), &[], &GATE, Pairing::Paired).is_ok());
+    // Nothing measured: no samples, and the failure says why.
+    head.repetitions.clear();
+    head.failed_repetitions = vec![crate::run::FailedRepetition { repetition: 1, error: "timed out".into() }];
+    let e = from_record(&head).expect_err("no samples").to_string();
+    assert_eq!(e, "no measured repetition (repetition 1 failed: timed out)");
+}
+
 /// A count that appears (0 drops in every base round, 150+ in every head round) is an unbounded
 /// change: a rule naming it fails the gate, and unnamed it is reported as worse, never as +0%.
 #[test]

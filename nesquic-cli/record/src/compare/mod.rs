@@ -180,6 +180,21 @@ pub enum Unjudged {
         /// `NAME=VALUE` of each fault.
         faults: Vec<String>,
     },
+    /// A side had a repetition fail: its samples are the repetitions measured before, and a
+    /// run that failed is not judged (whatever failed may be what changed).
+    RepetitionFailed {
+        /// The run.
+        side: Side,
+        /// "repetition 3 failed: ...".
+        failure: String,
+    },
+    /// A side's record is from a run that did not finish (killed, or still running).
+    NotFinished {
+        /// The run.
+        side: Side,
+        /// Repetitions measured until then.
+        repetitions: usize,
+    },
 }
 
 impl std::fmt::Display for Unjudged {
@@ -198,6 +213,14 @@ impl std::fmt::Display for Unjudged {
             Self::FaultsInjected { side, faults } => {
                 write!(f, "{side} ran with faults injected on purpose ({})", faults.join(", "))
             }
+            Self::RepetitionFailed { side, failure } => {
+                write!(f, "{side}: {failure}; a run with a failed repetition is not judged (run it again)")
+            }
+            Self::NotFinished { side, repetitions } => write!(
+                f,
+                "{side} did not finish (nesquic was stopped, or still runs; {repetitions} repetition(s) recorded): \
+                 compare finished runs"
+            ),
         }
     }
 }
@@ -328,6 +351,10 @@ pub fn compare(
         reasons.extend(run.probe_failures.iter().map(|p| Unjudged::ProbesNotInPlace { side, problem: p.clone() }));
         if !run.faults.is_empty() {
             reasons.push(Unjudged::FaultsInjected { side, faults: run.faults.clone() });
+        }
+        reasons.extend(run.failed_repetitions.iter().map(|f| Unjudged::RepetitionFailed { side, failure: f.clone() }));
+        if run.in_progress {
+            reasons.push(Unjudged::NotFinished { side, repetitions: run.repetitions });
         }
     }
     let mut rows = Vec::new();

@@ -148,6 +148,11 @@ pub struct RunSamples {
     pub probe_failures: Vec<String>,
     /// Faults the run injected on purpose (`NAME=VALUE`): such a run is not judged.
     pub faults: Vec<String>,
+    /// Repetitions that failed ("repetition 3 failed: ..."): not in the samples, and such a run
+    /// is not judged.
+    pub failed_repetitions: Vec<String>,
+    /// The record is from a run that did not finish (killed, or still running): not judged.
+    pub in_progress: bool,
     /// The run's findings (`None`: loaded from a trace, which carries none).
     pub findings: Option<Vec<super::findings_diff::FindingKey>>,
 }
@@ -205,7 +210,9 @@ pub(crate) fn repetitions_text(reps: &[usize], of: usize) -> String {
 /// One run record, as samples (one per repetition, in order).
 pub fn from_record(r: &RunRecord) -> Result<RunSamples> {
     if r.repetitions.is_empty() {
-        return Err(RecordError::Invalid("no repetitions".into()));
+        let failed: Vec<String> = r.failed_repetitions.iter().map(ToString::to_string).collect();
+        let why = if failed.is_empty() { String::new() } else { format!(" ({})", failed.join("; ")) };
+        return Err(RecordError::Invalid(format!("no measured repetition{why}")));
     }
     let lut = format!("{} {} {:?}", r.lut.name, r.lut.version, r.lut_options);
     let mut samples = RunSamples::new(&lut, &scenario(&r.testcase, r.size_bytes), r.repetitions.len());
@@ -265,6 +272,8 @@ pub fn from_record(r: &RunRecord) -> Result<RunSamples> {
         }
     }
     samples.faults = r.faults.iter().map(|f| format!("{}={}", f.name, f.value)).collect();
+    samples.failed_repetitions = r.failed_repetitions.iter().map(ToString::to_string).collect();
+    samples.in_progress = r.in_progress;
     samples.probe_failures = agent_problems
         .into_iter()
         .map(|(problem, reps)| format!("{problem} ({})", repetitions_text(&reps, r.repetitions.len())))
@@ -287,6 +296,7 @@ fn from_sqlog(file: &Path) -> Result<RunSamples> {
     let lut = started.as_ref().map_or_else(|| "? ?".to_string(), |s| format!("{} {}", s.lut.name, s.lut.version));
     let testcase = scenario(&summary.testcase_or_bulk(), summary.size_bytes);
     let mut samples = RunSamples::new(&lut, &testcase, summary.per_repetition.len());
+    samples.failed_repetitions = summary.failed_repetitions.iter().map(ToString::to_string).collect();
     let reps = (summary.repetitions as f64).max(1.0);
     let gb = summary.size_bytes as f64 / 1e9;
     for (i, rep) in summary.per_repetition.iter().enumerate() {

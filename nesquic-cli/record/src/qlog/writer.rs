@@ -97,9 +97,14 @@ impl QlogWriter {
         writeln!(self.out, "\x1e{line}").map_err(|source| RecordError::Io { path: self.path.clone(), source })
     }
 
+    /// Writes out what is buffered: the file then ends with a whole record.
+    pub fn flush(&mut self) -> Result<()> {
+        self.out.flush().map_err(|source| RecordError::Io { path: self.path.clone(), source })
+    }
+
     /// Flushes to disk.
     pub fn finish(mut self) -> Result<PathBuf> {
-        self.out.flush().map_err(|source| RecordError::Io { path: self.path.clone(), source })?;
+        self.flush()?;
         Ok(self.path)
     }
 }
