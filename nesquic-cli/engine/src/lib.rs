@@ -5,7 +5,7 @@
 //! lifecycle run, trace and calibrate share (`lifecycle`), a repetition's two processes
 //! (`repetition`) measured (`measure`), whole runs (`run`: `RunPlan` in, `RunRecord` out), duty
 //! cycles, overhead rounds, calibration, custom LUT builds and LUT executables built on first
-//! use (`on_demand`), and roles on other hosts: the
+//! use (`on_demand`), whose helper programs die with nesquic (`tether`), and roles on other hosts: the
 //! protocol as plain data (`wire`), the OpenSSH client (`ssh`), the local side (`remote`) and the
 //! remote one (`remote_role`).
 //!
@@ -36,6 +36,7 @@ pub mod remote_role;
 pub mod repetition;
 pub mod run;
 pub mod ssh;
+pub mod tether;
 pub mod tool;
 pub mod trace;
 pub mod user;
