@@ -376,3 +376,41 @@ fn a_signal_during_a_lut_path_build_leaves_no_build_process() {
         std::fs::remove_dir_all(&new_projects[0]).expect("remove the project");
     }
 }
+
+#[test]
+fn doctor_removes_what_dead_runs_left_and_leaves_a_live_runs_alone() {
+    let _g = serial();
+    require_root_and_tools();
+    // No process has a pid above pid_max; this test's own pid stands for a run still going.
+    let pid_max: u32 =
+        std::fs::read_to_string("/proc/sys/kernel/pid_max").expect("pid_max").trim().parse().expect("a number");
+    let (dead, live) = (pid_max + 1, std::process::id());
+    let ip = |args: &[&str]| assert!(Command::new("ip").args(args).status().expect("ip").success(), "ip {args:?}");
+    let (dead_ns, live_ns) = (format!("nq-{dead}-d"), format!("nq-{live}-d"));
+    ip(&["netns", "add", &dead_ns]);
+    ip(&["netns", "add", &live_ns]);
+    let dead_dir = std::env::temp_dir().join(format!("nesquic-agent-{dead}-doctor{live}"));
+    std::fs::create_dir_all(&dead_dir).expect("mkdir");
+
+    let out = nesquic().arg("doctor").output().expect("run nesquic doctor");
+    let said = common::stderr(&out);
+    let left_ns = common::our_namespaces();
+    let _ = Command::new("ip").args(["netns", "del", &live_ns]).status();
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("nesquic: removed netns {dead_ns} left by a run that died (pid {dead})\n")),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!(
+            "nesquic: removed scratch directory {} left by a run that died (pid {dead})\n",
+            dead_dir.display()
+        )),
+        "{said}"
+    );
+    assert!(said.contains(&format!("nesquic: netns {live_ns} belongs to a run still going (pid {live}, ")), "{said}");
+    assert!(!left_ns.contains(&dead_ns) && left_ns.contains(&live_ns), "{left_ns:?}");
+    assert!(!dead_dir.exists());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("leftovers") && l.contains("2 removed")), "{stdout}");
+}
