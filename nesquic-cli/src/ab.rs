@@ -139,6 +139,7 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
     if args.run.repeat != 1 || args.run.json.is_some() || args.run.overhead {
         bail!("nesquic ab sets the repetitions itself: give --rounds (not --repeat, --json or --overhead)");
     }
+    crate::run::clear_leftovers();
     let base = args.side(
         (&args.base_lut_path, &args.base_rev, &args.base_version),
         (&args.base_server_cmd, &args.base_client_cmd),

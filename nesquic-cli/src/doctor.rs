@@ -74,6 +74,7 @@ pub fn execute(args: &DoctorArgs) -> Result<()> {
             "fentry needs BTF, a JIT with trampolines and no lockdown (lockdown=none at boot); kprobes do the same job slower",
         ),
         lockdown(),
+        leftovers(),
     ];
     for (name, result) in nesquic_link::qdisc_support() {
         let (name, fix) = match name {
@@ -167,6 +168,31 @@ fn print(checks: &[Check], mechanisms: &[(&str, String)]) {
             println!("  {:<12} {}", c.name, c.fix.unwrap_or(""));
         }
     }
+}
+
+/// What runs that died without their cleanup left (removed, one line each on stderr) and what
+/// runs still going hold.
+fn leftovers() -> Check {
+    use nesquic_engine::leftovers::Found;
+    let found = nesquic_engine::leftovers::sweep();
+    for f in &found {
+        eprintln!("nesquic: {f}");
+    }
+    let count = |want: fn(&Found) -> bool| found.iter().filter(|f| want(f)).count();
+    let (removed, failed, in_use) = (
+        count(|f| matches!(f, Found::Removed(_))),
+        count(|f| matches!(f, Found::NotRemoved(..))),
+        count(|f| matches!(f, Found::InUse(..))),
+    );
+    let said = format!(
+        "left by runs that died: {removed} removed, {failed} not removable; {in_use} held by runs still going{}",
+        if found.is_empty() { "" } else { " (listed above)" }
+    );
+    check(
+        "leftovers",
+        if failed == 0 { Ok(said) } else { Err(said) },
+        "run nesquic doctor as root, or the commands named above",
+    )
 }
 
 /// The lockdown mode: "ok" = none (fentry and kprobes on kernel memory allowed).

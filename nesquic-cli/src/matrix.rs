@@ -153,6 +153,7 @@ fn shared_run_args(args: &MatrixArgs, testcase: &str, defaults: &RunArgs) -> Run
 
 /// Runs the matrix.
 pub fn execute(args: &MatrixArgs) -> Result<()> {
+    run::clear_leftovers();
     if !args.servers.is_empty() || !args.clients.is_empty() {
         return execute_pairs(args);
     }

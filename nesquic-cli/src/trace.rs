@@ -44,6 +44,7 @@ pub struct TraceArgs {
 pub fn execute(args: &TraceArgs) -> Result<()> {
     // Signals first: once probes are attached, Ctrl-C must unwind through their cleanup.
     let interrupted = crate::run::install_signal_flag()?;
+    crate::run::clear_leftovers();
     let binary = find_executable(&args.command[0])?;
     let spec = TraceSpec {
         binary: binary.clone(),

@@ -343,8 +343,7 @@ fn kernel_only_items(io: bool, functions: &[ResolvedFunction], profile: bool, us
 /// The run directory the agent's plan and counters go to when a command has none (`trace`,
 /// `--overhead`): a fresh temporary directory, removed with the returned guard.
 pub fn scratch_dir() -> Result<(tempfile::TempDir, PathBuf)> {
-    let dir =
-        tempfile::Builder::new().prefix("nesquic-agent-").tempdir().step("create a directory for the agent plan")?;
+    let dir = crate::leftovers::scratch_dir("agent").step("create a directory for the agent plan")?;
     let path = dir.path().to_path_buf();
     Ok((dir, path))
 }

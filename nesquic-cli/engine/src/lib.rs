@@ -5,7 +5,8 @@
 //! lifecycle run, trace and calibrate share (`lifecycle`), a repetition's two processes
 //! (`repetition`) measured (`measure`), whole runs (`run`: `RunPlan` in, `RunRecord` out), duty
 //! cycles, overhead rounds, calibration, custom LUT builds and LUT executables built on first
-//! use (`on_demand`), and roles on other hosts: the
+//! use (`on_demand`), whose helper programs die with nesquic (`tether`), what a dead run left behind
+//! (`leftovers`), and roles on other hosts: the
 //! protocol as plain data (`wire`), the OpenSSH client (`ssh`), the local side (`remote`) and the
 //! remote one (`remote_role`).
 //!
@@ -23,6 +24,7 @@ pub mod duty;
 mod error;
 pub mod figures;
 pub mod kernel;
+pub mod leftovers;
 pub mod lifecycle;
 mod lines;
 pub mod measure;
@@ -36,6 +38,7 @@ pub mod remote_role;
 pub mod repetition;
 pub mod run;
 pub mod ssh;
+pub mod tether;
 pub mod tool;
 pub mod trace;
 pub mod user;

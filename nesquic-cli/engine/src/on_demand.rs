@@ -11,6 +11,7 @@ use std::process::Command;
 use nesquic_lut_adapters::{Lut, LutError};
 
 use crate::error::StepExt;
+use crate::tether::Tethered;
 use crate::EngineError;
 
 /// The source tree this engine was compiled in (nesquic-cli/engine is two levels down).
@@ -36,7 +37,7 @@ pub fn binary_path(lut: &dyn Lut, dir: &Path) -> Result<PathBuf, EngineError> {
     let status = Command::new(&script)
         .arg(name)
         .env("CARGO_TARGET_DIR", target)
-        .status()
+        .tethered_status()
         .with_step(|| format!("run {}", script.display()))?;
     if !status.success() {
         return Err(EngineError::msg(format!(

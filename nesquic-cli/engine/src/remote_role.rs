@@ -93,10 +93,7 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
     // The plan names a LUT, not a source: this host runs its own installed build of it (a
     // `--lut-path` build exists on the local host only).
     let binary = lut.binary_path(&crate::process::lut_dir(None)?)?;
-    let workdir = tempfile::Builder::new()
-        .prefix("nesquic-remote-")
-        .tempdir()
-        .map_err(EngineError::os("create a temporary directory"))?;
+    let workdir = crate::leftovers::scratch_dir("remote").map_err(EngineError::os("create a temporary directory"))?;
     let certs = CertFiles { cert: workdir.path().join("cert.der"), key: workdir.path().join("key.der") };
     for (path, bytes) in [(&certs.cert, &plan.cert), (&certs.key, &plan.key)] {
         std::fs::write(path, bytes).map_err(EngineError::os(format!("write {}", path.display())))?;

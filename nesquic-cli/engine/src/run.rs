@@ -137,10 +137,7 @@ impl Stage {
         // The run directory does not exist yet: a verifier log goes next to it.
         let runs = plan.out.as_deref().and_then(Path::parent).unwrap_or(Path::new("nesquic-runs"));
         nesquic_ebpf::verifier::set_log_dir(runs);
-        let workdir = tempfile::Builder::new()
-            .prefix("nesquic-run-")
-            .tempdir()
-            .map_err(EngineError::os("create a temporary directory"))?;
+        let workdir = crate::leftovers::scratch_dir("run").map_err(EngineError::os("create a temporary directory"))?;
         let launcher = plan.lut.launcher(&plan.binary);
         let client_launcher = plan.client_lut().launcher(plan.client_binary());
         if let Some(pins) = &plan.pin {

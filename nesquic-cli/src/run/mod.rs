@@ -246,6 +246,9 @@ pub enum OverheadSets {
 
 /// Runs `nesquic run`; `None` when `--overhead` produced its own report instead.
 pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
+    // Before anything is built or made: a dead run's namespaces would block nothing, but its
+    // scratch directories (a private key among them) and namespaces pile up run after run.
+    clear_leftovers();
     let mut plan = args.plan()?;
     if args.probe.is_none() && !args.overhead {
         plan.probe = default_probes::choose(&plan);
@@ -301,6 +304,14 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
         }
     }
     Ok(Some(record))
+}
+
+/// Removes what runs that died without their cleanup (`kill -9`) left, one line each on stderr,
+/// and says what runs still going hold (left alone).
+pub(crate) fn clear_leftovers() {
+    for found in nesquic_engine::leftovers::sweep() {
+        eprintln!("nesquic: {found}");
+    }
 }
 
 impl RunArgs {

@@ -1,7 +1,7 @@
 //! Nesquic's emulated link, `--link veth`: client and server "hosts" as two network namespaces joined by a veth pair, and
 //! the link conditions applied to it. Everything is created per run and removed when the
-//! [`Topology`] drops (also on errors and Ctrl-C); namespaces left by a killed nesquic are swept
-//! at the next start (their names carry the creating pid).
+//! [`Topology`] drops (also on errors and Ctrl-C). Every name carries the creating nesquic's pid,
+//! so what a killed nesquic left can be told from a live run's ([`owned_objects`]).
 //!
 //! Mechanisms (said in the report): rate with `tbf` on both veth ends; loss with `netem` where the
 //! kernel has it, else with a tc-bpf program that also counts what it dropped; delay, jitter and
@@ -224,7 +224,6 @@ impl Topology {
             return Err(LinkError::NotRoot);
         }
         conditions.validate()?;
-        sweep_stale();
         let pid = std::process::id();
         let server =
             Host { netns: format!("{PREFIX}-{pid}-s"), iface: format!("{PREFIX}{pid}s"), ip: SERVER_IP.into() };
@@ -498,17 +497,85 @@ fn rate_bits(rate: &str) -> Option<u64> {
     Some((n * scale) as u64)
 }
 
-/// Removes namespaces a killed nesquic left behind (named `nq-<pid>-s|c`, pid no longer alive).
-pub fn sweep_stale() {
-    let Ok(entries) = std::fs::read_dir("/var/run/netns") else { return };
-    for e in entries.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(&format!("{PREFIX}-")).and_then(|r| r.split('-').next()) else { continue };
-        let Ok(pid) = pid.parse::<u32>() else { continue };
-        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = Command::new("ip").args(["netns", "del", &name]).output();
+/// What kind of network object of nesquic's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObjectKind {
+    /// A network namespace (`nq-<pid>-s|c`, `nq-<pid>-d` for `nesquic doctor`'s qdisc tries);
+    /// its veth end, qdiscs and tc-bpf filters go with it.
+    Namespace,
+    /// A veth end still in this namespace (`nq<pid>s|c`): made, not yet moved into its
+    /// namespace when its run died.
+    VethEnd,
+}
+
+impl std::fmt::Display for ObjectKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ObjectKind::Namespace => "netns",
+            ObjectKind::VethEnd => "veth",
+        })
+    }
+}
+
+/// A network object some nesquic made, named after that nesquic's pid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnedObject {
+    /// What it is.
+    pub kind: ObjectKind,
+    /// Its name (`ip netns` or `ip link`).
+    pub name: String,
+    /// The pid of the nesquic that made it.
+    pub owner: u32,
+}
+
+impl OwnedObject {
+    /// Deletes it (root); a namespace takes its veth end (and the peer), qdiscs and filters along.
+    pub fn remove(&self) -> Result<()> {
+        match self.kind {
+            ObjectKind::Namespace => ip(&["netns", "del", &self.name]),
+            ObjectKind::VethEnd => ip(&["link", "del", &self.name]),
         }
     }
+
+    /// The command that removes it by hand.
+    pub fn removal_command(&self) -> String {
+        match self.kind {
+            ObjectKind::Namespace => format!("ip netns del {}", self.name),
+            ObjectKind::VethEnd => format!("ip link del {}", self.name),
+        }
+    }
+}
+
+/// Every namespace and veth end on this machine that some nesquic made (any pid, this one's
+/// too): what a run that died without its cleanup (`kill -9`) left is among them.
+pub fn owned_objects() -> Vec<OwnedObject> {
+    let names = |dir: &str| -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()
+    };
+    let namespaces = names("/var/run/netns").into_iter().filter_map(|name| {
+        let owner = namespace_owner(&name)?;
+        Some(OwnedObject { kind: ObjectKind::Namespace, name, owner })
+    });
+    let veth_ends = names("/sys/class/net").into_iter().filter_map(|name| {
+        let owner = veth_owner(&name)?;
+        Some(OwnedObject { kind: ObjectKind::VethEnd, name, owner })
+    });
+    namespaces.chain(veth_ends).collect()
+}
+
+/// The pid in `nq-<pid>-s|c|d`.
+fn namespace_owner(name: &str) -> Option<u32> {
+    let (pid, role) = name.strip_prefix(&format!("{PREFIX}-"))?.split_once('-')?;
+    matches!(role, "s" | "c" | "d").then_some(())?;
+    pid.parse().ok()
+}
+
+/// The pid in `nq<pid>s|c`.
+fn veth_owner(name: &str) -> Option<u32> {
+    let pid = name.strip_prefix(PREFIX)?.strip_suffix(['s', 'c'])?;
+    pid.bytes().all(|b| b.is_ascii_digit()).then_some(())?;
+    pid.parse().ok()
 }
 
 #[cfg(test)]
@@ -546,6 +613,19 @@ mod tests {
         let gone = Host { netns: "nq-no-such-namespace".into(), iface: "nq0x".into(), ip: SERVER_IP.into() };
         let err = qdisc_drops_of(&gone, "server").expect_err("no namespace, no counts").chain();
         assert!(err.contains("tc -s -j qdisc show dev nq0x") && err.contains("nq-no-such-namespace"), "{err}");
+    }
+
+    #[test]
+    fn owners_are_read_from_our_names_only() {
+        assert_eq!(namespace_owner("nq-1234-s"), Some(1234));
+        assert_eq!(namespace_owner("nq-1234-d"), Some(1234));
+        assert_eq!(namespace_owner("nq-1234-x"), None);
+        assert_eq!(namespace_owner("nqssh-1234"), None);
+        assert_eq!(namespace_owner("nq-no-such-namespace"), None);
+        assert_eq!(veth_owner("nq1234c"), Some(1234));
+        assert_eq!(veth_owner("nqssh1234a"), None);
+        assert_eq!(veth_owner("nq0x"), None);
+        assert_eq!(veth_owner("nqs"), None);
     }
 
     #[test]

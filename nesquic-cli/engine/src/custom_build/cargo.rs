@@ -14,6 +14,7 @@ use serde::Deserialize;
 
 use super::{Built, Result};
 use crate::error::StepExt;
+use crate::tether::Tethered;
 use crate::EngineError;
 
 /// One of the library's crates, found in the checkout.
@@ -91,7 +92,7 @@ pub(super) fn build(
         .command(&["build", "--release", "--locked"])
         // Keep nesquic's stdout for its own output (--json -, Markdown).
         .stdout(Stdio::from(std::io::stderr()))
-        .status()
+        .tethered_status()
         .step("run cargo (is Rust installed?)")?;
     if !status.success() {
         return Err(EngineError::msg(format!(
@@ -596,7 +597,7 @@ const LIBRARY_ENV: &str = "NESQUIC_LUT_CRATES";
 impl Cargo {
     fn new(project: &Path, repo: &Path) -> Result<Self> {
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-        let out = Command::new(rustc).arg("-vV").output().step("run rustc -vV (is Rust installed?)")?;
+        let out = Command::new(rustc).arg("-vV").tethered_output().step("run rustc -vV (is Rust installed?)")?;
         let info = String::from_utf8_lossy(&out.stdout);
         let host = info.lines().find_map(|l| l.strip_prefix("host: ")).unwrap_or_default().trim().to_string();
         Ok(Self {
@@ -626,7 +627,7 @@ impl Cargo {
             if offline {
                 c.arg("--offline");
             }
-            let out = c.output().map_err(|e| format!("cannot run cargo: {e}"))?;
+            let out = c.tethered_output().map_err(|e| format!("cannot run cargo: {e}"))?;
             if out.status.success() {
                 return Ok(());
             }
@@ -646,14 +647,14 @@ impl Cargo {
     fn offline_first(&self, args: &[&str], what: &str) -> Result<Vec<u8>> {
         let mut offline = self.command(args);
         offline.arg("--offline");
-        let out = offline.output().with_step(|| format!("run {what} (is Rust installed?)"))?;
+        let out = offline.tethered_output().with_step(|| format!("run {what} (is Rust installed?)"))?;
         if out.status.success() {
             return Ok(out.stdout);
         }
         let out = self
             .command(args)
             .stderr(Stdio::inherit())
-            .output()
+            .tethered_output()
             .with_step(|| format!("run {what} (is Rust installed?)"))?;
         if out.status.success() {
             Ok(out.stdout)

@@ -6,6 +6,7 @@ use std::process::Command;
 
 use super::{fnv1a, Result};
 use crate::error::StepExt;
+use crate::tether::Tethered;
 use crate::EngineError;
 
 /// A checkout's revision, as recorded.
@@ -22,7 +23,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
         .arg("-C")
         .arg(dir)
         .args(args)
-        .output()
+        .tethered_output()
         .map_err(|e| format!("cannot run git ({e}); is it installed?"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())

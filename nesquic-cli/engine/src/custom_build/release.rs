@@ -12,6 +12,7 @@ use serde::Deserialize;
 
 use super::Result;
 use crate::error::StepExt;
+use crate::tether::Tethered;
 use crate::EngineError;
 
 /// Written last into a fetched tree: a tree without it is an interrupted fetch, never used.
@@ -154,7 +155,7 @@ fn resolve_crates(project: &Path, deps: &[(String, String)]) -> Result<Metadata>
         .args(["metadata", "--format-version", "1", "--manifest-path"])
         .arg(project.join("Cargo.toml"))
         .stderr(Stdio::inherit())
-        .output()
+        .tethered_output()
         .step("run cargo metadata (is Rust installed?)")?;
     if !out.status.success() {
         let wanted: Vec<String> = deps.iter().map(|(n, r)| format!("{n} {r}")).collect();
@@ -195,7 +196,7 @@ fn go_module(module: &str, version: &str, tree: &Path) -> Result<LutRelease> {
         .env("GOFLAGS", "-mod=mod")
         .current_dir(tree)
         .stderr(Stdio::inherit())
-        .output()
+        .tethered_output()
         .step("run go mod download (is Go installed?)")?;
     let info: GoDownload = serde_json::from_slice(&out.stdout)
         .with_step(|| format!("go mod download {module}@{version} printed no module ({})", out.status))?;
@@ -224,7 +225,7 @@ fn pypi(project: &str, version: &str, tree: &Path) -> Result<LutRelease> {
         .arg(&download)
         .arg(format!("{project}=={version}"))
         .stdout(Stdio::from(std::io::stderr()))
-        .status()
+        .tethered_status()
         .step("run python3 -m pip download (is pip installed?)")?;
     if !status.success() {
         return Err(EngineError::msg(format!(
@@ -237,7 +238,7 @@ fn pypi(project: &str, version: &str, tree: &Path) -> Result<LutRelease> {
         .map(|e| e.path())
         .find(|p| p.to_string_lossy().ends_with(".tar.gz"))
         .ok_or_else(|| EngineError::msg(format!("pip downloaded no .tar.gz source of {project}=={version}")))?;
-    let sum = Command::new("sha256sum").arg(&sdist).output().step("run sha256sum")?;
+    let sum = Command::new("sha256sum").arg(&sdist).tethered_output().step("run sha256sum")?;
     let checksum = String::from_utf8_lossy(&sum.stdout).split_whitespace().next().unwrap_or_default().to_string();
     let unpacked = tree.join(".unpacked");
     std::fs::create_dir_all(&unpacked).with_step(|| format!("create {}", unpacked.display()))?;
@@ -270,7 +271,7 @@ fn debian(script: &Path, lut: &str, version: &str, tree: &Path) -> Result<LutRel
         .arg(&unpacked)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
-        .output()
+        .tethered_output()
         .with_step(|| format!("run {}", script.display()))?;
     let said = String::from_utf8_lossy(&out.stderr);
     eprint!("{said}");
@@ -311,7 +312,7 @@ fn move_up(dir: &Path, to: &Path) -> Result<()> {
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let status = cmd.status().with_step(|| format!("run {what}"))?;
+    let status = cmd.tethered_status().with_step(|| format!("run {what}"))?;
     if status.success() {
         Ok(())
     } else {

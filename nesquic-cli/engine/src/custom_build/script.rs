@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::{Built, Result};
 use crate::error::StepExt;
+use crate::tether::Tethered;
 use crate::EngineError;
 
 /// The script's stdout line (`lut-adapters/source-build.sh`'s `report`).
@@ -40,7 +41,7 @@ pub(super) fn build(script: &Path, lut: &str, checkout: &Path, project: &Path) -
         .arg("--out")
         .arg(project)
         .stderr(Stdio::inherit())
-        .output()
+        .tethered_output()
         .with_step(|| format!("run {}", script.display()))?;
     if !out.status.success() {
         return Err(EngineError::msg(format!("{} failed ({}; its output is above)", script.display(), out.status)));

@@ -1,0 +1,203 @@
+//! What a nesquic that died without its cleanup (`kill -9`, a crash) left on this machine, found
+//! and removed by the next one; what a run still going holds is reported and left alone.
+//!
+//! Every object a run makes carries its pid in its name: the `--link veth` namespaces and veth
+//! ends (`nq-<pid>-s`, `nq<pid>s`; tbf, netem, clsact and the tc-bpf filters live on the veth
+//! ends and go with them) and the scratch directories (`nesquic-run-<pid>-…` with the run's
+//! certificate and key, `nesquic-agent-<pid>-…`, `nesquic-remote-<pid>-…`). What dies with the
+//! process needs nothing: its BPF programs, links and maps, its uprobes (perf-event based since
+//! Linux 4.17: none in `uprobe_events`), its LUT processes (`PR_SET_PDEATHSIG`), its build helpers
+//! ([`crate::tether`]) and its build locks (`flock`, released with the file).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use nesquic_link::OwnedObject;
+
+/// Scratch directories nesquic makes, `nesquic-<kind>-<pid>-<random>` in the temporary directory.
+const SCRATCH_KINDS: [&str; 3] = ["run", "agent", "remote"];
+
+/// A fresh scratch directory `nesquic-<kind>-<pid>-<random>`, removed when dropped; should
+/// nesquic die first, the next one removes it.
+pub fn scratch_dir(kind: &str) -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new().prefix(&format!("nesquic-{kind}-{}-", std::process::id())).tempdir()
+}
+
+/// One thing a nesquic made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Object {
+    /// A namespace or veth end.
+    Link(OwnedObject),
+    /// A scratch directory.
+    Scratch {
+        /// Its path.
+        path: PathBuf,
+        /// The pid in its name.
+        owner: u32,
+    },
+}
+
+impl Object {
+    fn owner(&self) -> u32 {
+        match self {
+            Object::Link(o) => o.owner,
+            Object::Scratch { owner, .. } => *owner,
+        }
+    }
+
+    fn remove(&self) -> Result<(), String> {
+        match self {
+            Object::Link(o) => {
+                o.remove().map_err(|e| format!("{}; remove it by hand: {}", e.chain(), o.removal_command()))
+            }
+            // remove_dir_all does not follow links inside the directory.
+            Object::Scratch { path, .. } => std::fs::remove_dir_all(path).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+impl fmt::Display for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Object::Link(o) => write!(f, "{} {}", o.kind, o.name),
+            Object::Scratch { path, .. } => write!(f, "scratch directory {}", path.display()),
+        }
+    }
+}
+
+/// What became of one object found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Its run had died: removed.
+    Removed(Object),
+    /// Its run had died, and removing it failed (why).
+    NotRemoved(Object, String),
+    /// Its run is still going (the owner's command name): left alone.
+    InUse(Object, String),
+}
+
+impl fmt::Display for Found {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Found::Removed(o) => write!(f, "removed {o} left by a run that died (pid {})", o.owner()),
+            Found::NotRemoved(o, why) => {
+                write!(f, "cannot remove {o} left by a run that died (pid {}): {why}", o.owner())
+            }
+            Found::InUse(o, command) => {
+                write!(f, "{o} belongs to a run still going (pid {}, {command}): left alone", o.owner())
+            }
+        }
+    }
+}
+
+/// Finds every object some nesquic made; removes those whose nesquic is gone, reports those
+/// whose nesquic is alive. This process's own are not touched nor listed.
+pub fn sweep() -> Vec<Found> {
+    let me = std::process::id();
+    let objects = nesquic_link::owned_objects().into_iter().map(Object::Link).chain(scratch_dirs());
+    let mut found = Vec::new();
+    for object in objects.filter(|o| o.owner() != me) {
+        found.push(match owner_command(object.owner()) {
+            Some(command) => Found::InUse(object, command),
+            None => match object.remove() {
+                Ok(()) => Found::Removed(object),
+                Err(why) => Found::NotRemoved(object, why),
+            },
+        });
+    }
+    found
+}
+
+/// The command name of `pid`, when it is alive. A pid reused by another program since counts as
+/// alive: its objects wait until it ends (never removed from under a live run).
+fn owner_command(pid: u32) -> Option<String> {
+    let proc = Path::new("/proc").join(pid.to_string());
+    if !proc.exists() {
+        return None;
+    }
+    let comm = std::fs::read_to_string(proc.join("comm")).unwrap_or_default();
+    Some(comm.trim().to_string()).filter(|c| !c.is_empty()).or(Some("?".into()))
+}
+
+/// This user's scratch directories in the temporary directory (another user's are theirs).
+fn scratch_dirs() -> Vec<Object> {
+    let tmp = std::env::temp_dir();
+    let Ok(entries) = std::fs::read_dir(&tmp) else { return Vec::new() };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    entries
+        .flatten()
+        .filter_map(|e| {
+            let owner = scratch_owner(&e.file_name().to_string_lossy())?;
+            // Not followed: a link named like ours is nobody's directory to remove.
+            let meta = std::fs::symlink_metadata(e.path()).ok()?;
+            (meta.is_dir() && std::os::unix::fs::MetadataExt::uid(&meta) == me)
+                .then(|| Object::Scratch { path: e.path(), owner })
+        })
+        .collect()
+}
+
+/// The pid in `nesquic-<kind>-<pid>-<random>`.
+fn scratch_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix("nesquic-")?;
+    let (kind, rest) = rest.split_once('-')?;
+    if !SCRATCH_KINDS.contains(&kind) {
+        return None;
+    }
+    let (pid, random) = rest.split_once('-')?;
+    if random.is_empty() || !pid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_owners_are_read_from_our_names_only() {
+        assert_eq!(scratch_owner("nesquic-run-1234-AbC9xy"), Some(1234));
+        assert_eq!(scratch_owner("nesquic-agent-7-x"), Some(7));
+        assert_eq!(scratch_owner("nesquic-run-AbC9xy"), None, "an older nesquic's: no owner to judge by");
+        assert_eq!(scratch_owner("nesquic-verifier-1234-x"), None);
+        assert_eq!(scratch_owner("nesquic-run-12a4-x"), None);
+        assert_eq!(scratch_owner("nesquic-run-1234-"), None);
+    }
+
+    #[test]
+    fn a_scratch_directory_is_named_after_this_process() {
+        let dir = scratch_dir("run").expect("scratch");
+        let name = dir.path().file_name().expect("name").to_string_lossy().into_owned();
+        assert_eq!(scratch_owner(&name), Some(std::process::id()), "{name}");
+    }
+
+    #[test]
+    fn the_dead_runs_directories_go_and_the_live_ones_stay() {
+        // A pid that is no process: past the kernel's pid_max.
+        let max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max").expect("pid_max").trim().parse().expect("n");
+        let dead = max + 1;
+        let me = std::process::id();
+        let tmp = std::env::temp_dir();
+        let dead_dir = tmp.join(format!("nesquic-run-{dead}-unittest{me}"));
+        // A live owner that is not this process: our parent (cargo or the shell).
+        // SAFETY: getppid has no preconditions.
+        let live = unsafe { libc::getppid() } as u32;
+        let live_dir = tmp.join(format!("nesquic-agent-{live}-unittest{me}"));
+        for d in [&dead_dir, &live_dir] {
+            std::fs::create_dir_all(d.join("inner")).expect("mkdir");
+        }
+        let found = sweep();
+        let line =
+            |d: &Path| found.iter().find(|f| f.to_string().contains(&*d.to_string_lossy())).map(|f| f.to_string());
+        assert_eq!(
+            line(&dead_dir),
+            Some(format!("removed scratch directory {} left by a run that died (pid {dead})", dead_dir.display()))
+        );
+        assert!(!dead_dir.exists());
+        let kept = line(&live_dir).expect("the live one is reported");
+        assert!(kept.ends_with("left alone") && kept.contains(&format!("pid {live}")), "{kept}");
+        assert!(live_dir.exists());
+        std::fs::remove_dir_all(&live_dir).expect("cleanup");
+    }
+}
