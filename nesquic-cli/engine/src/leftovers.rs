@@ -20,7 +20,12 @@ const SCRATCH_KINDS: [&str; 3] = ["run", "agent", "remote"];
 /// A fresh scratch directory `nesquic-<kind>-<pid>-<random>`, removed when dropped; should
 /// nesquic die first, the next one removes it.
 pub fn scratch_dir(kind: &str) -> std::io::Result<tempfile::TempDir> {
-    tempfile::Builder::new().prefix(&format!("nesquic-{kind}-{}-", std::process::id())).tempdir()
+    use std::os::unix::fs::PermissionsExt;
+    tempfile::Builder::new()
+        .prefix(&format!("nesquic-{kind}-{}-", std::process::id()))
+        // Mode 0700: it holds the run's TLS private key (tempfile's default is 0777 less the umask).
+        .permissions(std::fs::Permissions::from_mode(0o700))
+        .tempdir()
 }
 
 /// One thing a nesquic made.
@@ -170,6 +175,9 @@ mod tests {
         let dir = scratch_dir("run").expect("scratch");
         let name = dir.path().file_name().expect("name").to_string_lossy().into_owned();
         assert_eq!(scratch_owner(&name), Some(std::process::id()), "{name}");
+        // It holds the run's private key: nobody else may read it.
+        let mode = std::os::unix::fs::PermissionsExt::mode(&dir.path().metadata().expect("stat").permissions());
+        assert_eq!(mode & 0o777, 0o700, "{mode:o}");
     }
 
     #[test]
