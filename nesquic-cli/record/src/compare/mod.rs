@@ -106,6 +106,11 @@ impl Rule {
         Ok(Self { metric: metric.to_string(), limit_pct })
     }
 
+    /// Whether this rule names `key` (`server.send_syscalls`, by its full name or without role).
+    pub fn names(&self, key: &str) -> bool {
+        self.applies_to(key)
+    }
+
     fn applies_to(&self, key: &str) -> bool {
         key == self.metric || key.rsplit('.').next() == Some(self.metric.as_str())
     }
