@@ -49,7 +49,8 @@ pub fn execute(args: &BisectArgs) -> Result<()> {
             "nesquic bisect chooses the commits and rounds itself: give --good/--bad (not --lut-rev, --repeat, --json)"
         );
     }
-    if !(args.tolerance.is_finite() && args.tolerance >= 0.0) || !(args.alpha > 0.0 && args.alpha < 0.5) {
+    let usable = args.tolerance.is_finite() && args.tolerance >= 0.0 && args.alpha > 0.0 && args.alpha < 0.5;
+    if !usable {
         bail!(
             "--tolerance {} --alpha {}: give a limit of 0% or more and a rate between 0 and 0.5",
             args.tolerance,

@@ -427,7 +427,10 @@ fn the_ci_recipe_of_the_docs_runs_on_a_local_repository() {
 /// `bisect` over a constructed 16-commit history of quinn (quinn and quinn-udp from the
 /// registry, laid out as a repository): commit 11 lowers quinn's GSO batch cap from 10 to 9
 /// datagrams (about 10% more send syscalls), the others touch a README. It finds commit 11 in
-/// four steps, building five commits (the good one and four midpoints).
+/// four steps, building five commits (the good one and four midpoints). Slow: five quinn builds
+/// and six or more A/B jobs: 360 s and 650 s on two cores shared with other builds (2026-12-07). At 6
+/// rounds the +9% at commit 11 was still inconclusive (Holm over every counter tested) and
+/// counted as not regressed: the cap is 12 here.
 #[test]
 fn bisect_finds_the_commit_that_adds_sends() {
     let _serial = serial();
@@ -452,7 +455,7 @@ fn bisect_finds_the_commit_that_adds_sends() {
         commits.push(commit_all(&repo, &format!("commit {i}")));
     }
     let out = nesquic()
-        .args(["bisect", "--good", "HEAD~16", "--bad", "HEAD", "--rounds", "3", "--max-rounds", "6"])
+        .args(["bisect", "--good", "HEAD~16", "--bad", "HEAD", "--rounds", "3", "--max-rounds", "12"])
         .args(["--probe", "io", "--probe-backend", "kernel", "--size", "10MB"])
         .args(["--fail-on", "server.send_syscalls>+3%", "--lut-path"])
         .arg(&repo)
@@ -463,9 +466,13 @@ fn bisect_finds_the_commit_that_adds_sends() {
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{stdout}\n{}", stderr(&out));
     assert!(stdout.contains(&format!("first bad commit: {} (5 commits built", commits[11])), "{stdout}");
-    // Each step is printed: 8, then 12, 10 and 11 (16 commits after the good one).
-    let steps: Vec<&str> = stdout.lines().filter(|l| l.starts_with("step: ")).collect();
-    for (step, n) in steps.iter().zip([8, 12, 10, 11]) {
-        assert!(step.contains(&format!("(commit {n} of 16)")), "{stdout}");
-    }
+    // Each step is printed: 8, then 12, 10 and 11 (16 commits after the good one); an
+    // inconclusive one again with more rounds.
+    let mut measured: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("step: "))
+        .filter_map(|l| l.split_once("(commit ").and_then(|(_, rest)| rest.split_once(' ')).map(|(n, _)| n))
+        .collect();
+    measured.dedup();
+    assert_eq!(measured, ["8", "12", "10", "11"], "{stdout}");
 }
