@@ -183,21 +183,7 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         out: out.clone(),
     };
     if args.run.probe.is_none() {
-        // What `nesquic run` measures by default, so that the obvious CI command compares
-        // syscall and crypto counts; both variants get the same set or the gate would refuse.
-        let (b, h) = (default_probes::choose(&plan.base), default_probes::choose(&plan.head));
-        if b != h {
-            bail!(
-                "the default probes differ between base ({}) and head ({}): give --probe LIST (or --probe none)",
-                b.as_deref().unwrap_or("none"),
-                h.as_deref().unwrap_or("none")
-            );
-        }
-        (plan.base.probe, plan.head.probe) = (b.clone(), h);
-        eprintln!(
-            "nesquic: ab measures {} in every round (as nesquic run does by default)",
-            b.as_deref().unwrap_or("no probes")
-        );
+        default_probes_for_both(&mut plan)?;
     }
     if let (Some(b), Some(h)) = (&plan.base.lut_source, &plan.head.lut_source) {
         if b.requested_rev.is_some() && b.worktree == h.worktree && variant(&base) != variant(&head) {
@@ -223,4 +209,23 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         &args.gate,
         None,
     )
+}
+
+/// What `nesquic run` measures by default, for both variants, so that the obvious CI command
+/// compares syscall and crypto counts; both get the same set or the gate would refuse.
+pub(crate) fn default_probes_for_both(plan: &mut AbPlan) -> Result<()> {
+    let (b, h) = (default_probes::choose(&plan.base), default_probes::choose(&plan.head));
+    if b != h {
+        bail!(
+            "the default probes differ between base ({}) and head ({}): give --probe LIST (or --probe none)",
+            b.as_deref().unwrap_or("none"),
+            h.as_deref().unwrap_or("none")
+        );
+    }
+    (plan.base.probe, plan.head.probe) = (b.clone(), h);
+    eprintln!(
+        "nesquic: ab measures {} in every round (as nesquic run does by default)",
+        b.as_deref().unwrap_or("no probes")
+    );
+    Ok(())
 }

@@ -4,6 +4,7 @@
 
 use nesquic_engine::backend;
 mod ab;
+mod bisect;
 mod compare;
 mod doctor;
 mod duty;
@@ -103,6 +104,15 @@ enum Command {
     ///       --head-server-cmd ... --head-client-cmd ...           # your own perf binaries
     #[command(verbatim_doc_comment)]
     Ab(Box<ab::AbArgs>),
+    /// The first commit of a LUT's repository between a good and a bad one that regresses: each
+    /// step an A/B job of the midpoint against the good commit (builds cached by commit); an
+    /// inconclusive step takes more rounds before it decides.
+    ///
+    /// Example:
+    ///   nesquic bisect --lut quinn --lut-path ../quinn --good v0.11.8 --bad main \
+    ///       --probe io --size 25MB --fail-on 'server.send_syscalls>+2%'
+    #[command(verbatim_doc_comment)]
+    Bisect(Box<bisect::BisectArgs>),
     /// What this kernel supports (BTF, uprobes, kprobes, fentry, netem, ...) and which mechanism
     /// each probe kind will use here (root: capabilities are tried, not guessed).
     #[command(after_help = EXIT_STATUS)]
@@ -174,6 +184,7 @@ impl Command {
                 | Command::Trace(_)
                 | Command::Matrix(_)
                 | Command::Ab(_)
+                | Command::Bisect(_)
                 | Command::Doctor(_)
                 | Command::RemoteRole
         )
@@ -200,6 +211,7 @@ impl Command {
             Command::RemoteRole => remote::serve(&run::TOOL),
             Command::Compare(args) => return Ok(gate_status(compare::execute(&args))),
             Command::Ab(args) => return Ok(gate_status(ab::execute(&args))),
+            Command::Bisect(args) => bisect::execute(&args),
         };
         result.map(|()| ExitCode::SUCCESS)
     }

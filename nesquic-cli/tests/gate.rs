@@ -301,3 +301,44 @@ fn json_output_never_follows_a_link() {
     let written: serde_json::Value = serde_json::from_slice(&std::fs::read(&plain).expect("read")).expect("JSON");
     assert!(written.get("checks").is_some(), "{}: {written}", stderr(&out));
 }
+
+/// With the profile on, `ab` and `compare` give each side's CPU ns per datagram by component and
+/// top function, base to head, in the JSON, the table and the PR comment; the PR comment points
+/// at the differential flame graphs (the page `compare --html` wrote, else how to write it).
+#[test]
+fn component_deltas_appear_in_every_format() {
+    as_root();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("gate-components-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = nesquic()
+        .args(["ab", "--size", "50MB", "--rounds", "3", "--probe", "io,profile:999", "--format", "json", "--out"])
+        .arg(&dir)
+        .output()
+        .expect("run nesquic ab");
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", stderr(&out));
+    let r = report(&out);
+    for (role, per) in [(nesquic_protocol::Role::Server, "sent"), (nesquic_protocol::Role::Client, "received")] {
+        let side: Vec<_> = r.component_deltas.iter().filter(|d| d.role == role).collect();
+        // quinn's every datagram crosses the kernel: that component has a cost on each side (at
+        // 999 Hz over 50 MB, dozens of samples a round).
+        let kernel = side.iter().find(|d| d.name == "packet_io.kernel").unwrap_or_else(|| panic!("{side:#?}"));
+        assert!(kernel.base_ns > 0.0 && kernel.head_ns > 0.0, "{kernel:?}");
+        assert!(side.iter().all(|d| d.per == per && d.samples.0 <= 3 && d.delta_ns.is_finite()), "{side:#?}");
+        assert!(side.iter().any(|d| d.of == nesquic_record::compare::components::CostOf::Function), "{side:#?}");
+    }
+    let (base, head) = (dir.join("base"), dir.join("head"));
+    let text = compare(&base, &head).output().expect("compare");
+    let text = String::from_utf8_lossy(&text.stdout).to_string();
+    assert!(text.contains("CPU ns per datagram by component and top function"), "{text}");
+    assert!(text.lines().any(|l| l.trim_start().starts_with("server  component packet_io.kernel")), "{text}");
+    let page = dir.join("compare.html");
+    let md = compare(&base, &head).args(["--format", "markdown", "--html"]).arg(&page).output().expect("compare");
+    let md = String::from_utf8_lossy(&md.stdout).to_string();
+    assert!(md.contains("| server | component | `packet_io.kernel` |"), "{md}");
+    assert!(md.contains(&format!("Differential flame graphs: [{0}]({0})", page.display())), "{md}");
+    assert!(page.is_file());
+    // ab wrote no page: its comment says how to get one.
+    let md = compare(&base, &head).args(["--format", "markdown"]).output().expect("compare");
+    let md = String::from_utf8_lossy(&md.stdout).to_string();
+    assert!(md.contains("--html` writes them"), "{md}");
+}

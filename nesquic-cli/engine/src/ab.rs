@@ -187,6 +187,9 @@ fn assemble(records: Vec<RunRecord>, failed: Option<FailedRepetition>, dir: &Pat
     });
     // The first round's findings read one round; the side's are those of all its rounds.
     whole.findings = nesquic_record::findings::find(&whole);
+    // The first round's record names its own folded stacks (in its round directory): the side's
+    // are every round's, summed beside summary.json, for `compare --html`'s flame graphs.
+    whole.profile_stacks = nesquic_record::stacks::write(dir, &whole.repetitions)?;
     write_json(&dir.join("summary.json"), &whole)?;
     Ok(whole)
 }

@@ -15,6 +15,7 @@
 
 pub mod ab;
 pub mod backend;
+pub mod bisect;
 pub mod calibrate;
 pub mod copy_limit;
 pub mod crypto_limit;

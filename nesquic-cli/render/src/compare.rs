@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::io::Write;
 
 use anstyle::{AnsiColor, Style};
+use nesquic_record::compare::components::{ComponentDelta, CostOf};
 use nesquic_record::compare::findings_diff::FindingChange;
 use nesquic_record::compare::{Kind, Pairing, Refused, Row, Rule, Unjudged, Verdict};
 use serde::{Deserialize, Serialize};
@@ -42,6 +43,18 @@ pub struct Report<'a> {
     /// Findings that appeared, went away or changed severity from base to head.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub findings_changed: Vec<FindingChange>,
+    /// With `--probe profile`: each side's CPU ns per datagram by component and top function,
+    /// base to head, with intervals.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub component_deltas: Vec<ComponentDelta>,
+    /// The CPU verdicts with the components that moved most
+    /// (`server cpu_s_per_gb +6.1% [+3.2, +9.0]: connection.recovery +140 ns/dgram [+90, +190]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cpu_verdicts: Vec<String>,
+    /// Where the differential flame graphs are: the HTML page written, or the command that
+    /// writes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flame_graphs: Option<String>,
 }
 
 /// A comparison that judged nothing (exit 2), as `--format json` prints it: the reasons typed
@@ -168,6 +181,19 @@ pub fn text(r: &Report<'_>) -> std::io::Result<()> {
     for change in &r.findings_changed {
         writeln!(out, "finding {change}")?;
     }
+    if !r.component_deltas.is_empty() {
+        writeln!(out, "CPU ns per datagram by component and top function (base -> head, change [interval]):")?;
+        for d in &r.component_deltas {
+            let [side, what, base, head, change] = delta_cells(d);
+            writeln!(out, "  {side:<7} {what:<9} {:<44} {base:>9} {head:>9}  {change}", d.name)?;
+        }
+    }
+    for line in &r.cpu_verdicts {
+        writeln!(out, "{line}")?;
+    }
+    if let Some(where_) = &r.flame_graphs {
+        writeln!(out, "differential flame graphs: {where_}")?;
+    }
     let verdict = if r.regressions > 0 { Verdict::Regression } else { Verdict::Unchanged };
     let style = verdict_style(verdict);
     writeln!(out, "{style}{}{style:#}", headline(r))
@@ -193,6 +219,12 @@ pub fn markdown(r: &Report<'_>) -> String {
     for w in &r.warnings {
         md.push_str(&format!("> **Warning:** {w}\n\n"));
     }
+    for line in &r.cpu_verdicts {
+        md.push_str(&format!("- {line}\n"));
+    }
+    if !r.cpu_verdicts.is_empty() {
+        md.push('\n');
+    }
     md.push_str("| metric | base | head | change | interval | limit | verdict | why |\n");
     md.push_str("|---|---:|---:|---:|---:|---:|---|---|\n");
     for row in r.rows.iter() {
@@ -206,6 +238,20 @@ pub fn markdown(r: &Report<'_>) -> String {
             row.metric, row.reason
         ));
     }
+    if !r.component_deltas.is_empty() {
+        md.push_str(&format!(
+            "\nCPU ns per datagram by component and top function ({:.0}% intervals, explanatory: no limit, no Holm):\n\n",
+            100.0 * (1.0 - r.alpha)
+        ));
+        md.push_str("| side | of | name | base | head | change |\n|---|---|---|---:|---:|---|\n");
+        for d in &r.component_deltas {
+            let [side, what, base, head, change] = delta_cells(d);
+            md.push_str(&format!("| {side} | {what} | `{}` | {base} | {head} | {change} |\n", d.name));
+        }
+    }
+    if let Some(where_) = &r.flame_graphs {
+        md.push_str(&format!("\nDifferential flame graphs: {where_}\n"));
+    }
     if !r.findings_changed.is_empty() {
         md.push_str("\nFindings that changed (each run's report has their numbers):\n\n");
         for change in &r.findings_changed {
@@ -213,4 +259,17 @@ pub fn markdown(r: &Report<'_>) -> String {
         }
     }
     md
+}
+
+/// A component delta's cells: side, kind, base and head ns per datagram, the change with its
+/// interval.
+fn delta_cells(d: &ComponentDelta) -> [String; 5] {
+    let of = match d.of {
+        CostOf::Component => "component",
+        CostOf::Function => "function",
+    };
+    [d.role.to_string(), of.to_string(), format!("{:.1}", d.base_ns), format!("{:.1}", d.head_ns), {
+        let interval = d.interval_ns.map_or(" (no interval)".to_string(), |(l, h)| format!(" [{l:+.1}, {h:+.1}]"));
+        format!("{:+.1} ns/dgram {}{interval}", d.delta_ns, d.per)
+    }]
 }

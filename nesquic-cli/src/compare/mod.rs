@@ -12,7 +12,7 @@ use anyhow::{bail, Result};
 use nesquic_render::compare::{self as render, Report};
 
 use nesquic_record::compare::{
-    compare, load, rules_from_file, Pairing, Rule, RunSamples, Thresholds, Verdict, REPORT_VERSION,
+    compare, components, load, rules_from_file, Pairing, Rule, RunSamples, Thresholds, Verdict, REPORT_VERSION,
 };
 
 /// Exit status of the gate commands, for their `--help`.
@@ -201,6 +201,26 @@ pub(crate) fn judge(
         warnings.push(DRIFT_WARNING.into());
         eprintln!("nesquic: warning: {DRIFT_WARNING}");
     }
+    let page = match html {
+        Some(h) => {
+            let input = nesquic_html::CompareInput {
+                base: crate::html::load_run(h.base)?,
+                head: crate::html::load_run(h.head)?,
+                rows: rows.clone(),
+            };
+            let page = nesquic_html::compare_page(&input)?;
+            let target = crate::html::target(&h.file.map(PathBuf::from), || PathBuf::from("compare.html"));
+            crate::html::write(&target, &page, "HTML comparison")?;
+            Some(target)
+        }
+        None => None,
+    };
+    let component_deltas = components::component_deltas(base, head, pairing, 1.0 - args.alpha);
+    let flame_graphs = match (&page, component_deltas.is_empty()) {
+        (Some(page), _) => Some(format!("[{}]({})", page.display(), page.display())),
+        (None, false) => Some(format!("`nesquic compare {} {} --html` writes them", names.0, names.1)),
+        (None, true) => None,
+    };
     let report = Report {
         report_version: REPORT_VERSION,
         verdict: if regressions > 0 { "fail" } else { "pass" }.into(),
@@ -219,17 +239,10 @@ pub(crate) fn judge(
             (Some(b), Some(h)) => nesquic_record::compare::findings_diff::findings_changed(b, h),
             _ => Vec::new(),
         },
+        cpu_verdicts: components::cpu_verdicts(&rows, &component_deltas),
+        component_deltas,
+        flame_graphs,
     };
-    if let Some(h) = html {
-        let input = nesquic_html::CompareInput {
-            base: crate::html::load_run(h.base)?,
-            head: crate::html::load_run(h.head)?,
-            rows: rows.clone(),
-        };
-        let page = nesquic_html::compare_page(&input)?;
-        let file = h.file.map(PathBuf::from);
-        crate::html::write(&crate::html::target(&file, || PathBuf::from("compare.html")), &page, "HTML comparison")?;
-    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Text => render::text(&report)?,

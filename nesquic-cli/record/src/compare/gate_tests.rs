@@ -10,24 +10,24 @@ use crate::RunRecord;
 
 const SIZE: u64 = 25_000_000;
 
-const GATE: Thresholds = Thresholds { tolerance: 2.0, noisy_tolerance: 3.0, alpha: 0.01, min_samples: 5 };
+pub(super) const GATE: Thresholds = Thresholds { tolerance: 2.0, noisy_tolerance: 3.0, alpha: 0.01, min_samples: 5 };
 
 /// One direction of one side in one repetition: syscalls that moved data, empty (EAGAIN)
 /// ones, datagrams and bytes.
 #[derive(Clone, Copy)]
-struct Dir {
-    moved: u64,
-    eagain: u64,
-    datagrams: u64,
-    bytes: u64,
+pub(super) struct Dir {
+    pub(super) moved: u64,
+    pub(super) eagain: u64,
+    pub(super) datagrams: u64,
+    pub(super) bytes: u64,
 }
 
 /// One side of one repetition: CPU seconds, sends, receives.
 #[derive(Clone, Copy)]
-struct SideIo {
-    cpu_s: f64,
-    send: Dir,
-    recv: Dir,
+pub(super) struct SideIo {
+    pub(super) cpu_s: f64,
+    pub(super) send: Dir,
+    pub(super) recv: Dir,
 }
 
 /// A probe row of syscall `name`.
@@ -66,7 +66,7 @@ fn process(cpu_s: f64) -> serde_json::Value {
 }
 
 /// A repetition with io and crypto probes on both sides (`None`: that side measured nothing).
-fn repetition(server: Option<SideIo>, client: Option<SideIo>) -> serde_json::Value {
+pub(super) fn repetition(server: Option<SideIo>, client: Option<SideIo>) -> serde_json::Value {
     let cpu = |s: Option<SideIo>| s.map_or(0.3, |s| s.cpu_s);
     json!({
         "bytes": SIZE, "payload_verified": true, "goodput_mbps": 2000.0, "transfer_s": 0.1, "handshake_ms": 1.0,
@@ -79,7 +79,7 @@ fn repetition(server: Option<SideIo>, client: Option<SideIo>) -> serde_json::Val
 }
 
 /// A typed run record of these repetitions (bulk, 25 MB).
-fn record(reps: Vec<serde_json::Value>) -> RunRecord {
+pub(super) fn record(reps: Vec<serde_json::Value>) -> RunRecord {
     let spread = json!({ "median": 1.0, "min": 1.0, "max": 1.0 });
     let summary = json!({
         "repetitions": reps.len(), "goodput_mbps": spread, "transfer_s": spread, "handshake_ms": spread,
@@ -95,7 +95,7 @@ fn record(reps: Vec<serde_json::Value>) -> RunRecord {
     r
 }
 
-fn samples(r: &RunRecord) -> RunSamples {
+pub(super) fn samples(r: &RunRecord) -> RunSamples {
     from_record(r).expect("samples")
 }
 

@@ -6,8 +6,12 @@
 //! ([`MetricDef::gates_by_default`]: syscalls per MB, CPU per GB, crypto calls per packet) or a
 //! rule names it. Nothing is judged ([`Refused`]) when a metric one run measured is missing
 //! from the other, a rule names nothing measured, or a side's probes were not all in place.
-//! Rendering is the caller's.
+//! Where a CPU change went (each profile component's and top function's ns per datagram, with
+//! intervals) is `components`; which findings changed, `findings_diff`. Rendering is the caller's.
 
+pub mod components;
+#[cfg(test)]
+mod components_tests;
 pub mod findings_diff;
 #[cfg(test)]
 mod gate_tests;
@@ -100,6 +104,11 @@ impl Rule {
             return Err(RecordError::Invalid(format!("unknown metric {metric:?}; known: {}", known.join(", "))));
         }
         Ok(Self { metric: metric.to_string(), limit_pct })
+    }
+
+    /// Whether this rule names `key` (`server.send_syscalls`, by its full name or without role).
+    pub fn names(&self, key: &str) -> bool {
+        self.applies_to(key)
     }
 
     fn applies_to(&self, key: &str) -> bool {

@@ -155,6 +155,9 @@ pub struct RunSamples {
     pub in_progress: bool,
     /// The run's findings (`None`: loaded from a trace, which carries none).
     pub findings: Option<Vec<super::findings_diff::FindingKey>>,
+    /// CPU ns per datagram by profile component and top function, per repetition (empty
+    /// without `--probe profile`, and from a trace).
+    pub costs: super::components::CostSamples,
 }
 
 impl RunSamples {
@@ -222,6 +225,7 @@ pub fn from_record(r: &RunRecord) -> Result<RunSamples> {
             .map(|f| super::findings_diff::FindingKey { rule: f.rule, role: f.role, severity: f.severity })
             .collect(),
     );
+    samples.costs = super::components::cost_samples(&r.repetitions);
     // Which repetitions gave each metric a value or a reason: the rest are gaps too.
     let mut seen: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     let mut agent_problems: BTreeMap<String, Vec<usize>> = BTreeMap::new();
