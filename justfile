@@ -132,13 +132,13 @@ bench-profile-cost: build
 # Every benchmark (bench-frame-pointers needs an old build, so it is not among them).
 bench: bench-harness bench-io bench-probes bench-default-probes bench-sampler-floor bench-crypto bench-luts bench-perf bench-profile bench-harness-floor bench-profile-cost bench-tcp-tls bench-testcases
 
-# The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
-# (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.
 # The tests too slow for every CI run (`#[ignore]`d with the reason): `nesquic bisect` over a
 # constructed 16-commit history (~6-11 min, five quinn builds).
 test-slow: build
     cargo test --release -p nesquic-cli --test lut_path -- --ignored
 
+# The eBPF + link test subset on this kernel and, in QEMU (TCG), on Debian 12's stock 6.1
+# (docs/kernels.md). Installs QEMU, the kernel image and virtme-ng on first use. CI runs it.
 test-kernels: build
     ./scripts/test-kernels.sh
 
