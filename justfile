@@ -35,7 +35,7 @@ build-core: setup
 # 692 client; the largest component 36.8% [33.5-40.1]); arguments given replace those and go to `nesquic run`.
 # Only nesquic and quinn are built up front; another --lut is built on its first run, once.
 run *ARGS: build-core
-    ./target/release/nesquic run {{ if ARGS == "" { "--size 3GB" } else { ARGS } }}
+    "${CARGO_TARGET_DIR:-target}/release/nesquic" run {{ if ARGS == "" { "--size 3GB" } else { ARGS } }}
 
 # Formatting, clippy with warnings as errors, docs without warnings, and no module cycle inside
 # any crate (scripts/module-cycles.py; docs/architecture.md).
