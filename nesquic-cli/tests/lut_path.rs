@@ -264,13 +264,7 @@ fn an_older_release_with_crates_below_the_lock_runs_one_copy_of_each() {
 fn ab_compares_two_commits_of_one_repository() {
     let _serial = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).expect("mkdir");
-    copy_dir(&registry_quinn(), &repo.join("quinn"));
-    copy_dir(&registry_crate("quinn-udp", env!("NESQUIC_TEST_QUINN_UDP_VERSION")), &repo.join("quinn-udp"));
-    let version = other_version(env!("NESQUIC_TEST_QUINN_VERSION"));
-    set_version(&repo.join("quinn"), &version);
-    git(&repo, &["init", "-q"]);
+    let (repo, version) = quinn_and_udp_repository(tmp.path());
     let base = commit_all(&repo, "base");
     raise_gso_batch(&repo.join("quinn"));
     let head = commit_all(&repo, "head");
@@ -439,12 +433,7 @@ fn the_ci_recipe_of_the_docs_runs_on_a_local_repository() {
 fn bisect_finds_the_commit_that_adds_sends() {
     let _serial = serial();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let repo = tmp.path().join("repo");
-    std::fs::create_dir(&repo).expect("mkdir");
-    copy_dir(&registry_quinn(), &repo.join("quinn"));
-    copy_dir(&registry_crate("quinn-udp", env!("NESQUIC_TEST_QUINN_UDP_VERSION")), &repo.join("quinn-udp"));
-    set_version(&repo.join("quinn"), &other_version(env!("NESQUIC_TEST_QUINN_VERSION")));
-    git(&repo, &["init", "-q"]);
+    let (repo, _) = quinn_and_udp_repository(tmp.path());
     let mut commits = vec![commit_all(&repo, "good")];
     for i in 1..=16 {
         if i == 11 {
@@ -479,4 +468,17 @@ fn bisect_finds_the_commit_that_adds_sends() {
         .collect();
     measured.dedup();
     assert_eq!(measured, ["8", "12", "10", "11"], "{stdout}");
+}
+
+/// A git repository (nothing committed yet) under `dir` shaped like quinn's: the registry's quinn
+/// and quinn-udp side by side, quinn at another version than the lock's (returned).
+fn quinn_and_udp_repository(dir: &Path) -> (PathBuf, String) {
+    let repo = dir.join("repo");
+    std::fs::create_dir(&repo).expect("mkdir");
+    copy_dir(&registry_quinn(), &repo.join("quinn"));
+    copy_dir(&registry_crate("quinn-udp", env!("NESQUIC_TEST_QUINN_UDP_VERSION")), &repo.join("quinn-udp"));
+    let version = other_version(env!("NESQUIC_TEST_QUINN_VERSION"));
+    set_version(&repo.join("quinn"), &version);
+    git(&repo, &["init", "-q"]);
+    (repo, version)
 }

@@ -115,35 +115,53 @@ fn wait_exit(child: &mut Child) -> Option<std::process::ExitStatus> {
     None
 }
 
+/// Starts `nesquic run --lut quinn --link veth ARGS --size 2GB` (mid-transfer for as long as a
+/// test needs), its stderr to `log` and its LUT processes tagged with `token`, and waits until its
+/// transfer runs: both LUT processes exec'd, the run's BPF programs loaded and `ready_too` true of
+/// nesquic's pid. Returns the child and those programs; panics with the log if it never gets there.
+fn start_transfer(
+    token: &str,
+    args: &[&str],
+    out: &Path,
+    log: &Path,
+    ready_too: impl Fn(u32) -> bool,
+) -> (Child, Vec<u64>) {
+    let mut child = nesquic()
+        .args(["run", "--lut", "quinn", "--link", "veth"])
+        .args(args)
+        .args(["--size", "2GB", "--timeout", "5m", "--out"])
+        .arg(out)
+        .env("NESQUIC_TEST_TOKEN", token)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).expect("log"))
+        .spawn()
+        .expect("spawn nesquic");
+    let pid = child.id();
+    let mut programs = Vec::new();
+    let ready = wait_for(READY_WITHIN, || {
+        programs = bpf_programs_of(pid);
+        lut_processes(token).len() == 2 && !programs.is_empty() && ready_too(pid)
+    });
+    if !ready {
+        let _ = child.kill();
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        panic!("{token}: the run did not reach its transfer within {READY_WITHIN:?}: {text}");
+    }
+    (child, programs)
+}
+
 /// Starts a probed run over veth, waits until its transfer runs, sends `signal`, and checks that
 /// nesquic exits and leaves nothing of the run behind.
 fn a_signalled_run_leaves_nothing(signal: i32, name: &str) {
     let token = format!("signals-{}-{name}", std::process::id());
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("stderr");
-    let mut child = nesquic()
-        .args(["run", "--lut", "quinn", "--link", "veth", "--rate", "1gbit"])
-        .args(["--probe", "io,crypto", "--probe-backend", "both", "--size", "2GB", "--timeout", "5m", "--out"])
-        .arg(dir.path().join("run"))
-        .env("NESQUIC_TEST_TOKEN", &token)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn nesquic");
-    let pid = child.id();
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-
-    // Ready: both LUT processes exec'd (the transfer runs), the run's BPF programs loaded, tbf on
-    // its veth end.
-    let mut programs = Vec::new();
-    let ready = wait_for(READY_WITHIN, || {
-        programs = bpf_programs_of(pid);
-        lut_processes(&token).len() == 2 && !programs.is_empty() && server_qdiscs(pid).contains("tbf")
-    });
-    if !ready {
-        let _ = child.kill();
-        panic!("{name}: the run did not reach its transfer within {READY_WITHIN:?}: {}", log_text());
-    }
+    // Ready once tbf is on its veth end too.
+    let args = ["--rate", "1gbit", "--probe", "io,crypto", "--probe-backend", "both"];
+    let (mut child, programs) =
+        start_transfer(&token, &args, &dir.path().join("run"), &log, |pid| server_qdiscs(pid).contains("tbf"));
+    let pid = child.id();
     assert_eq!(namespaces_of(pid).len(), 2, "{name}: the run's namespaces");
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(lut_processes(&token).len(), 2, "{name}: the transfer ended before the signal: {}", log_text());
@@ -233,26 +251,10 @@ fn what_a_killed_run_leaves_the_next_run_removes_and_names() {
     let token = format!("signals-{}-kill9", std::process::id());
     let dir = tempfile::tempdir().expect("tempdir");
     let log = dir.path().join("stderr");
-    let mut child = nesquic()
-        .args(["run", "--lut", "quinn", "--link", "veth", "--probe", "io,crypto,profile"])
-        .args(["--size", "2GB", "--timeout", "5m", "--out"])
-        .arg(dir.path().join("killed"))
-        .env("NESQUIC_TEST_TOKEN", &token)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("spawn nesquic");
+    let args = ["--probe", "io,crypto,profile"];
+    let (mut child, programs) =
+        start_transfer(&token, &args, &dir.path().join("killed"), &log, |pid| namespaces_of(pid).len() == 2);
     let pid = child.id();
-    let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
-    let mut programs = Vec::new();
-    let ready = wait_for(READY_WITHIN, || {
-        programs = bpf_programs_of(pid);
-        lut_processes(&token).len() == 2 && !programs.is_empty() && namespaces_of(pid).len() == 2
-    });
-    if !ready {
-        let _ = child.kill();
-        panic!("the run did not reach its transfer within {READY_WITHIN:?}: {}", log_text());
-    }
     // SAFETY: signals our own child.
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     let status = child.wait().expect("wait");
