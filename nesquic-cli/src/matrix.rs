@@ -171,6 +171,9 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
     let mut dirs: Vec<Vec<PathBuf>> = combinations.iter().map(|_| Vec::new()).collect();
     // One reporter a combination across rounds: each of its agent problems is said once.
     let mut terminals: Vec<run::Terminal> = combinations.iter().map(|_| run::Terminal::new(true)).collect();
+    // A failed round is named and the matrix goes on: one broken cell must not cost the others'
+    // hours. A signal ends it.
+    let mut failed: Vec<String> = Vec::new();
     for round in 0..args.repeat as usize {
         for k in 0..combinations.len() {
             // Rotate the start so no combination always runs first (warm caches, thermal state).
@@ -180,23 +183,34 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
             eprintln!("nesquic matrix: round {}/{}: {}", round + 1, args.repeat, c.label());
             let plan = &mut plans[i];
             plan.out = Some(dir.clone());
-            let report = nesquic_engine::run::execute(plan, &interrupted, &mut terminals[i])
-                .with_context(|| format!("{} (round {})", c.label(), round + 1))?;
-            reports[i].push(report);
-            dirs[i].push(dir);
+            match nesquic_engine::run::execute(plan, &interrupted, &mut terminals[i]) {
+                Ok(report) => {
+                    reports[i].push(report);
+                    dirs[i].push(dir);
+                }
+                Err(e) if interrupted.load(std::sync::atomic::Ordering::Relaxed) => {
+                    return Err(e).context(format!("{} (round {})", c.label(), round + 1))
+                }
+                Err(e) => {
+                    let why = format!("{} round {}: {}", c.label(), round + 1, first_line(&format!("{e:#}")));
+                    eprintln!("nesquic matrix: failed: {why}");
+                    failed.push(why);
+                }
+            }
         }
     }
     let rows: Vec<Row> = combinations
         .iter()
         .zip(reports)
         .zip(dirs)
+        .filter(|((_, reports), _)| !reports.is_empty())
         .map(|((c, reports), dirs)| row(c, reports, dirs))
         .collect::<Result<Vec<Row>>>()?;
     let baseline = args.baseline.as_deref().or(args.lut.iter().map(String::as_str).find(|l| *l == "tcp-tls"));
     let versus: Vec<_> = rows.iter().map(|r| versus(&rows, r, baseline?)).collect();
     let rows: Vec<Row> = rows.into_iter().zip(versus).map(|(r, versus)| Row { versus, ..r }).collect();
     let backend = clap::ValueEnum::to_possible_value(&args.probe_backend).map(|v| v.get_name().to_string());
-    print_table(&rows, args.repeat, backend.as_deref().unwrap_or_default(), args.markdown, &skipped);
+    print_table(&rows, args.repeat, backend.as_deref().unwrap_or_default(), args.markdown, &skipped, &failed);
     if let Some(file) = &args.html {
         let entries: Vec<nesquic_html::MatrixEntry> = rows.iter().map(|r| html_entry(r, &combinations)).collect();
         let default = || base.join(format!("{stamp}-matrix")).join("matrix.html");
@@ -206,6 +220,14 @@ pub fn execute(args: &MatrixArgs) -> Result<()> {
         nesquic_record::files::write(path, serde_json::to_string_pretty(&rows)?.as_bytes())
             .with_context(|| format!("write {}", path.display()))?;
         eprintln!("nesquic: JSON written to {}", path.display());
+    }
+    // The table and files hold what was measured; the exit status says not everything was.
+    if !failed.is_empty() {
+        bail!(
+            "{} of {} run(s) failed (each named above under \"failed:\"); the table holds the rest",
+            failed.len(),
+            args.repeat as usize * combinations.len()
+        );
     }
     Ok(())
 }

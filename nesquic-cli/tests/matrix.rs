@@ -152,3 +152,29 @@ fn cost_per_packet_by_component_is_one_table_across_luts() {
         }
     }
 }
+
+/// Issue 52: a cell whose runs fail is named under "failed:" and the matrix goes on; the other
+/// cells' rows are printed and written, and the exit status says a run failed.
+#[test]
+fn a_failed_cell_is_named_and_the_others_are_kept() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("matrix.json");
+    // The quinn and TCP+TLS servers obey the abort; quiche's does not (its runs succeed).
+    let out = nesquic()
+        .args(["matrix", "--lut", "quinn,quiche", "--size", "2MB", "--repeat", "2", "--out"])
+        .arg(dir.path())
+        .arg("--json")
+        .arg(&json)
+        .env("NESQUIC_FAULT_SERVER_ABORT_AFTER_BYTES", "100000")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
+        .output()
+        .expect("run nesquic");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("2 of 4 run(s) failed"), "{stderr}");
+    let failed: Vec<&str> = stdout.lines().filter(|l| l.starts_with("failed: quinn --io")).collect();
+    assert_eq!(failed.len(), 2, "{stdout}");
+    assert!(failed[0].contains("round 1") && failed[1].contains("round 2"), "{stdout}");
+    let rows: Vec<Row> = load_json(&json);
+    assert_eq!(rows.iter().map(|r| (r.lut.as_str(), r.rounds)).collect::<Vec<_>>(), [("quiche", 2)]);
+}

@@ -409,6 +409,36 @@ fn a_failed_repetition_keeps_the_repetitions_measured_before_it() {
     assert!(stderr(&compare).contains("no measured repetition"), "{}", stderr(&compare));
 }
 
+/// Issue 52: a failed `--overhead` round is left out and named; the rounds before and after it
+/// are measured, printed and written, and the exit status says one failed.
+#[test]
+fn a_failed_overhead_round_keeps_the_other_rounds() {
+    require_lut_binaries();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let json = tmp.path().join("overhead.json");
+    let out = nesquic()
+        .args(["run", "--size", "2MB", "--repeat", "3", "--overhead", "--probe", "io", "--json"])
+        .arg(&json)
+        .env("NESQUIC_FAULT_CORRUPT_IN_REPETITION", "2")
+        .env("NESQUIC_ALLOW_FAULTS", "1")
+        .output()
+        .expect("run nesquic");
+    let (err, text) = (stderr(&out), String::from_utf8_lossy(&out.stdout));
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("1 of 3 round(s) failed") && err.contains("round 2"), "{err}");
+    assert!(text.contains("probe overhead, 2 round(s)") && text.contains("round 2 left out"), "{text}");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&json).expect("the JSON is written")).expect("JSON");
+    assert_eq!(report["rounds"], 2, "{report:#}");
+    assert_eq!(report["failed_rounds"][0]["round"], 2, "{report:#}");
+    assert!(report["failed_rounds"][0]["error"].as_str().is_some_and(|e| e.contains("payload mismatch")));
+    for set in report["sets"].as_array().expect("sets") {
+        let reps = set["repetitions"].as_array().expect("repetitions");
+        assert_eq!(reps.len(), 2, "rounds 1 and 3 of {}", set["probes"]);
+        assert!(reps.iter().all(|r| r["payload_verified"] == true));
+    }
+}
+
 /// Unmounts a tmpfs when dropped (also when the test fails).
 struct Mounted(PathBuf);
 

@@ -1,5 +1,6 @@
 //! What a nesquic that died without its cleanup (`kill -9`, a crash) left on this machine, found
-//! and removed by the next one; what a run still going holds is reported and left alone.
+//! and removed by the next one; what a run still going holds is reported and left alone. A pid
+//! alive again in a process that started after the object was made is not its owner.
 //!
 //! Every object a run makes carries its pid in its name: the `--link veth` namespaces and veth
 //! ends (`nq-<pid>-s`, `nq<pid>s`; tbf, netem, clsact and the tc-bpf filters live on the veth
@@ -11,6 +12,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use nesquic_link::OwnedObject;
 
@@ -48,6 +50,22 @@ impl Object {
             Object::Link(o) => o.owner,
             Object::Scratch { owner, .. } => *owner,
         }
+    }
+
+    /// Where it is in the file system.
+    fn path(&self) -> PathBuf {
+        match self {
+            Object::Link(o) => o.path(),
+            Object::Scratch { path, .. } => path.clone(),
+        }
+    }
+
+    /// When it was last changed (its inode's ctime): its owner was alive then.
+    fn changed(&self) -> Option<SystemTime> {
+        let meta = std::fs::symlink_metadata(self.path()).ok()?;
+        let (secs, nanos) =
+            (std::os::unix::fs::MetadataExt::ctime(&meta), std::os::unix::fs::MetadataExt::ctime_nsec(&meta));
+        Some(UNIX_EPOCH + Duration::new(u64::try_from(secs).ok()?, u32::try_from(nanos).ok()?))
     }
 
     fn remove(&self) -> Result<(), String> {
@@ -102,7 +120,7 @@ pub fn sweep() -> Vec<Found> {
     let objects = nesquic_link::owned_objects().into_iter().map(Object::Link).chain(scratch_dirs());
     let mut found = Vec::new();
     for object in objects.filter(|o| o.owner() != me) {
-        found.push(match owner_command(object.owner()) {
+        found.push(match owner_command(object.owner(), object.changed()) {
             Some(command) => Found::InUse(object, command),
             None => match object.remove() {
                 Ok(()) => Found::Removed(object),
@@ -113,15 +131,43 @@ pub fn sweep() -> Vec<Found> {
     found
 }
 
-/// The command name of `pid`, when it is alive. A pid reused by another program since counts as
-/// alive: its objects wait until it ends (never removed from under a live run).
-fn owner_command(pid: u32) -> Option<String> {
+/// The command name of `pid`, when it is alive and may have made an object last changed at
+/// `changed`. A process that started after that is a later program given a dead run's pid again
+/// (the pid space wrapped): the object is not its.
+fn owner_command(pid: u32, changed: Option<SystemTime>) -> Option<String> {
     let proc = Path::new("/proc").join(pid.to_string());
-    if !proc.exists() {
+    let started = process_start(&proc)?;
+    // The margin covers the start time's 10 ms ticks and the clocks read apart; a pid comes back
+    // only after the whole pid space has been used, far later than this.
+    if changed.is_some_and(|changed| started > changed + Duration::from_secs(1)) {
         return None;
     }
     let comm = std::fs::read_to_string(proc.join("comm")).unwrap_or_default();
     Some(comm.trim().to_string()).filter(|c| !c.is_empty()).or(Some("?".into()))
+}
+
+/// When the process of `/proc/PID` started, on the wall clock; none when it is gone.
+fn process_start(proc: &Path) -> Option<SystemTime> {
+    let stat = std::fs::read_to_string(proc.join("stat")).ok()?;
+    // Field 22, counted after the command name's closing parenthesis (the name may hold spaces).
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = after_name.split_whitespace().nth(19)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|hz| *hz > 0)?;
+    let since_boot = Duration::from_millis(ticks * 1000 / hz);
+    Some(boot_time()? + since_boot)
+}
+
+/// The wall-clock time the machine booted: now, less the time since boot (CLOCK_BOOTTIME, the
+/// clock a process's start time counts on).
+fn boot_time() -> Option<SystemTime> {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec for the kernel to fill.
+    if unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) } != 0 {
+        return None;
+    }
+    let up = Duration::new(u64::try_from(ts.tv_sec).ok()?, u32::try_from(ts.tv_nsec).ok()?);
+    SystemTime::now().checked_sub(up)
 }
 
 /// This user's scratch directories in the temporary directory (another user's are theirs).
@@ -207,5 +253,23 @@ mod tests {
         assert!(kept.ends_with("left alone") && kept.contains(&format!("pid {live}")), "{kept}");
         assert!(live_dir.exists());
         std::fs::remove_dir_all(&live_dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_pid_given_again_to_a_later_program_does_not_keep_a_dead_runs_directory() {
+        // A live process that started after the directory was made: the dead run's pid, reused.
+        // Not named like a scratch directory: the sweep in the test beside this one must not take it.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let made = Object::Scratch { path: dir.path().to_path_buf(), owner: 0 }.changed().expect("ctime");
+        std::thread::sleep(Duration::from_millis(1100));
+        let mut later = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = later.id();
+        assert_eq!(owner_command(pid, Some(made)), None, "started after the directory was made");
+        // The same process made nothing before it started: an object changed after its start is its.
+        assert_eq!(owner_command(pid, Some(SystemTime::now())).as_deref(), Some("sleep"));
+        // This process started before the directory: it may own it.
+        assert!(owner_command(std::process::id(), Some(made)).is_some());
+        let _ = later.kill();
+        let _ = later.wait();
     }
 }

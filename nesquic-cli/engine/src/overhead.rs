@@ -45,11 +45,29 @@ pub struct SetResult {
     pub repetitions: Vec<RepetitionFigures>,
 }
 
+/// A round that did not complete: none of its sets counts (each ratio pairs a set with the same
+/// round's unprobed run), the rounds before and after it do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct FailedRound {
+    /// 1-based, as in "round 3/100".
+    pub round: u32,
+    /// The probe set whose run failed; empty for the unprobed one.
+    pub probes: String,
+    /// The error, with its causes.
+    pub error: String,
+}
+
 /// What `--overhead` measured.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct OverheadReport {
-    /// Rounds (each ran every set once).
+    /// Complete rounds (each ran every set once); failed ones are in `failed_rounds`.
     pub rounds: u32,
+    /// Rounds that failed, and why (a long benchmark keeps the others).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_rounds: Vec<FailedRound>,
+    /// Stopped by a signal: the rounds after the one it interrupted did not run.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub interrupted: bool,
     /// Payload per repetition.
     pub size_bytes: u64,
     /// The baseline first, then each item, then all items together.
@@ -66,7 +84,9 @@ pub enum SetChoice {
     Together,
 }
 
-/// Runs the comparison: `plan.probe` as `choice` says; `plan.repeat` rounds.
+/// Runs the comparison: `plan.probe` as `choice` says; `plan.repeat` rounds. A round whose run
+/// fails is recorded in `failed_rounds` and the next round runs; a signal ends the rounds there.
+/// Fails only when no round completed.
 pub fn execute(
     plan: &RunPlan,
     choice: SetChoice,
@@ -94,7 +114,10 @@ pub fn execute(
     let stage = Stage::new(plan, reporter)?;
     let base: RepetitionSpec<'_> = stage.spec(plan, interrupted);
     let mut results: Vec<Vec<RepetitionFigures>> = vec![Vec::new(); sets.len()];
+    let mut failed_rounds = Vec::new();
+    let mut stopped = false;
     for round in 0..rounds {
+        let mut this_round: Vec<Option<RepetitionFigures>> = vec![None; sets.len()];
         for k in 0..sets.len() {
             let i = (k + round as usize) % sets.len();
             let name = if sets[i].is_empty() { "no probes" } else { &sets[i] };
@@ -110,12 +133,42 @@ pub fn execute(
                 }
                 None => (None, None),
             };
-            let figures = measure(&spec, session.as_mut(), user.as_mut(), None, round + 1)
-                .with_step(|| format!("{} failed", spec.label))?;
+            let measured = measure(&spec, session.as_mut(), user.as_mut(), None, round + 1)
+                .with_step(|| format!("{} failed", spec.label));
             drop((session, user));
-            reporter.repetition(&spec.label, &figures);
-            results[i].push(figures);
+            match measured {
+                Ok(figures) => {
+                    reporter.repetition(&spec.label, &figures);
+                    this_round[i] = Some(figures);
+                }
+                Err(e) => {
+                    stopped = interrupted.load(std::sync::atomic::Ordering::Relaxed);
+                    if !stopped {
+                        let error = e.chain();
+                        reporter.repetition_failed(&spec.label, &error);
+                        failed_rounds.push(FailedRound { round: round + 1, probes: sets[i].clone(), error });
+                    }
+                    break;
+                }
+            }
         }
+        if stopped {
+            break;
+        }
+        // Only a complete round keeps its runs: every ratio pairs a set with the same round's baseline.
+        if this_round.iter().all(Option::is_some) {
+            for (set, figures) in results.iter_mut().zip(this_round.into_iter().flatten()) {
+                set.push(figures);
+            }
+        }
+    }
+    if results[0].is_empty() {
+        return Err(match failed_rounds.first() {
+            Some(f) => {
+                EngineError::msg(format!("no round of --overhead completed; round {} failed: {}", f.round, f.error))
+            }
+            None => EngineError::msg("interrupted before any round of --overhead completed"),
+        });
     }
     let size = plan.testcase.workload.total_bytes();
     let per_gb = |r: &RepetitionFigures| cpu_s(r) / (size as f64 / 1e9);
@@ -129,7 +182,9 @@ pub fn execute(
     let (baseline_goodputs, baseline_cpus) = &series[0];
     let baseline_goodput = Spread::of(baseline_goodputs.iter().copied()).ok_or_else(no_runs)?.median;
     let baseline_cpu = Spread::of(baseline_cpus.iter().copied()).ok_or_else(no_runs)?.median;
-    let mut report = OverheadReport { rounds, size_bytes: size, sets: Vec::new() };
+    let complete = results[0].len() as u32;
+    let mut report =
+        OverheadReport { rounds: complete, failed_rounds, interrupted: stopped, size_bytes: size, sets: Vec::new() };
     for ((set, reps), (goodputs, cpus)) in sets.iter().zip(results).zip(&series) {
         let goodput = Spread::of(goodputs.iter().copied()).ok_or_else(no_runs)?;
         let cpu = Spread::of(cpus.iter().copied()).ok_or_else(no_runs)?;

@@ -103,6 +103,8 @@ pub trait RunReporter {
     fn starting(&mut self, _plan: &RunPlan) {}
     /// One repetition finished.
     fn repetition(&mut self, _label: &str, _figures: &RepetitionFigures) {}
+    /// One repetition failed and the runs go on without it (`--overhead`'s rounds).
+    fn repetition_failed(&mut self, _label: &str, _error: &str) {}
     /// Every repetition finished; `merged` are the probes' totals over all of them.
     fn finished(&mut self, _record: &RunRecord, _merged: Option<&Metrics>) {}
     /// The library's own qlog events were merged into a trace.

@@ -53,8 +53,16 @@ pub fn versus(rows: &[Row], r: &Row, baseline: &str) -> Option<VersusReference> 
 }
 
 /// The matrix table (medians over `rounds` rounds), its notes, and the cost per packet.
-/// `syscall_backend` names `--probe-backend` for the note on the syscall columns.
-pub fn print_table(rows: &[Row], rounds: u32, syscall_backend: &str, markdown: bool, skipped: &[String]) {
+/// `syscall_backend` names `--probe-backend` for the note on the syscall columns; `skipped` are the
+/// combinations that could not run, `failed` the rounds that failed (a row's `n` counts the others).
+pub fn print_table(
+    rows: &[Row],
+    rounds: u32,
+    syscall_backend: &str,
+    markdown: bool,
+    skipped: &[String],
+    failed: &[String],
+) {
     let opt = |v: Option<f64>, digits: usize| v.map_or("-".to_string(), |x| format!("{x:.digits$}"));
     let header = [
         "LUT",
@@ -139,6 +147,9 @@ pub fn print_table(rows: &[Row], rounds: u32, syscall_backend: &str, markdown: b
     print_packet_cost(rows, markdown);
     for s in skipped {
         println!("skipped: {s}");
+    }
+    for f in failed {
+        println!("failed: {f}");
     }
 }
 

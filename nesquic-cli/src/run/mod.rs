@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use nesquic_engine::custom_build;
 use nesquic_engine::pair::ClientSide;
 pub(crate) use nesquic_engine::process::{install_signal_flag, lut_dir};
@@ -281,6 +281,19 @@ pub fn execute(args: &RunArgs) -> Result<Option<RunReport>> {
             nesquic_record::files::write(path, serde_json::to_string_pretty(&report)?.as_bytes())
                 .with_context(|| format!("write {}", path.display()))?;
             eprintln!("nesquic: JSON written to {}", path.display());
+        }
+        // The rounds that completed are printed and written; the exit status still says some did not.
+        if report.interrupted {
+            bail!("interrupted after {} complete round(s) of {}: the table holds those", report.rounds, plan.repeat);
+        }
+        if !report.failed_rounds.is_empty() {
+            bail!(
+                "{} of {} round(s) failed (the table holds the {} that completed): {}",
+                report.failed_rounds.len(),
+                plan.repeat,
+                report.rounds,
+                report.failed_rounds.iter().map(|f| format!("round {}", f.round)).collect::<Vec<_>>().join(", ")
+            );
         }
         return Ok(None);
     }
@@ -583,6 +596,10 @@ impl RunReporter for Terminal {
         }
     }
 
+    fn repetition_failed(&mut self, label: &str, error: &str) {
+        eprintln!("nesquic: {label} failed (the round is left out, the next one runs): {error}");
+    }
+
     fn finished(&mut self, report: &RunReport, merged: Option<&nesquic_ebpf::Metrics>) {
         if !self.quiet {
             nesquic_render::run::print_run(report, merged);
@@ -621,6 +638,14 @@ fn print_overhead(report: &nesquic_engine::overhead::OverheadReport) {
         "probe overhead, {} round(s) of {} bytes; ratios against no probes: of medians, and paired round by round (95% interval)",
         report.rounds, report.size_bytes
     );
+    for f in &report.failed_rounds {
+        let set = if f.probes.is_empty() { "no probes" } else { f.probes.as_str() };
+        println!(
+            "round {} left out: its run with {set} failed: {}",
+            f.round,
+            f.error.lines().next().unwrap_or_default()
+        );
+    }
     println!(
         "{:<34} {:>14} {:>7} {:>21} {:>10} {:>7} {:>21}",
         "probes", "goodput Mbit/s", "ratio", "paired", "CPU s/GB", "ratio", "paired"

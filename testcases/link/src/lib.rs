@@ -537,6 +537,14 @@ impl OwnedObject {
         }
     }
 
+    /// Where it shows in the file system: its inode's change time is when it was made.
+    pub fn path(&self) -> std::path::PathBuf {
+        match self.kind {
+            ObjectKind::Namespace => std::path::Path::new("/var/run/netns").join(&self.name),
+            ObjectKind::VethEnd => std::path::Path::new("/sys/class/net").join(&self.name),
+        }
+    }
+
     /// The command that removes it by hand.
     pub fn removal_command(&self) -> String {
         match self.kind {
