@@ -435,35 +435,36 @@ fn unprivileged_user_gets_a_clear_error_for_kernel_probes() {
     let _g = serial();
     for args in [
         &["trace", "--probe-backend", "kernel", "--probe", "io", "--", "/bin/true"][..],
-        &["trace", "--probe", "profile", "--", "/bin/true"][..],
+        // The fixed-rate profile samples in user mode without root; the tick is a kernel hook.
+        &["trace", "--probe", "profile:tick", "--", "/bin/true"][..],
     ] {
         let out = unprivileged(args);
         assert!(!out.status.success(), "{args:?}");
         assert!(stderr(&out).contains("need root"), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains("only the kernel can measure"), "{args:?}: {}", stderr(&out));
     }
-    // `--overhead` alone measures the default probes; without root, on a static LUT (quic-go's),
-    // neither eBPF nor the agent can run them.
-    let out = unprivileged(&[
-        "run",
-        "--overhead",
-        "--lut",
-        "quic-go",
-        "--size",
-        "1MB",
-        "--out",
-        "/tmp/nesquic-never-written",
-    ]);
-    assert!(!out.status.success());
+    // Without root, on a static LUT (quic-go's), the agent cannot count: the default is the
+    // user-mode profile alone, and it says why.
+    let dir = tempfile::Builder::new().prefix("nesquic-nonroot-").tempdir_in("/tmp").expect("tempdir");
+    std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown to nobody");
+    let out_dir = dir.path().join("run");
+    let out = unprivileged(&["run", "--lut", "quic-go", "--size", "1MB", "--out", out_dir.to_str().expect("utf-8")]);
     let err = stderr(&out);
-    assert!(err.contains("--overhead without --probe measures the default probes"), "{err}");
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("nesquic: probes: profile (the default without eBPF: user-mode samples"), "{err}");
     assert!(err.contains("need root") && err.contains("the user-space agent cannot count here"), "{err}");
-    assert!(!std::path::Path::new("/tmp/nesquic-never-written").exists());
+    let report = load_record(&out_dir.join("summary.json"));
+    assert!(report.repetitions[0].probes.is_none(), "no counts without root or the agent");
+    assert_eq!(
+        report.repetitions[0].profile.as_ref().map(|p| p.clock),
+        Some(nesquic_ebpf::profile::SampleClock::UserModeCpuClock)
+    );
 }
 
 /// Without root the user-space agent measures a whole LUT run by default: I/O and crypto, exact
 /// enough to check against the payload (the server seals at least one packet per datagram it
-/// sends).
+/// sends); and the profile samples the LUT's own processes in user mode (issue 52), naming the
+/// server's crypto.
 #[test]
 fn unprivileged_user_runs_quinn_with_user_space_probes() {
     let _g = serial();
@@ -471,17 +472,18 @@ fn unprivileged_user_runs_quinn_with_user_space_probes() {
     // The user's own directory: nesquic refuses to write runs into one others can write to.
     std::os::unix::fs::chown(dir.path(), Some(65534), Some(65534)).expect("chown to nobody");
     let out_dir = dir.path().join("run");
-    let out = unprivileged(&["run", "--lut", "quinn", "--size", "5MB", "--out", out_dir.to_str().expect("utf-8")]);
+    // 300 MB: ~100 user-mode samples a side at 251 Hz, ~20 of them in the server's crypto.
+    let out = unprivileged(&["run", "--lut", "quinn", "--size", "300MB", "--out", out_dir.to_str().expect("utf-8")]);
     let err = stderr(&out);
     assert!(out.status.success(), "{err}");
-    assert!(err.contains("nesquic: probes: io,crypto (the default without eBPF, counted in user space"), "{err}");
+    assert!(err.contains("nesquic: probes: profile,io,crypto (the default without eBPF"), "{err}");
     let report = load_record(&out_dir.join("summary.json"));
     assert!(report.repetitions[0].payload_verified);
     let probes = common::probes(&report, 0);
     assert_eq!(json_name(&probes.io_mechanism), "user (libc interposition)");
     let server = role_in(probes, Role::Server);
     let sent = sent(server, |s| s.datagrams);
-    assert!(sent > 3000, "5 MB is more than 3000 datagrams: {server:?}");
+    assert!(sent > 3000, "300 MB is more than 3000 datagrams: {server:?}");
     assert!(
         calls(server, "crypto.seal") >= sent,
         "seal calls {} < datagrams sent {sent}",
@@ -490,6 +492,19 @@ fn unprivileged_user_runs_quinn_with_user_space_probes() {
     for f in &server.functions {
         assert_eq!(function_mechanism(f), "user (inline hook)", "{f:?}");
     }
+    let rep = &report.repetitions[0];
+    let profile = rep.profile.as_ref().unwrap_or_else(|| panic!("no user-mode profile: {rep:?}"));
+    assert_eq!(profile.clock, nesquic_ebpf::profile::SampleClock::UserModeCpuClock);
+    assert_eq!(profile.frequency_hz, nesquic_ebpf::catalog::DEFAULT_PROFILE_HZ);
+    assert_eq!(profile.roles.len(), 2, "{profile:?}");
+    for role in &profile.roles {
+        assert!(role.samples >= 20, "{role:?}");
+    }
+    let server = profile.roles.iter().find(|r| r.role == Role::Server).expect("server profile");
+    let crypto: u64 = server.components.iter().filter(|c| c.name.starts_with("crypto")).map(|c| c.samples).sum();
+    assert!(crypto > 0, "the server's crypto is named: {:?}", server.components);
+    // Without kernel frames: no component of the kernel's.
+    assert!(server.components.iter().all(|c| !c.name.starts_with("kernel")), "{:?}", server.components);
 }
 
 #[test]

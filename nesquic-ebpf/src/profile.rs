@@ -14,6 +14,7 @@ mod blaze;
 mod frameless;
 pub mod packet_cost;
 mod rep_movsb;
+pub mod user_mode;
 
 /// Sums the per-CPU counters of the `sampler_cost` map.
 pub fn sampler_cost<'a>(cpus: impl IntoIterator<Item = &'a SamplerCounters>) -> SamplerCost {

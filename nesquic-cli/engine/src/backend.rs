@@ -13,6 +13,7 @@ use nesquic_ebpf::metrics::Mechanism;
 const MECHANISM_INLINE_HOOK: &str = Mechanism::InlineHook.as_str();
 const MECHANISM_INTERPOSITION: &str = Mechanism::Interposition.as_str();
 const MECHANISM_UPROBE: &str = Mechanism::Uprobe.as_str();
+use nesquic_ebpf::profile::user_mode::UserModeSampler;
 use nesquic_ebpf::user::UserBackend;
 use nesquic_ebpf::{Metrics, ProbeSession, ResolvedFunction, RoleMetrics};
 use serde::Serialize;
@@ -78,6 +79,8 @@ pub struct Probes {
     pub kernel: Option<ProbeSession>,
     /// The agent.
     pub user: Option<UserProbes>,
+    /// The sampling profile without root (user mode only, no eBPF), when it replaces the kernel's.
+    pub user_profile: Option<UserModeSampler>,
 }
 
 /// The user-space side: the plan and each LUT process's agent.
@@ -125,8 +128,21 @@ impl Probes {
             kernel_functions = functions.clone();
         }
         let kernel_io = request.io && (!user_io || choice == BackendChoice::Both);
+        // Without root, a profile on the default clock is still possible: user mode only, on
+        // the LUT's own processes (perf_event_paranoid <= 2), when nothing else needs eBPF.
+        let privileges = nesquic_ebpf::preflight::check_privileges();
+        let user_mode_profile = request.profile
+            && privileges.is_err()
+            && !kernel_io
+            && kernel_functions.is_empty()
+            && choice != BackendChoice::Kernel;
+        // Only the fixed-rate clock: `~HZ` re-arms a BPF-fed event and the tick is a kernel hook.
+        if let (true, nesquic_ebpf::catalog::ProfileClock::CpuClock(hz)) = (user_mode_profile, request.profile_clock) {
+            let sampler = UserModeSampler::start(hz).step("cannot start the user-mode sampling profile")?;
+            return Ok(Self { kernel: None, user, user_profile: Some(sampler) });
+        }
         let kernel = if kernel_io || !kernel_functions.is_empty() || request.profile {
-            if let Err(e) = nesquic_ebpf::preflight::check_privileges() {
+            if let Err(e) = privileges {
                 return Err(EngineError::msg(format!(
                     "{e}; {}",
                     kernel_only_items(kernel_io, &kernel_functions, request.profile, &user)
@@ -140,7 +156,7 @@ impl Probes {
         } else {
             None
         };
-        Ok(Self { kernel, user })
+        Ok(Self { kernel, user, user_profile: None })
     }
 
     /// One line per mechanism in use, for the terminal.
@@ -160,6 +176,12 @@ impl Probes {
             for f in &u.fallbacks {
                 lines.push(format!("{}: {MECHANISM_UPROBE} (the agent cannot hook it: {})", f.name, f.reason));
             }
+        }
+        if let Some(p) = &self.user_profile {
+            lines.push(format!(
+                "sampling profile: user mode only, {} Hz per CPU on the LUT's own processes (no root: time in the kernel is not sampled)",
+                p.hz()
+            ));
         }
         if let Some(k) = &self.kernel {
             if let Some(io) = k.io_mechanism() {

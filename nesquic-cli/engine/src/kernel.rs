@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 
 use nesquic_ebpf::layout::NqDatagramEvent;
-use nesquic_ebpf::profile::{ProcessMaps, Profile};
+use nesquic_ebpf::profile::user_mode::UserModeSampler;
+use nesquic_ebpf::profile::{ProcessMaps, Profile, SampleClock, SamplerCost};
 use nesquic_ebpf::{Metrics, ProbeSession, Role};
 
 use crate::EngineError;
@@ -24,6 +25,10 @@ pub trait KernelProbes {
     fn detaching(&self) -> bool;
     /// Whether the sampling profiler runs.
     fn is_profiling(&self) -> bool;
+    /// Whether it counts totals ([`KernelProbes::snapshot`]); the user-mode profile counts none.
+    fn counts_totals(&self) -> bool {
+        true
+    }
     /// The per-datagram events since the last call.
     fn drain_datagram_events(&mut self) -> Vec<NqDatagramEvent>;
     /// The totals of `roles` so far.
@@ -63,6 +68,69 @@ impl KernelProbes for ProbeSession {
         self.untrack_all()?;
         self.reset()?;
         Ok(self.reset_profile()?)
+    }
+}
+
+/// What follows the processes in the kernel: the eBPF session, or else the user-mode profile.
+pub fn as_probes<'a>(
+    session: Option<&'a mut ProbeSession>,
+    user_profile: Option<&'a mut UserModeSampler>,
+) -> Option<&'a mut dyn KernelProbes> {
+    match (session, user_profile) {
+        (Some(s), _) => Some(s),
+        (None, Some(p)) => Some(p),
+        (None, None) => None,
+    }
+}
+
+/// The sampling profile without root: user-mode perf samples of the LUT's own processes, no
+/// eBPF and no totals (`nesquic_ebpf::profile::user_mode`).
+impl KernelProbes for UserModeSampler {
+    fn track(&mut self, pid: u32, role: Role) -> Result<(), EngineError> {
+        Ok(UserModeSampler::track(self, pid, role.index())?)
+    }
+
+    fn set_functions_counting(&mut self, _on: bool) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn set_functions_attached(&mut self, _on: bool) -> Result<(), EngineError> {
+        Ok(())
+    }
+
+    fn detaching(&self) -> bool {
+        false
+    }
+
+    fn is_profiling(&self) -> bool {
+        true
+    }
+
+    fn counts_totals(&self) -> bool {
+        false
+    }
+
+    fn drain_datagram_events(&mut self) -> Vec<NqDatagramEvent> {
+        Vec::new()
+    }
+
+    fn snapshot(&self, _roles: &[Role]) -> Result<Metrics, EngineError> {
+        Err(EngineError::msg("the user-mode profile counts no totals"))
+    }
+
+    fn profile(&mut self, maps: &HashMap<u32, ProcessMaps>, roles: &[Role]) -> Result<Profile, EngineError> {
+        let samples = self.samples();
+        let mut profile = nesquic_ebpf::profile::build(&samples, maps, roles, &crate::plan::classifier()?, self.hz());
+        profile.clock = SampleClock::UserModeCpuClock;
+        let taken: u64 = samples.iter().map(|s| s.count).sum();
+        profile.sampler =
+            Some(SamplerCost { runs: taken, samples: taken, run_ns: self.drain_ns(), ..Default::default() });
+        Ok(profile)
+    }
+
+    fn clear(&mut self) -> Result<(), EngineError> {
+        UserModeSampler::clear(self);
+        Ok(())
     }
 }
 

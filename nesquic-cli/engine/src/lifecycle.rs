@@ -337,7 +337,7 @@ impl<'a> ProbeTracker<'a> {
     pub fn collect(&mut self, succeeded: bool, roles: &[Role]) -> Result<Probed> {
         let duty_fraction = self.duty.as_mut().and_then(|d| d.finish());
         let kernel = match self.session.as_deref() {
-            Some(session) if succeeded => {
+            Some(session) if succeeded && session.counts_totals() => {
                 let mut m = session.snapshot(roles)?;
                 if let Some(fraction) = duty_fraction {
                     m.apply_duty(fraction);

@@ -20,16 +20,16 @@ use crate::{Cause, EngineError};
 
 /// Runs one repetition, with probes if a session is given (left clean for the next one) and
 /// qlog snapshots if a recorder is given.
-pub fn measure(
+pub fn measure<'a>(
     spec: &RepetitionSpec<'_>,
-    session: Option<&mut nesquic_ebpf::ProbeSession>,
-    user: Option<&mut crate::backend::UserProbes>,
-    recorder: Option<&mut Recorder>,
+    session: Option<&'a mut dyn KernelProbes>,
+    user: Option<&'a mut crate::backend::UserProbes>,
+    recorder: Option<&'a mut Recorder>,
     repetition: u32,
 ) -> Result<RepetitionFigures, EngineError> {
     let now = Instant::now();
     let mut observer = RunObserver {
-        probes: ProbeTracker::new(session.map(|s| s as &mut dyn KernelProbes), user, spec.duty),
+        probes: ProbeTracker::new(session, user, spec.duty),
         recorder,
         started: now,
         last: now,
@@ -82,7 +82,12 @@ pub fn measure(
     figures.rcvbuf_drops_cost = rcvbuf_drops_cost;
     if let Some(p) = figures.profile.as_mut() {
         // Cost per datagram: the probes' datagram count, else the LUT's own I/O counters.
-        let (server_cpu, client_cpu) = (figures.server.cpu_total_s, figures.client.cpu_total_s);
+        // A user-mode profile's shares are of the user-mode CPU time only.
+        let (server_cpu, client_cpu) = if p.clock == nesquic_ebpf::profile::SampleClock::UserModeCpuClock {
+            (figures.server.cpu_user_s, figures.client.cpu_user_s)
+        } else {
+            (figures.server.cpu_total_s, figures.client.cpu_total_s)
+        };
         let (probes, counters) = (&figures.probes, &figures.io_layer_counters);
         let datagrams = |role: Role, direction: Direction| {
             let probed = probes.as_ref().and_then(|m| nesquic_ebpf::packet_cost::datagrams_probed(m, role, direction));
@@ -176,11 +181,11 @@ impl ProcessObserver for RunObserver<'_> {
         }
         self.last = Instant::now();
         let kernel = match self.probes.session.as_deref_mut() {
-            Some(s) => {
+            Some(s) if s.counts_totals() => {
                 recorder.datagram_events(&model_events(s.drain_datagram_events()))?;
                 Some(s.snapshot(&LUT_ROLES)?)
             }
-            None => None,
+            _ => None,
         };
         // The agents' counters are shared memory: read live, no syscall in the LUT.
         let mut metrics = match self.probes.user.as_deref() {

@@ -123,19 +123,20 @@ pub fn execute(
             let name = if sets[i].is_empty() { "no probes" } else { &sets[i] };
             let spec = RepetitionSpec { label: format!("round {}/{rounds} {name}", round + 1), ..base };
             let (_scratch, dir) = crate::backend::scratch_dir()?;
-            let (mut session, mut user) = match &plans[i] {
+            let (mut session, mut user, mut user_profile) = match &plans[i] {
                 Some(probe_plan) => {
                     let p = Probes::open(probe_plan, plan.probe_backend, &plan.binary, &dir, stage.needs)?;
                     if round == 0 {
                         reporter.probes_opened(&p);
                     }
-                    (p.kernel, p.user)
+                    (p.kernel, p.user, p.user_profile)
                 }
-                None => (None, None),
+                None => (None, None, None),
             };
-            let measured = measure(&spec, session.as_mut(), user.as_mut(), None, round + 1)
-                .with_step(|| format!("{} failed", spec.label));
-            drop((session, user));
+            let sampling = crate::kernel::as_probes(session.as_mut(), user_profile.as_mut());
+            let measured =
+                measure(&spec, sampling, user.as_mut(), None, round + 1).with_step(|| format!("{} failed", spec.label));
+            drop((session, user, user_profile));
             match measured {
                 Ok(figures) => {
                     reporter.repetition(&spec.label, &figures);

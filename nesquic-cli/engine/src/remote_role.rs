@@ -130,8 +130,9 @@ fn run_role(plan: &RolePlan, stop: &AtomicBool, out: &mut impl Write) -> Result<
         Some(p) => crate::calibrate::for_probes(p, stop)?,
         None => None,
     };
-    let (mut session, mut user) = probes.map_or((None, None), |p| (p.kernel, p.user));
-    let kernel = session.as_mut().map(|s| s as &mut dyn crate::kernel::KernelProbes);
+    let (mut session, mut user, mut user_profile) =
+        probes.map_or((None, None, None), |p| (p.kernel, p.user, p.user_profile));
+    let kernel = crate::kernel::as_probes(session.as_mut(), user_profile.as_mut());
     let mut relay = Relay { probes: ProbeTracker::new(kernel, user.as_mut(), None), out, qlog: None };
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, plan.timeout, stop, "the remote LUT process");

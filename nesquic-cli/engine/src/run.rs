@@ -261,9 +261,9 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
     if let Some(c) = &calibration {
         reporter.calibrated(c);
     }
-    let (mut session, mut user) = match probes {
-        Some(p) => (p.kernel, p.user),
-        None => (None, None),
+    let (mut session, mut user, mut user_profile) = match probes {
+        Some(p) => (p.kernel, p.user, p.user_profile),
+        None => (None, None, None),
     };
     if plan.qlog_datagrams {
         if !probe_plan.as_ref().is_some_and(|p| p.request.io) {
@@ -341,22 +341,22 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
         let label = format!("rep {i}/{}", plan.repeat);
         let spec =
             RepetitionSpec { label: label.clone(), lut_qlog: plan.lut_qlog.then_some((out_dir.as_path(), i)), ..base };
-        let measured =
-            measure(&spec, session.as_mut(), user.as_mut(), Some(&mut recorder), i).and_then(|mut figures| {
-                if let (Some(c), Some(m)) = (&report.calibration, figures.probes.as_mut()) {
-                    c.compensate_roles(m, |role| plan.remote.target(role).is_none());
-                }
-                if let Some(sides) = &side_objects {
-                    sides.keep_own(&mut figures.agents);
-                }
-                // The record names the LUT's qlogs relative to the run directory, and only files in
-                // it: the path comes from the LUT (or a remote host), which must not make root read
-                // others.
-                for (_, path, _) in &mut figures.lut_qlogs {
-                    *path = nesquic_record::files::relative_to(&out_dir, path)?;
-                }
-                Ok(figures)
-            });
+        let sampling = crate::kernel::as_probes(session.as_mut(), user_profile.as_mut());
+        let measured = measure(&spec, sampling, user.as_mut(), Some(&mut recorder), i).and_then(|mut figures| {
+            if let (Some(c), Some(m)) = (&report.calibration, figures.probes.as_mut()) {
+                c.compensate_roles(m, |role| plan.remote.target(role).is_none());
+            }
+            if let Some(sides) = &side_objects {
+                sides.keep_own(&mut figures.agents);
+            }
+            // The record names the LUT's qlogs relative to the run directory, and only files in
+            // it: the path comes from the LUT (or a remote host), which must not make root read
+            // others.
+            for (_, path, _) in &mut figures.lut_qlogs {
+                *path = nesquic_record::files::relative_to(&out_dir, path)?;
+            }
+            Ok(figures)
+        });
         let figures = match measured {
             Ok(figures) => figures,
             Err(e) => {

@@ -89,8 +89,8 @@ pub fn execute(spec: &TraceSpec, interrupted: &AtomicBool, reporter: &mut dyn Ru
     if let Some(c) = &calibration {
         reporter.calibrated(c);
     }
-    let (mut session, mut user) = (probes.kernel, probes.user);
-    let kernel = session.as_mut().map(|s| s as &mut dyn crate::kernel::KernelProbes);
+    let (mut session, mut user, mut user_profile) = (probes.kernel, probes.user, probes.user_profile);
+    let kernel = crate::kernel::as_probes(session.as_mut(), user_profile.as_mut());
     let mut tracker = ProbeTracker::new(kernel, user.as_mut(), spec.duty);
     let (tx, rx) = channel();
     let mut watch = Supervisor::new(rx, spec.timeout, interrupted, "the command");
@@ -98,8 +98,15 @@ pub fn execute(spec: &TraceSpec, interrupted: &AtomicBool, reporter: &mut dyn Ru
     let mut process = start(&launch, tx, &mut tracker)?;
     let exit = watch.until_exit(&mut process, &mut tracker)?;
     let Probed { metrics, agents, profile } = tracker.collect(true, &[Role::Process])?;
-    // Invariant: Probes::open opens a kernel session whenever there is no agent.
-    let mut metrics = metrics.ok_or_else(|| EngineError::msg("no probe session"))?;
+    // Only the user-mode profile (no root, no counting probes) counts no totals.
+    let mut metrics = metrics.unwrap_or_else(|| nesquic_ebpf::Metrics {
+        io_mechanism: None,
+        function_mechanism: None,
+        kprobes_available: nesquic_ebpf::preflight::kprobes_available(),
+        roles: Vec::new(),
+        lost: Default::default(),
+        kernel_io: Default::default(),
+    });
     if let Some(c) = &calibration {
         c.compensate(&mut metrics);
     }

@@ -172,6 +172,10 @@ pub enum SampleClock {
     /// A CPU-clock perf event per CPU whose period and phase are drawn anew at random every
     /// 10-30 ms (`profile:~HZ`; `frequency_hz` is the mean).
     RandomCpuClock,
+    /// Without root: a CPU-clock perf event per CPU on the LUT's own processes, user mode only
+    /// (`exclude_kernel`, what `perf_event_paranoid` 2 allows). Time in the kernel is not
+    /// sampled: the shares are of the user-mode CPU.
+    UserModeCpuClock,
 }
 
 impl SampleClock {
@@ -183,6 +187,9 @@ impl SampleClock {
                 "per busy CPU, the scheduler tick: no interrupt of its own, but a fixed phase that timer-driven work can alias with"
             }
             SampleClock::RandomCpuClock => "mean per CPU, CPU-clock at random intervals",
+            SampleClock::UserModeCpuClock => {
+                "per CPU, CPU-clock, user mode only (no root: time in the kernel is not sampled, the shares are of the user-mode CPU)"
+            }
         }
     }
 
@@ -193,6 +200,7 @@ impl SampleClock {
                 "the timer interrupt around the program not included"
             }
             SampleClock::SchedulerTick => "no interrupt of its own: it runs in the tick's",
+            SampleClock::UserModeCpuClock => "nesquic's draining of the perf buffers; the interrupt is the LUT's",
         }
     }
 }

@@ -11,7 +11,15 @@ const FEW_SAMPLES: u64 = 100;
 pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cpu_s: f64) {
     println!();
     println!("sampling profile ({} Hz {}), {window}:", profile.frequency_hz, profile.clock.label());
-    if let Some(c) = profile.sampler.filter(|c| c.samples + c.inserts > 0) {
+    let user_mode = profile.clock == nesquic_model::profile::SampleClock::UserModeCpuClock;
+    if let Some(c) = profile.sampler.filter(|_| user_mode) {
+        // No BPF program runs: the kernel writes each sample to a buffer nesquic reads.
+        println!(
+            "  sampler cost: {} samples read from the perf buffers in {:.1} ms of Nesquic's own CPU; each sample's interrupt and user-stack walk are the LUT's CPU time (measure them with --overhead)",
+            c.samples,
+            c.run_ns as f64 / 1e6
+        );
+    } else if let Some(c) = profile.sampler.filter(|c| c.samples + c.inserts > 0) {
         // Steady samples apart from first inserts: a cold map's inserts dominate a short profile.
         let share = if cpu_s > 0.0 { c.run_ns as f64 / 1e9 / cpu_s * 100.0 } else { 0.0 };
         let each = |ns: Option<f64>| ns.map_or("-".to_string(), |ns| format!("{:.1}", ns / 1e3));
@@ -84,8 +92,14 @@ pub fn print_profile(profile: &nesquic_model::profile::Profile, window: &str, cp
         let cost = role.cost.as_ref();
         if let Some(c) = cost {
             println!(
-                "  {:.0} ns CPU per datagram {} ({} datagrams from {}; {:.3} s CPU)",
-                c.ns_per_datagram, c.direction, c.datagrams, c.datagram_source, c.cpu_s
+                "  {:.0} ns {}CPU per datagram {} ({} datagrams from {}; {:.3} s {}CPU)",
+                c.ns_per_datagram,
+                if user_mode { "user-mode " } else { "" },
+                c.direction,
+                c.datagrams,
+                c.datagram_source,
+                c.cpu_s,
+                if user_mode { "user-mode " } else { "" }
             );
         } else {
             println!("  no per-datagram cost: no datagram count (add --probe io)");

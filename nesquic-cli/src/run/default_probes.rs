@@ -5,8 +5,9 @@
 //! fixed phase aliases with timer-driven work (docs/probes.md, bench/sampler-phase.md). Counted
 //! crypto is 0.1-0.3% of a LUT's CPU by its own samples, 1.007x CPU per GB on quinn over 60 pairs
 //! (bench/counted-crypto.md). `nesquic run --overhead` measures the set as one.
-//! Without root the sampling profile (eBPF) is left out, and packet I/O and counted crypto are
-//! the user-space agent's, where it can count both sides. `--probe none` turns every probe off.
+//! Without root the sampling profile samples the LUT's own processes in user mode only (no eBPF:
+//! perf events `perf_event_paranoid` 2 allows), and packet I/O and counted crypto are the
+//! user-space agent's, where it can count both sides. `--probe none` turns every probe off.
 
 /// What `--probe none` says.
 pub const NONE: &str = "none";
@@ -18,8 +19,12 @@ pub const DEFAULT: &str = "profile,io,crypto";
 /// a call (0.47x quinn's goodput, docs/probe-overhead.md), far from free.
 pub const WITHOUT_AGENT: &str = "profile,io";
 
-/// The default without the privileges eBPF needs: what the user-space agent counts.
-pub const WITHOUT_ROOT: &str = "io,crypto";
+/// The default without the privileges eBPF needs: the user-mode profile and what the user-space
+/// agent counts.
+pub const WITHOUT_ROOT: &str = "profile,io,crypto";
+
+/// Without root, where the machine forbids even user-mode sampling: what the agent counts.
+pub const WITHOUT_ROOT_OR_PERF: &str = "io,crypto";
 
 /// The probe list when `--probe` was not given, or `None` (with the reason on stderr) when
 /// probes cannot run: the sampling profile, packet I/O and counted crypto; without root, the
@@ -31,18 +36,39 @@ pub fn choose(plan: &nesquic_engine::run::RunPlan) -> Option<String> {
         return None;
     }
     if let Err(why) = nesquic_ebpf::preflight::check_privileges() {
-        if let Some(agent) = why_the_agent_cannot_count(plan) {
-            eprintln!(
-                "nesquic: running without probes: {why}; and the user-space agent cannot count here: {agent} \
-                 (--probe none skips this note)"
-            );
-            return None;
-        }
-        eprintln!(
-            "nesquic: probes: {WITHOUT_ROOT} (the default without eBPF, counted in user space by the agent; no \
-             sampling profile: {why}; --probe none for none)"
-        );
-        return Some(WITHOUT_ROOT.to_string());
+        let sampling = nesquic_ebpf::profile::user_mode::allowed();
+        return match (why_the_agent_cannot_count(plan), sampling) {
+            (Some(agent), Err(no_perf)) => {
+                eprintln!(
+                    "nesquic: running without probes: {why}; the user-space agent cannot count here: {agent}; and \
+                     user-mode sampling is off: {no_perf} (--probe none skips this note)"
+                );
+                None
+            }
+            (Some(agent), Ok(())) => {
+                eprintln!(
+                    "nesquic: probes: profile (the default without eBPF: user-mode samples of the LUT's own \
+                     processes, time in the kernel not sampled; no io or crypto counts: {why}, and the user-space \
+                     agent cannot count here: {agent}; --probe none for none)"
+                );
+                Some("profile".to_string())
+            }
+            (None, Err(no_perf)) => {
+                eprintln!(
+                    "nesquic: probes: {WITHOUT_ROOT_OR_PERF} (the default without eBPF, counted in user space by the \
+                     agent; no sampling profile: {why}, and user-mode sampling is off: {no_perf}; --probe none for none)"
+                );
+                Some(WITHOUT_ROOT_OR_PERF.to_string())
+            }
+            (None, Ok(())) => {
+                eprintln!(
+                    "nesquic: probes: {WITHOUT_ROOT} (the default without eBPF: io and crypto counted in user space \
+                     by the agent, the profile from user-mode samples of the LUT's own processes, time in the kernel \
+                     not sampled; root adds it: {why}; --probe none for none)"
+                );
+                Some(WITHOUT_ROOT.to_string())
+            }
+        };
     }
     let set = match why_the_agent_cannot_count(plan) {
         None => DEFAULT,

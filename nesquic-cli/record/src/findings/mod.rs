@@ -137,7 +137,10 @@ impl Side {
         if let Some((_, n)) = rep.rcvbuf_drops.iter().find(|(r, _)| *r == role) {
             self.rcvbuf_drops = Some(self.rcvbuf_drops.unwrap_or(0) + n);
         }
-        for p in rep.profile.iter().flat_map(|p| &p.roles).filter(|p| p.role == role) {
+        // A user-mode profile (no root) samples no kernel time: its shares are not of the side's
+        // CPU, and the rules weigh packet I/O and crypto against that. They go without one.
+        let whole = rep.profile.iter().filter(|p| p.clock != nesquic_model::profile::SampleClock::UserModeCpuClock);
+        for p in whole.flat_map(|p| &p.roles).filter(|p| p.role == role) {
             self.samples += p.samples;
             let named = |name: &str| p.split.iter().filter(|s| s.name == name).map(|s| s.samples).sum::<u64>();
             self.packet_io_samples +=
