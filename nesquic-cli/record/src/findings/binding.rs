@@ -293,7 +293,7 @@ fn run_with_rate(record: &RunRecord, rate: &str) -> String {
 /// `2g` for 2e9, `500m` for 5e8, `64k`: tc's units, the largest that divides evenly.
 fn human_rate(bits: u64) -> String {
     for (unit, scale) in [("g", 1_000_000_000), ("m", 1_000_000), ("k", 1_000)] {
-        if bits >= scale && bits % scale == 0 {
+        if bits >= scale && bits.is_multiple_of(scale) {
             return format!("{}{unit}", bits / scale);
         }
     }
