@@ -443,6 +443,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
         .map(|c| {
             let size_gb = c.reports.first().map(gb).unwrap_or(1.0);
             let versions = c.reports.first().map(|r| (r.lut.version.clone(), r.client_lut().version.clone()));
+            let binding = binding_label(&c.reports);
             let reps: Vec<RepetitionFigures> = c.reports.into_iter().flat_map(|r| r.repetitions).collect();
             let summary = Summary::of(&reps);
             nesquic_render::pairs::PairCell {
@@ -455,6 +456,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
                 packet_cost: PacketCostFigures::of(&reps),
                 summary,
                 // One line: the first reason (a failure repeats itself round after round).
+                binding,
                 why_not: c.why_not.first().map(|w| first_line(w)),
                 run_dirs: c.dirs,
             }
