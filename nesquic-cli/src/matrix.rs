@@ -474,6 +474,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
                 client_cpu_s_per_gb: c.client_cpu_s_per_gb,
                 rounds: c.rounds,
                 why_not: c.why_not.clone(),
+                binding: c.binding.clone(),
             })
             .collect();
         let default = || matrix_dir.join("pairs.html");
