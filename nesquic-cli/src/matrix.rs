@@ -307,6 +307,7 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
     let version = reports.first().map(|r| r.lut.version.clone()).unwrap_or_default();
     let testcase = reports.first().map(|r| r.testcase.clone()).context("no runs")?;
     let size = testcase.workload.total_bytes();
+    let binding = binding_label(&reports);
     let reps: Vec<RepetitionFigures> = reports.into_iter().flat_map(|r| r.repetitions).collect();
     let summary = Summary::of(&reps).context("no repetitions")?;
     Ok(Row {
@@ -321,8 +322,29 @@ fn row(c: &Combination, reports: Vec<run::RunReport>, run_dirs: Vec<PathBuf>) ->
         figures: IoFigures::of(&reps, size),
         versus: None,
         packet_cost: PacketCostFigures::of(&reps),
+        binding,
         run_dirs,
     })
+}
+
+/// The binding constraint of a combination's runs: one label where they agree, else each with
+/// its count ("client CPU (shared) 3, link rate 2"); `None` where no run could name one.
+fn binding_label(reports: &[run::RunReport]) -> Option<String> {
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for label in reports.iter().filter_map(nesquic_record::findings::constraint).map(|c| c.label()) {
+        match counts.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((label, 1)),
+        }
+    }
+    match &counts[..] {
+        [] => None,
+        [(label, _)] => Some(label.clone()),
+        _ => {
+            counts.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+            Some(counts.iter().map(|(l, n)| format!("{l} {n}")).collect::<Vec<_>>().join(", "))
+        }
+    }
 }
 
 /// One bar group member of the HTML page: the LUT, and what else makes the combination (the
@@ -443,6 +465,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
         .map(|c| {
             let size_gb = c.reports.first().map(gb).unwrap_or(1.0);
             let versions = c.reports.first().map(|r| (r.lut.version.clone(), r.client_lut().version.clone()));
+            let binding = binding_label(&c.reports);
             let reps: Vec<RepetitionFigures> = c.reports.into_iter().flat_map(|r| r.repetitions).collect();
             let summary = Summary::of(&reps);
             nesquic_render::pairs::PairCell {
@@ -455,6 +478,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
                 packet_cost: PacketCostFigures::of(&reps),
                 summary,
                 // One line: the first reason (a failure repeats itself round after round).
+                binding,
                 why_not: c.why_not.first().map(|w| first_line(w)),
                 run_dirs: c.dirs,
             }
@@ -472,6 +496,7 @@ fn execute_pairs(args: &MatrixArgs) -> Result<()> {
                 client_cpu_s_per_gb: c.client_cpu_s_per_gb,
                 rounds: c.rounds,
                 why_not: c.why_not.clone(),
+                binding: c.binding.clone(),
             })
             .collect();
         let default = || matrix_dir.join("pairs.html");

@@ -50,6 +50,9 @@ fn every_io_path_of_two_luts_lands_in_one_table() {
             assert!(d.join("summary.json").exists(), "{}", d.display());
         }
         assert!(r.summary.goodput_mbps.median > 0.0);
+        // What bound goodput: per-thread times are read whatever the probes.
+        let binding = r.binding.as_deref().expect("a binding constraint");
+        assert!(["CPU (", "none named"].iter().any(|l| binding.contains(l)), "{binding}");
         let io = json_name(&r.io);
         if io == "native" {
             // No probes: quinn-udp's syscalls are not counted by anyone.
@@ -66,7 +69,7 @@ fn every_io_path_of_two_luts_lands_in_one_table() {
         }
     }
     assert!(stdout.contains("skipped: LUT 'quiche' does not support --io native"), "{stdout}");
-    assert!(stdout.contains("goodput Mbit/s"), "{stdout}");
+    assert!(stdout.contains("goodput Mbit/s") && stdout.contains("binding constraint"), "{stdout}");
 }
 
 #[test]

@@ -196,6 +196,11 @@ fn the_pair_matrix_puts_clients_in_rows_and_says_why_a_pair_did_not_run() {
     assert_eq!(cells[0].rounds, 2, "{:?}", cells[0]);
     assert_eq!(cells[0].run_dirs.len(), 2);
     assert_eq!(cells[1].rounds, 0);
+    // What bound the pair that ran (per-thread times are read whatever the probes); none for the other.
+    assert!(text.contains("binding constraint"), "{text}");
+    let binding = cells[0].binding.as_deref().expect("binding constraint");
+    assert!(["CPU (", "none named"].iter().any(|l| binding.contains(l)), "{binding}");
+    assert_eq!(cells[1].binding, None);
     let page = std::fs::read_to_string(dir.path().join("pairs.html")).expect("page");
     assert!(page.contains("<td title=\"server tcp-tls x client msquic: the server tcp-tls"), "heat map cell says why");
 }

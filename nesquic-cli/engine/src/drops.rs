@@ -173,7 +173,7 @@ fn drops_of(fd: &OwnedFd) -> Option<u64> {
 }
 
 /// This thread's CPU time: the looks run on the run loop's thread, between its other work.
-fn thread_cpu_ns() -> u64 {
+pub(crate) fn thread_cpu_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: a valid clock id and a pointer to a timespec on the stack.
     if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } != 0 {

@@ -42,6 +42,8 @@ pub fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
             io_settings: Vec::new(),
             rcvbuf_drops: Vec::new(),
             rcvbuf_drops_cost: None,
+            threads: Vec::new(),
+            threads_cost: None,
             io_layer_counters: Vec::new(),
             probes: None,
             agents: Vec::new(),

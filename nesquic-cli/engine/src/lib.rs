@@ -40,6 +40,7 @@ pub mod repetition;
 pub mod run;
 pub mod ssh;
 pub mod tether;
+pub mod threads;
 pub mod tool;
 pub mod trace;
 pub mod user;

@@ -37,6 +37,7 @@ pub fn measure<'a>(
         io_settings: Vec::new(),
         io_layer_counters: Vec::new(),
         drops: crate::drops::RcvbufDrops::default(),
+        threads: crate::threads::ThreadClock::default(),
     };
     let outcome = run_repetition(spec, &mut observer);
     let io_settings = std::mem::take(&mut observer.io_settings);
@@ -44,6 +45,8 @@ pub fn measure<'a>(
     let pids = observer.probes.pids.clone();
     let rcvbuf_drops = observer.drops.figures();
     let rcvbuf_drops_cost = Some(observer.drops.cost()).filter(|c| c.reads > 0);
+    let threads = observer.threads.figures();
+    let threads_cost = Some(observer.threads.cost()).filter(|c| c.reads > 0);
     if let (Some(recorder), Some(session)) = (observer.recorder.as_deref_mut(), observer.probes.session.as_deref_mut())
     {
         recorder.datagram_events(&model_events(session.drain_datagram_events()))?;
@@ -80,6 +83,8 @@ pub fn measure<'a>(
     figures.pids = pids;
     figures.rcvbuf_drops = rcvbuf_drops;
     figures.rcvbuf_drops_cost = rcvbuf_drops_cost;
+    figures.threads = threads;
+    figures.threads_cost = threads_cost;
     if let Some(p) = figures.profile.as_mut() {
         // Cost per datagram: the probes' datagram count, else the LUT's own I/O counters.
         // A user-mode profile's shares are of the user-mode CPU time only.
@@ -129,6 +134,8 @@ struct RunObserver<'a> {
     io_layer_counters: Vec<(Role, nesquic_io::Counters)>,
     /// The LUT sockets' receive-buffer drops, sampled while the processes run.
     drops: crate::drops::RcvbufDrops,
+    /// Each LUT thread's time on and waiting for a CPU over the transfer.
+    threads: crate::threads::ThreadClock,
 }
 
 impl ProcessObserver for RunObserver<'_> {
@@ -140,6 +147,7 @@ impl ProcessObserver for RunObserver<'_> {
 
     fn spawned(&mut self, role: Role, pid: i32) -> Result<(), Cause> {
         self.drops.watch(role, pid);
+        self.threads.watch(role, pid);
         self.probes.spawned(role, pid)
     }
 
@@ -153,6 +161,8 @@ impl ProcessObserver for RunObserver<'_> {
                 }
                 self.io_settings.push((role, settings.clone()));
             }
+            // The transfer is over: the threads' window closes before the processes wind down.
+            LutEvent::Done(_) => self.threads.close(),
             LutEvent::IoCounters(counters) => {
                 if let Some(recorder) = self.recorder.as_deref_mut() {
                     let data =
@@ -175,6 +185,7 @@ impl ProcessObserver for RunObserver<'_> {
     fn tick(&mut self, progress_bytes: u64) -> Result<(), Cause> {
         self.probes.tick(progress_bytes)?;
         self.drops.tick();
+        self.threads.tick();
         let Some(recorder) = self.recorder.as_deref_mut() else { return Ok(()) };
         if self.last.elapsed() < recorder.interval {
             return Ok(());

@@ -19,6 +19,8 @@ pub struct PairEntry {
     pub rounds: usize,
     /// Why the pair did not run (or why some of its rounds failed).
     pub why_not: Option<String>,
+    /// What bound its goodput (the binding-constraint finding's label), shown on hover.
+    pub binding: Option<String>,
 }
 
 /// The heat map's colour for `value` out of `max`: white to green, as an HSL lightness.
@@ -53,8 +55,9 @@ pub fn pairs_page(servers: &[String], clients: &[String], entries: &[PairEntry])
                         "<td style=\"background:{}\" title=\"{}\">{}<br><small>{} / {}</small></td>",
                         shade(g, max),
                         escape(&format!(
-                            "{} rounds{}",
+                            "{} rounds{}{}",
                             e.rounds,
+                            e.binding.as_deref().map(|b| format!("; binding constraint: {b}")).unwrap_or_default(),
                             e.why_not.as_deref().map(|w| format!("; {w}")).unwrap_or_default()
                         )),
                         num(Some(g), 0),
@@ -94,6 +97,7 @@ mod tests {
             client_cpu_s_per_gb: g.map(|_| 2.25),
             rounds: 1,
             why_not: why.map(String::from),
+            binding: g.map(|_| "client CPU (cost per packet)".into()),
         };
         let entries = [
             entry("quinn", "quinn", Some(4000.0), None),
@@ -102,6 +106,7 @@ mod tests {
         let page = pairs_page(&["quinn".into(), "tcp-tls".into()], &["quinn".into()], &entries);
         assert!(page.contains(&format!("background:{}", shade(4000.0, 4000.0))), "{page}");
         assert!(page.contains("4000<br><small>1.50 / 2.25</small>"), "{page}");
+        assert!(page.contains("title=\"1 rounds; binding constraint: client CPU (cost per packet)\""), "{page}");
         assert!(page.contains("<td title=\"tcp-tls pairs only with itself\">-</td>"), "{page}");
         assert_eq!(shade(4000.0, 4000.0), "hsl(130, 55%, 40%)");
     }

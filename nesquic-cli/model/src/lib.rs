@@ -2,7 +2,8 @@
 //! owns the [`Role`] of a process, the probe metrics ([`Metrics`]: syscalls, functions, kernel
 //! I/O path, timing histograms; [`Syscall`], [`Direction`] and `metrics::Mechanism` are enums
 //! with the JSON strings records have always held), the kernel's per-message [`DatagramEvent`], the sampling [`profile::Profile`] with its shares, the CPU cost
-//! per packet ([`packet_cost`]), the health counts of the kernel side ([`HealthCounts`]), the
+//! per packet ([`packet_cost`]), the health counts of the kernel side ([`HealthCounts`]), each LUT thread's time on and waiting for a CPU
+//! over the transfer ([`threads`]), the
 //! agent's patch outcomes and cost, and their serde forms (the JSON of records and qlog events)
 //! with the pure arithmetic on them (merging windows, shares, quantiles of a histogram).
 //!
@@ -21,6 +22,7 @@ pub mod profile;
 pub mod role;
 pub mod sites;
 pub mod syscall;
+pub mod threads;
 pub mod timing;
 
 pub use health::HealthCounts;

@@ -57,6 +57,13 @@ pub struct RepetitionFigures {
     /// What reading `rcvbuf_drops` cost nesquic's run loop (its thread's CPU time).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rcvbuf_drops_cost: Option<ReadCost>,
+    /// Each local side's threads over the transfer: time on a CPU and waiting for one
+    /// (`/proc/PID/task/TID/schedstat`, read from the client's start to the end of the transfer).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub threads: Vec<nesquic_model::threads::SideThreads>,
+    /// What reading `threads` cost nesquic's run loop (its thread's CPU time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_cost: Option<ReadCost>,
     /// The I/O layer's own counters per side (LUTs on Nesquic's I/O layer), as the LUT reported
     /// them at exit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

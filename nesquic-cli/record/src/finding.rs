@@ -34,11 +34,16 @@ pub enum Rule {
     /// A side's time is in glibc's `rep movsb` copy on a machine where Nesquic measured that
     /// copy far slower at some placements of the destination against the source.
     RepMovsbCopy,
+    /// Why goodput is what it is: the link's rate, a side whose busiest thread never blocked
+    /// (its own cost per packet, or a CPU shared with other tasks), or what evidence is missing
+    /// to name one. One per run.
+    BindingConstraint,
 }
 
 impl Rule {
     /// Every rule, in the order they are checked and listed.
-    pub const ALL: [Rule; 11] = [
+    pub const ALL: [Rule; 12] = [
+        Rule::BindingConstraint,
         Rule::GsoBatchCapped,
         Rule::GsoOff,
         Rule::GroIneffective,

@@ -8,8 +8,9 @@
 //! the sampling profile's folded stacks beside the record (`stacks`), the median and spread every
 //! command shares (`stats`), packet I/O totals and the checks of probes against the I/O layer and
 //! the agent against the tracepoints (`io`), comparing two runs, the CI gate (`compare`: samples per metric, rules, paired
-//! ratio intervals, Holm correction, verdicts), and the CPU cost per
-//! datagram by component over repetitions (`packet_cost`).
+//! ratio intervals, Holm correction, verdicts), the CPU cost per
+//! datagram by component over repetitions (`packet_cost`), and each side's busiest thread over
+//! repetitions (`saturation`).
 //!
 //! Every file of a run directory is written, and every file a record names is read, through
 //! `files` (no links, bounded sizes, paths confined to the run directory).
@@ -34,6 +35,7 @@ pub mod packet_cost;
 pub mod qlog;
 pub mod recorder;
 pub mod run;
+pub mod saturation;
 pub mod stacks;
 pub mod stats;
 #[cfg(test)]

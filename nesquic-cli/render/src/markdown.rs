@@ -75,6 +75,13 @@ pub fn summary(r: &RunRecord) -> String {
             let _ = writeln!(out, "| {} ({} samples) | {} |", p.role, p.samples, top.join(", "));
         }
     }
+    let threads = nesquic_record::saturation::describe(&r.repetitions);
+    if !threads.is_empty() {
+        out.push('\n');
+        for line in threads {
+            let _ = writeln!(out, "- {line}");
+        }
+    }
     out.push_str(&crate::findings::markdown(&r.findings));
     out
 }

@@ -42,6 +42,10 @@ pub struct Row {
     /// CPU ns per datagram by component (`--probe profile`, with a datagram count).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_cost: Option<PacketCostFigures>,
+    /// What bound goodput in its runs (`findings::constraint`: the link's rate, a side's CPU,
+    /// none named), with how many runs named each where they differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
     /// The run directories.
     pub run_dirs: Vec<PathBuf>,
 }
@@ -86,6 +90,7 @@ pub fn print_table(
         "open ns (client)",
         "goodput / ref",
         "CPU per byte / ref",
+        "binding constraint",
     ];
     let lines: Vec<Vec<String>> = rows
         .iter()
@@ -129,6 +134,7 @@ pub fn print_table(
                 opt(r.figures.client_open_ns, 0),
                 opt(r.versus.as_ref().map(|v| v.goodput_ratio), 2),
                 opt(r.versus.as_ref().map(|v| v.cpu_per_byte_ratio), 2),
+                r.binding.clone().unwrap_or_else(|| "-".into()),
             ]
         })
         .collect();

@@ -36,6 +36,9 @@ pub struct PairCell {
     /// CPU ns per datagram by component (`--probe profile`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub packet_cost: Option<PacketCostFigures>,
+    /// What bound the pair's goodput in its rounds (the binding-constraint finding's label).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
     /// Why the pair did not run, or why some rounds failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why_not: Option<String>,
@@ -82,6 +85,10 @@ pub fn text(cells: &[PairCell], servers: &[String], clients: &[String], rounds: 
     let cpu =
         grid(&|x| Some(format!("{:.2} / {:.2}", x.server_cpu_s_per_gb?, x.client_cpu_s_per_gb?)), &mut Vec::new());
     out.push_str(&table(&header, &cpu, markdown));
+    let _ =
+        writeln!(out, "\nbinding constraint (docs/findings.md: what bound goodput, runs per label where they differ)");
+    let binding = grid(&|x| x.binding.clone(), &mut Vec::new());
+    out.push_str(&table(&header, &binding, markdown));
     if !notes.is_empty() {
         out.push('\n');
         for (i, n) in notes.iter().enumerate() {

@@ -145,6 +145,9 @@ pub fn print_summary(report: &RunReport) {
     if let Some(line) = nesquic_record::findings::describe_rcvbuf_drops(&report.repetitions) {
         println!("{line}");
     }
+    for line in nesquic_record::saturation::describe(&report.repetitions) {
+        println!("{line}");
+    }
     for line in describe_hosts(&report.hosts) {
         println!("{line}");
     }

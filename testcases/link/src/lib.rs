@@ -56,6 +56,11 @@ pub struct Conditions {
 }
 
 impl Conditions {
+    /// The tbf rate in bits per second (`None` without a rate, or one tc's units do not name).
+    pub fn rate_bits_per_s(&self) -> Option<u64> {
+        self.rate.as_deref().and_then(rate_bits)
+    }
+
     /// Checks ranges and combinations, whichever mechanism will apply them.
     pub fn validate(&self) -> Result<()> {
         for (what, v) in [("--delay", self.delay_ms), ("--jitter", self.jitter_ms)] {

@@ -12,6 +12,7 @@ use nesquic_protocol::Role;
 use crate::figures::RepetitionFigures;
 pub use crate::finding::{Finding, Rule, Severity};
 use crate::run::RunRecord;
+pub use binding::{constraint, Constraint, CONTENDED, LINK_BINDS};
 pub use congestion::{recovery_of, Recovery, MIN_DECLARED_LOST, MISSING_PER_DECLARED};
 pub use copy::{REP_MOVSB_OFF, SLOW_PAYLOAD_FACTOR};
 pub use crypto::{CRYPTO_FAR, CRYPTO_NEAR};
@@ -231,7 +232,8 @@ pub fn find(record: &RunRecord) -> Vec<Finding> {
     let size = record.size_bytes.max(1) * record.repetitions.len().max(1) as u64;
     let server = Side::of(record, Role::Server);
     let client = Side::of(record, Role::Client);
-    let mut findings = Vec::new();
+    // The binding constraint first: it stays first among the high findings (a stable sort).
+    let mut findings: Vec<Finding> = binding::binding(record).into_iter().collect();
     for (role, side, peer) in [(Role::Server, &server, &client), (Role::Client, &client, &server)] {
         // The bulk sender and receiver: the side that moved at least half the payload.
         let datagrams = side.moves_datagrams();
@@ -536,6 +538,7 @@ fn rcvbuf_drops(record: &RunRecord, role: Role, side: &Side) -> Option<Finding> 
     })
 }
 
+mod binding;
 mod congestion;
 mod copy;
 mod crypto;

@@ -539,3 +539,94 @@ fn rep_movsb_copies_on_a_machine_with_slow_placements_are_a_finding() {
     r.size_bytes = 960_000_000; // 7.0 GB/s: at the bound, still a finding
     assert_eq!(copy_rules(&r), [(Rule::RepMovsbCopy, Role::Client)]);
 }
+
+/// quinn as measured, with each side's busiest thread busy for `server` and `client` (on a CPU,
+/// waiting for one) of a 1 s transfer at `goodput` Mbit/s, and a link of `rate` if given.
+fn with_threads(server: (f64, f64), client: (f64, f64), goodput: f64, rate: Option<&str>) -> RunRecord {
+    let (s, c) = quinn();
+    let mut r = record(s, c);
+    let side = |role: Role, (on_cpu, waiting): (f64, f64)| nesquic_model::threads::SideThreads {
+        role,
+        window_ns: 1_000_000_000,
+        threads: vec![
+            nesquic_model::threads::ThreadTime {
+                tid: 7,
+                name: format!("{role}-main"),
+                on_cpu_ns: (on_cpu * 1e9) as u64,
+                runqueue_ns: (waiting * 1e9) as u64,
+            },
+            nesquic_model::threads::ThreadTime { tid: 8, name: "helper".into(), on_cpu_ns: 1_000_000, runqueue_ns: 0 },
+        ],
+    };
+    r.repetitions[0].threads = vec![side(Role::Server, server), side(Role::Client, client)];
+    r.summary.as_mut().expect("summary").goodput_mbps.median = goodput;
+    if let Some(rate) = rate {
+        r.link = Some(
+            serde_json::from_value(json!({ "kind": "veth", "mechanisms": [], "conditions": { "rate": rate } }))
+                .expect("link"),
+        );
+    }
+    r
+}
+
+fn binding_of(r: &RunRecord) -> Option<Finding> {
+    find(r).into_iter().find(|f| f.rule == Rule::BindingConstraint)
+}
+
+#[test]
+fn goodput_at_96_percent_of_the_link_s_rate_names_the_link_and_at_half_does_not() {
+    let r = with_threads((0.3, 0.0), (0.2, 0.0), 192.0, Some("200mbit"));
+    let f = binding_of(&r).expect("binding constraint");
+    assert_eq!((f.role, f.severity), (Role::Server, Severity::High));
+    assert_eq!(f.seen, "goodput is 192.0 Mbit/s, 96% of the link's 200 Mbit/s rate (--rate 200mbit): the link binds");
+    assert!(f.try_this.contains("--link veth --rate 2gbit"), "{}", f.try_this);
+    // The binding constraint comes first, ahead of the CPU findings of the same severity.
+    assert_eq!(find(&r)[0].rule, Rule::BindingConstraint);
+    // Half the rate: the link is not full and no thread saturated: nothing named, and it says so.
+    let f = binding_of(&with_threads((0.3, 0.0), (0.2, 0.0), 100.0, Some("200mbit"))).expect("binding constraint");
+    assert_eq!(f.severity, Severity::Low);
+    assert!(f.seen.starts_with("no binding constraint named at 100.0 Mbit/s"), "{}", f.seen);
+    assert!(f.seen.contains("the client's busiest thread was busy 20%") && f.seen.contains("50% of the link's 200"));
+    assert!(f.why.contains("off-CPU") && f.try_this.contains("--lut-qlog"), "{f:#?}");
+}
+
+#[test]
+fn a_client_thread_on_cpu_98_percent_is_capped_by_its_cost_and_one_that_waited_by_its_cpu() {
+    let f = binding_of(&with_threads((0.5, 0.0), (0.97, 0.01), 3000.0, None)).expect("binding constraint");
+    assert_eq!((f.role, f.severity), (Role::Client, Severity::High));
+    assert!(
+        f.seen.starts_with(
+            "the client's busiest thread \"client-main\" was on a CPU 97% of the transfer and waiting for one 1% (98% \
+             busy, 1 of the run's 1 repetitions saturated); the client's profile: other 75%, packet_io 25%"
+        ),
+        "{}",
+        f.seen
+    );
+    assert!(f.seen.ends_with("is capped by the client's cost per packet"), "{}", f.seen);
+    assert!(f.try_this.starts_with("nesquic ab --lut quinn --lut-path"), "{}", f.try_this);
+    // Runnable the whole transfer but on a CPU only 30% of it: the CPU was shared.
+    let f = binding_of(&with_threads((0.5, 0.0), (0.3, 0.68), 300.0, None)).expect("binding constraint");
+    assert_eq!(f.role, Role::Client);
+    assert!(f.seen.ends_with("is capped by the CPU time the client was given"), "{}", f.seen);
+    assert!(f.try_this.contains("--pin"), "{}", f.try_this);
+    // The cause removed: the client blocked 40% of the transfer; the server saturated instead.
+    let f = binding_of(&with_threads((0.99, 0.0), (0.6, 0.0), 3000.0, None)).expect("binding constraint");
+    assert_eq!(f.role, Role::Server);
+    assert!(f.seen.ends_with("is capped by the server's cost per packet"), "{}", f.seen);
+    // No thread saturated, but the server's threads waited for a CPU 50% of the transfer, 5x as
+    // long as they ran: named for it, as the side that waited longest.
+    let f = binding_of(&with_threads((0.1, 0.5), (0.2, 0.3), 300.0, None)).expect("binding constraint");
+    assert_eq!(f.role, Role::Server);
+    assert!(f.seen.contains("its 2 threads together were on a CPU 10% and waiting for one 50%"), "{}", f.seen);
+    assert!(f.seen.ends_with("is capped by the CPU time the server was given"), "{}", f.seen);
+    assert_eq!(
+        constraint(&with_threads((0.1, 0.5), (0.2, 0.3), 300.0, None)),
+        Some(Constraint::Cpu { role: Role::Server, shared: true })
+    );
+    // Neither saturated (94% is below the bound) nor contended: none named.
+    let f = binding_of(&with_threads((0.94, 0.0), (0.6, 0.0), 3000.0, None)).expect("binding constraint");
+    assert!(f.seen.starts_with("no binding constraint named"), "{}", f.seen);
+    // No per-thread times and no link: no evidence at all, no finding.
+    let (s, c) = quinn();
+    assert!(binding_of(&record(s, c)).is_none());
+}
