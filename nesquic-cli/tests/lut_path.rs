@@ -526,11 +526,19 @@ download = "{downloads}/{file}"
 /// mount point it made is gone afterwards.
 #[test]
 fn an_endpoint_download_is_verified_and_the_record_says_it_was_driven_by_its_endpoint() {
+    // One endpoint run at a time: the mount point made by one run is removed when it ends.
+    let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let (checkout, recipe) = copy_endpoint(dir.path(), false);
     let (checkout, recipe) = (checkout.to_str().expect("UTF-8"), recipe.to_str().expect("UTF-8"));
     let args = ["--lut", "copycat", "--endpoint-recipe", recipe, "--lut-path", checkout, "--size", "3MB"];
     let report = common::run_record(&args);
+    // Each temporary checkout builds into a new directory under target/lut-builds/.
+    if let Some(out) =
+        report.lut.binary.parent().filter(|d| d.to_string_lossy().contains("/lut-builds/endpoint-copycat-"))
+    {
+        let _ = std::fs::remove_dir_all(out);
+    }
     let rep = &report.repetitions[0];
     assert_eq!((rep.bytes, rep.payload_verified), (3_000_000, true), "{rep:?}");
     let kind = serde_json::to_value(&report.lut.driven_by).expect("json");
@@ -543,6 +551,7 @@ fn an_endpoint_download_is_verified_and_the_record_says_it_was_driven_by_its_end
 /// A download that differs from the payload served fails the run, naming the offset.
 #[test]
 fn an_endpoint_download_that_differs_fails_the_run_at_its_offset() {
+    let _g = serial();
     let dir = tempfile::tempdir().expect("tempdir");
     let (checkout, recipe) = copy_endpoint(dir.path(), true);
     let out = nesquic()

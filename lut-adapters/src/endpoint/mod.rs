@@ -108,14 +108,14 @@ impl EndpointLut {
     /// The process's argv after the launcher: the bind mounts (in unshare's private mount
     /// namespace), then `env VARS program args`, which execs the program (the pid stays).
     fn argv(&self, which: Program, vars: &BTreeMap<String, String>) -> Vec<OsString> {
-        let (program, args, env, mounts) = match which {
+        let (program, args, env, mounts, cwd) = match which {
             Program::Server => {
                 let s = &self.recipe.server;
-                (&s.program, &s.args, &s.env, &s.mounts)
+                (&s.program, &s.args, &s.env, &s.mounts, &s.cwd)
             }
             Program::Client => {
                 let c = &self.recipe.client;
-                (&c.program, &c.args, &c.env, &c.mounts)
+                (&c.program, &c.args, &c.env, &c.mounts, &c.cwd)
             }
         };
         // Every placeholder was checked against RUN_PLACEHOLDERS when the recipe was read and
@@ -132,6 +132,10 @@ impl EndpointLut {
                 argv.push(target.into());
             }
             argv.extend(["--".into(), ENV.into()]);
+        }
+        if let Some(dir) = cwd {
+            // GNU env's --chdir: the working directory without a shell.
+            argv.extend(["-C".into(), fill(dir).into()]);
         }
         argv.extend(env.iter().map(|(k, v)| OsString::from(format!("{k}={}", fill(v)))));
         argv.push(fill(program).into());

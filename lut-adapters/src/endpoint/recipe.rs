@@ -14,6 +14,7 @@ use super::EndpointError;
 pub const BUILTIN: &[(&str, &str)] = &[
     ("quic-go.toml", include_str!("../../endpoints/quic-go.toml")),
     ("picoquic.toml", include_str!("../../endpoints/picoquic.toml")),
+    ("quicly.toml", include_str!("../../endpoints/quicly.toml")),
 ];
 
 /// How one stack's endpoint is built and driven.
@@ -86,6 +87,10 @@ pub struct Dependency {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerRecipe {
+    /// The directory it runs in (quicly's serves files relative to it and downloads into it);
+    /// default: nesquic's.
+    #[serde(default)]
+    pub cwd: Option<String>,
     /// The executable (probes resolve function names against it).
     pub program: String,
     /// Its arguments.
@@ -116,6 +121,10 @@ pub struct ServerRecipe {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClientRecipe {
+    /// The directory it runs in (quicly's serves files relative to it and downloads into it);
+    /// default: nesquic's.
+    #[serde(default)]
+    pub cwd: Option<String>,
     /// The executable.
     pub program: String,
     /// Its arguments.
@@ -185,7 +194,7 @@ impl Recipe {
         }
         let run = [&s.program, &s.cert, &s.key, &c.program].into_iter().chain(&s.args).chain(&c.args);
         let run = run.chain(s.env.values()).chain(c.env.values()).chain(s.mounts.values()).chain(c.mounts.values());
-        for t in run.chain(c.download.as_ref()) {
+        for t in run.chain(c.download.as_ref()).chain(s.cwd.as_ref()).chain(c.cwd.as_ref()) {
             check_template(t, RUN_PLACEHOLDERS).map_err(|e| format!("{t:?}: {e}"))?;
         }
         for target in s.mounts.keys().chain(c.mounts.keys()) {
