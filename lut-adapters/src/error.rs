@@ -84,4 +84,51 @@ pub enum LutError {
         /// What it accepts.
         known: String,
     },
+    /// Driving a stack's own endpoint failed (docs/luts.md, "Endpoints").
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+}
+
+/// Why a stack's own endpoint (a recipe, `lut-adapters/endpoints/`) cannot be read, prepared or
+/// trusted.
+#[derive(Debug, thiserror::Error)]
+pub enum EndpointError {
+    /// A recipe that does not parse or names an unknown placeholder.
+    #[error("endpoint recipe {origin}: {why}")]
+    Recipe {
+        /// The file.
+        origin: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// A template with an unclosed `{`.
+    #[error("endpoint recipe template {template:?}: a '{{' without its '}}'")]
+    Template {
+        /// The template.
+        template: String,
+    },
+    /// A placeholder with no value here (a build step's `{dep.NAME}` without `--lut-dep`).
+    #[error("endpoint recipe: no value for {{{name}}} here")]
+    Placeholder {
+        /// Its name.
+        name: String,
+    },
+    /// Writing or reading the run's files.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was done.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// The downloaded file differs from the payload served.
+    #[error("the endpoint client's download {path} differs from the payload served: {why}")]
+    Mismatch {
+        /// The downloaded file.
+        path: PathBuf,
+        /// Where and how (first differing offset, or the lengths).
+        why: String,
+    },
 }

@@ -12,6 +12,7 @@ use nesquic_testcases::Workload;
 
 use crate::descriptor::Descriptor;
 use crate::error::LutError;
+pub use crate::staging::{Collected, MountPoints};
 use crate::tls::CertFiles;
 
 /// Parameters of one server process.
@@ -71,6 +72,13 @@ pub trait Lut: Send + Sync {
         false
     }
 
+    /// A stack driven through its own interop endpoint (a recipe, docs/luts.md): what the
+    /// engine does besides starting the processes. `None` for an adapter, which speaks
+    /// docs/protocol.md and reports its own result.
+    fn endpoint(&self) -> Option<&dyn Endpoint> {
+        None
+    }
+
     /// The executable (the binary probes attach to) in `dir`, checked to exist.
     fn binary_path(&self, dir: &Path) -> Result<PathBuf, LutError> {
         let path = dir.join(self.descriptor().executable_name());
@@ -118,6 +126,25 @@ pub trait Lut: Send + Sync {
         push_common_args(&mut args, spec.io, spec.qlog, spec.options);
         args
     }
+}
+
+/// What a stack's own endpoint needs from the engine: its files in place before the server
+/// starts, the server's port, stopping a server that never exits, and the check of the
+/// client's download (an endpoint prints no report lines).
+pub trait Endpoint {
+    /// The recipe's name (`lut-adapters/endpoints/NAME.toml`, or the user's file).
+    fn recipe(&self) -> &str;
+    /// The port the server binds whatever it is told; `None`: Nesquic picks one.
+    fn fixed_port(&self) -> Option<u16>;
+    /// Whether the server exits once it has served (interop servers do not).
+    fn server_exits(&self) -> bool;
+    /// Writes the run's files beside its certificate (the run's private scratch directory): the
+    /// payload of `size` bytes, the certificate and key as PEM; makes missing mount points
+    /// (removed on drop).
+    fn prepare(&self, certs: &CertFiles, size: u64) -> Result<MountPoints, LutError>;
+    /// After the client exited successfully: what it transferred, checked when the recipe's
+    /// transfer can be; the download is removed for the next repetition.
+    fn collect(&self, certs: &CertFiles, size: u64) -> Result<Collected, LutError>;
 }
 
 /// A LUT with an executable of its own built with Nesquic: nothing but its descriptor.

@@ -8,7 +8,9 @@
 //! Layers, lowest first: [`error`] ([`LutError`]); [`descriptor`] (the data and the checks made
 //! against it); [`launch`] (the [`Lut`] trait, command lines); one module per adapter (its
 //! descriptor) and [`exec`] (the user's own commands); [`registry`], the one module that lists
-//! them all. [`lut`] gathers the seam under the paths other crates use.
+//! them all. [`lut`] gathers the seam under the paths other crates use. [`endpoint`] drives a
+//! stack's own interop endpoint from a recipe (`lut-adapters/endpoints/*.toml`) instead of an
+//! adapter; [`staging`] holds its files (payload, certificates as PEM, mount points).
 //!
 //! Every LUT runs as its own executable (`nesquic-lut-<name>`, built by `nesquic-lut-bins`, the
 //! msquic, s2n-quic and tquic workspaces, `quic-go/build.sh`, `aioquic/build.sh` and `ngtcp2/build.sh`; `tcp-tls` is the TCP+TLS baseline) with `server` and
@@ -22,6 +24,7 @@
 pub mod aioquic;
 pub mod buffer;
 pub mod descriptor;
+pub mod endpoint;
 pub mod error;
 pub mod exec;
 pub mod launch;
@@ -33,6 +36,7 @@ pub mod quiche;
 pub mod quinn;
 pub mod registry;
 pub mod s2n_quic;
+pub mod staging;
 pub mod tcp_tls;
 pub mod tquic;
 /// The benchmark protocol's payload (`nesquic-protocol`'s [`payload`](nesquic_protocol::payload)).
@@ -45,9 +49,10 @@ pub mod tls;
 mod tests;
 
 pub use descriptor::Descriptor;
+pub use endpoint::EndpointLut;
 pub use error::LutError;
 pub use exec::ExecLut;
-pub use launch::{Builtin, Lut};
+pub use launch::{Builtin, Endpoint, Lut};
 pub use nesquic_protocol::cli::IoMode;
 pub use nesquic_protocol::options::{LutOpt, OptionKind};
 pub use registry::{all_luts, find_lut};

@@ -11,7 +11,7 @@ pub use nesquic_testcases::Workload;
 pub use crate::buffer::socket_buffer;
 pub use crate::descriptor::{Descriptor, OptionSpec, Refusal, SourceBuild};
 pub use crate::error::LutError;
-pub use crate::launch::{Builtin, ClientSpec, Lut, ServerSpec};
+pub use crate::launch::{Builtin, ClientSpec, Collected, Endpoint, Lut, MountPoints, ServerSpec};
 pub use crate::registry::{all_luts, find_lut, find_lut_or_exec, DESCRIPTORS};
 
 /// Command-line arguments every LUT executable accepts (the other half of

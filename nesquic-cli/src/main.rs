@@ -257,4 +257,25 @@ fn list_luts() {
             println!("{:<8} --lut-path: {}{from}", "", d.supported_versions);
         }
     }
+    list_endpoints();
+}
+
+/// The stacks' own endpoints Nesquic has recipes for (`lut-adapters/endpoints/`).
+fn list_endpoints() {
+    use nesquic_lut_adapters::endpoint::recipe::{Recipe, BUILTIN};
+    println!("\nown endpoints: --lut NAME --lut-path CHECKOUT (--endpoint where an adapter exists too; docs/luts.md)");
+    for (file, text) in BUILTIN {
+        match Recipe::parse(text, file) {
+            Ok(r) => {
+                println!("{:<8} {:<10} {} ({})", r.name, "endpoint", r.description, r.repository);
+                for dep in &r.build.checkouts {
+                    println!("{:<8} --lut-dep {}=PATH: a checkout of {}", "", dep.name, dep.repository);
+                }
+                if !r.notes.is_empty() {
+                    println!("{:<8} note: {}", "", r.notes);
+                }
+            }
+            Err(e) => println!("{:<8} {e}", ""),
+        }
+    }
 }

@@ -482,3 +482,93 @@ fn quinn_and_udp_repository(dir: &Path) -> (PathBuf, String) {
     git(&repo, &["init", "-q"]);
     (repo, version)
 }
+
+/// A stand-in for a stack's own interop endpoint, no QUIC in it: the server binds its UDP port
+/// and waits (interop servers never exit), the client copies the served file into the download
+/// directory, seen through a fixed path (`/nesquic-endpoint-test`, as interop clients write
+/// `/downloads`), flipping byte 1000 with `corrupt`. It drives the whole endpoint harness: the
+/// build step, the port watched, the mount namespace, the server stopped, the download checked.
+fn copy_endpoint(dir: &Path, corrupt: bool) -> (PathBuf, PathBuf) {
+    let checkout = dir.join("copycat");
+    std::fs::create_dir_all(&checkout).expect("mkdir");
+    let server = "#!/bin/sh\nexec python3 -c 'import socket,sys,time\ns=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\ns.bind((\"127.0.0.1\",int(sys.argv[1])))\ntime.sleep(600)' \"$1\"\n";
+    let flip = if corrupt { "printf X | dd of=\"$2\" bs=1 seek=1000 conv=notrunc 2>/dev/null\n" } else { "" };
+    let client = format!("#!/bin/sh\nset -e\ncp \"$1\" \"$2\"\n{flip}");
+    for (name, text) in [("server.sh", server), ("client.sh", client.as_str())] {
+        std::fs::write(checkout.join(name), text).expect("write");
+    }
+    let recipe = dir.join("copycat.toml");
+    std::fs::write(
+        &recipe,
+        r#"name = "copycat"
+description = "test stand-in: the client copies the served file"
+repository = "none"
+tls = "none"
+[build]
+steps = ["cp {checkout}/server.sh {checkout}/client.sh {out}/ && chmod +x {out}/server.sh {out}/client.sh"]
+[server]
+program = "{out}/server.sh"
+args = ["{port}"]
+cert = "{certs}/cert.pem"
+key = "{certs}/key.pem"
+[client]
+program = "{out}/client.sh"
+args = ["{www}/{file}", "/nesquic-endpoint-test/{file}"]
+mounts = { "/nesquic-endpoint-test" = "{downloads}" }
+download = "{downloads}/{file}"
+"#,
+    )
+    .expect("write recipe");
+    (checkout, recipe)
+}
+
+/// An endpoint run records how the stack was driven and that the download was checked; the
+/// mount point it made is gone afterwards.
+#[test]
+fn an_endpoint_download_is_verified_and_the_record_says_it_was_driven_by_its_endpoint() {
+    // One endpoint run at a time: the mount point made by one run is removed when it ends.
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (checkout, recipe) = copy_endpoint(dir.path(), false);
+    let (checkout, recipe) = (checkout.to_str().expect("UTF-8"), recipe.to_str().expect("UTF-8"));
+    let args = ["--lut", "copycat", "--endpoint-recipe", recipe, "--lut-path", checkout, "--size", "3MB"];
+    let report = common::run_record(&args);
+    // Each temporary checkout builds into a new directory under target/lut-builds/.
+    if let Some(out) =
+        report.lut.binary.parent().filter(|d| d.to_string_lossy().contains("/lut-builds/endpoint-copycat-"))
+    {
+        let _ = std::fs::remove_dir_all(out);
+    }
+    let rep = &report.repetitions[0];
+    assert_eq!((rep.bytes, rep.payload_verified), (3_000_000, true), "{rep:?}");
+    let kind = serde_json::to_value(&report.lut.driven_by).expect("json");
+    assert_eq!(kind, serde_json::json!({"kind": "endpoint", "recipe": "copycat"}));
+    assert!(report.lut.source.is_some(), "{:?}", report.lut);
+    assert!(rep.transfer_s > 0.0 && rep.goodput_mbps > 0.0, "{rep:?}");
+    assert!(!Path::new("/nesquic-endpoint-test").exists(), "the mount point made for the run is left");
+}
+
+/// A download that differs from the payload served fails the run, naming the offset.
+#[test]
+fn an_endpoint_download_that_differs_fails_the_run_at_its_offset() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (checkout, recipe) = copy_endpoint(dir.path(), true);
+    let out = nesquic()
+        .args(["run", "--lut", "copycat", "--endpoint-recipe"])
+        .arg(&recipe)
+        .arg("--lut-path")
+        .arg(&checkout)
+        .args(["--size", "3MB"])
+        .output()
+        .expect("run nesquic");
+    let err = stderr(&out);
+    // The build step's line names the temporary checkout's build directory: remove it.
+    let built = err.split_whitespace().find(|w| w.contains("/lut-builds/endpoint-copycat-"));
+    if let Some(out_dir) = built.and_then(|w| w.split("/lut-builds/").nth(1)).and_then(|r| r.split('/').next()) {
+        let root = built.and_then(|w| w.split("/lut-builds/").next()).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(Path::new(&format!("{root}/lut-builds/{out_dir}")));
+    }
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("differs from the payload served") && err.contains("offset 1000"), "{err}");
+}

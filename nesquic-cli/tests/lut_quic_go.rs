@@ -192,3 +192,60 @@ fn an_older_release_from_the_module_proxy_builds_and_runs_as_a_checkout() {
     let (_, sent, messages) = syscall(role(&report, Role::Server), "sendmsg");
     assert!(messages > 0 && sent >= 2 * messages, "server: {sent} datagrams in {messages} sendmsg");
 }
+
+/// The quic-go go.mod pins (lut-adapters/quic-go/go.mod): the release whose interop endpoint
+/// the endpoint test builds.
+fn pinned_release() -> String {
+    let go_mod = include_str!("../../lut-adapters/quic-go/go.mod");
+    let line = go_mod.lines().find(|l| l.trim_start().starts_with("github.com/quic-go/quic-go ")).expect("pinned");
+    line.split_whitespace().nth(1).expect("version").to_string()
+}
+
+/// quic-go's own interop endpoint (`interop/server`, `interop/client`, the runner's `transfer`
+/// test over HTTP/0.9), from the module proxy, driven with `--endpoint` instead of the adapter:
+/// built by the recipe, its download checked byte for byte, its Go crypto counted and its
+/// packet I/O and CPU profiled on each side's own executable.
+#[test]
+fn its_own_interop_endpoint_from_the_module_proxy_runs_verified_with_io_crypto_and_profile() {
+    let _g = serial();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = module_download(&pinned_release(), dir.path());
+    let path = src.to_str().expect("UTF-8 path");
+    let args = ["--lut", "quic-go", "--endpoint", "--lut-path", path, "--size", "5MB", "--probe", "io,crypto,profile"];
+    let report = run_record(&args);
+    // Each temporary checkout is a new build directory under target/lut-builds/.
+    struct Cleanup(Option<PathBuf>);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            if let Some(dir) = self.0.take().filter(|d| d.to_string_lossy().contains("/target/lut-builds/endpoint-")) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
+    }
+    let _cleanup = Cleanup(report.lut.binary.parent().map(Path::to_path_buf));
+    verified(&report, 5_000_000);
+    let driven = serde_json::to_value(&report.lut.driven_by).expect("json");
+    assert_eq!(driven, serde_json::json!({"kind": "endpoint", "recipe": "quic-go"}));
+    // Two programs: each side's probes resolved against its own executable.
+    let client_binary = &report.client_side.as_ref().expect("the client is its own program").lut.binary;
+    assert_eq!(
+        (report.lut.binary.file_name(), client_binary.file_name()),
+        (Some("server".as_ref()), Some("client".as_ref()))
+    );
+    let (server, client) = (role(&report, Role::Server), role(&report, Role::Client));
+    // The server's sends carry the payload (quic-go's datagrams are at most 1,452 bytes; GSO:
+    // several per sendmsg), sealed once per packet; the client opens what it receives.
+    let (_, sent, messages) = syscall(server, "sendmsg");
+    assert!(sent * 1452 > 5_000_000 && sent >= 2 * messages, "server: {sent} datagrams in {messages} sendmsg");
+    assert!(
+        calls(server, "crypto.seal") >= sent,
+        "server: {} seals for {sent} datagrams",
+        calls(server, "crypto.seal")
+    );
+    assert!(calls(client, "crypto.open") > 0, "client: no crypto.open");
+    let profile = report.repetitions[0].profile.as_ref().expect("profile");
+    for side in [Role::Server, Role::Client] {
+        let p = profile.roles.iter().find(|p| p.role == side).unwrap_or_else(|| panic!("{side:?}: no profile"));
+        assert!(p.samples > 0 && !p.components.is_empty(), "{side:?}: {p:?}");
+    }
+}

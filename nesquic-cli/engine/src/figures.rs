@@ -29,9 +29,9 @@ pub fn repetition_figures(o: &RepetitionOutcome) -> RepetitionFigures {
         let transfer_s = o.client_result.transfer_ns as f64 / 1e9;
         RepetitionFigures {
             bytes: o.client_result.bytes,
-            // The client exits non-zero on any verification failure, so an outcome exists only
-            // for a verified payload.
-            payload_verified: true,
+            // An adapter's client exits non-zero on any verification failure, and an endpoint's
+            // download is checked before an outcome exists: only a perf endpoint's is not.
+            payload_verified: o.payload_verified,
             goodput_mbps: if transfer_s > 0.0 { o.client_result.bytes as f64 * 8.0 / transfer_s / 1e6 } else { 0.0 },
             transfer_s,
             handshake_ms: o.client_result.handshake_ns as f64 / 1e6,

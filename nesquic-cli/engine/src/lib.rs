@@ -22,6 +22,7 @@ pub mod crypto_limit;
 pub mod custom_build;
 pub mod drops;
 pub mod duty;
+mod endpoint;
 mod error;
 pub mod figures;
 pub mod kernel;

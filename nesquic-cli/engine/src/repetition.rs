@@ -84,6 +84,9 @@ pub struct RepetitionOutcome {
     pub lut_qlogs: Vec<(Role, std::path::PathBuf, u64)>,
     /// What remote roles' probes measured.
     pub remote_totals: Vec<(Role, crate::wire::RoleTotals)>,
+    /// The payload was checked byte for byte (adapters always check it; a perf endpoint's is
+    /// only counted).
+    pub payload_verified: bool,
 }
 
 /// How long the client's result line may trail its exit.
@@ -99,6 +102,13 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         (Some(t), _) => std::net::SocketAddr::new(t.server.ip, 0),
         (None, Some(r)) => std::net::SocketAddr::new(r.server_ip, 0),
         (None, None) => std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    // A stack's own endpoint prints no report lines: the engine watches its port and checks
+    // its download (endpoint.rs).
+    let endpoint = spec.lut.endpoint();
+    let listen = match endpoint {
+        Some(e) => crate::endpoint::listen_addr(e, spec.lut.name(), listen)?,
+        None => listen,
     };
     let mut server = spawn_role(spec, Role::Server, listen, tx.clone(), observer)?;
 
@@ -119,6 +129,11 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             }
             _ => {}
         }
+        if endpoint.is_some() && crate::endpoint::udp_port_bound(&server.pid.to_string(), listen.port()) {
+            let listening = LutEvent::Listening { addr: listen };
+            observer.lut_event(Role::Server, &listening)?;
+            break listen;
+        }
     };
 
     let connect = spec.topology.map_or(addr, |t| t.route(addr));
@@ -127,6 +142,9 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
     let mut bar: Option<ProgressBar> = None;
     let mut client_exited_at: Option<Instant> = None;
     let mut progress = 0;
+    let mut payload_verified = true;
+    // An endpoint server that never exits is stopped once the client is done.
+    let mut server_stopped = false;
 
     while watch.exit(Role::Client).is_none() || watch.exit(Role::Server).is_none() || watch.done.is_none() {
         watch.poll = observer.next_tick().map_or(POLL, |t| t.clamp(Duration::from_millis(1), POLL));
@@ -145,6 +163,27 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             }
             if let Some(bar) = &bar {
                 bar.set_position(bytes);
+            }
+        }
+        if let (Some(e), Some(exit)) = (endpoint, watch.exit(Role::Client)) {
+            if exit.success() && watch.done.is_none() {
+                let lifetime = client_exited_at.get_or_insert_with(Instant::now).duration_since(started);
+                let (result, verified) =
+                    match crate::endpoint::client_result(e, spec.certs, spec.workload.size, lifetime) {
+                        Ok(r) => r,
+                        Err(err) => {
+                            server.kill();
+                            return Err(err);
+                        }
+                    };
+                payload_verified = verified;
+                observer.lut_event(Role::Client, &LutEvent::Done(result.clone()))?;
+                watch.done = Some(result);
+                if !e.server_exits() && watch.exit(Role::Server).is_none() {
+                    // SAFETY: plain syscall; the server has not been reaped, so the pid is still its.
+                    unsafe { libc::kill(server.pid, libc::SIGTERM) };
+                    server_stopped = true;
+                }
             }
         }
         if let Some(exit) = watch.exit(Role::Client) {
@@ -175,7 +214,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
             });
         }
         if let Some(exit) = watch.exit(Role::Server) {
-            if !exit.success() {
+            if !exit.success() && !server_stopped {
                 return Err(failed_with_peer(
                     spec,
                     &mut watch,
@@ -210,6 +249,7 @@ pub fn run_repetition(spec: &RepetitionSpec<'_>, observer: &mut dyn ProcessObser
         client: watch.exit(Role::Client).ok_or_else(|| EngineError::msg("client exit missing"))?,
         lut_qlogs: watch.lut_qlogs,
         remote_totals: watch.remote_totals,
+        payload_verified,
     })
 }
 

@@ -23,7 +23,7 @@ use nesquic_record::events::{
 use nesquic_record::figures::{RepetitionFigures, Summary};
 use nesquic_record::recorder::{self as record, Recorder};
 use nesquic_record::run::{
-    FailedRepetition, LinkRecord, LutInfo, LutSource, ObservedLoss, QdiscDropsRecord, RunRecord,
+    DrivenBy, FailedRepetition, LinkRecord, LutInfo, LutSource, ObservedLoss, QdiscDropsRecord, RunRecord,
 };
 use nesquic_record::workload::TestcaseInfo;
 use nesquic_testcases::Testcase;
@@ -131,6 +131,9 @@ pub(crate) struct Stage {
     pub certs: tls::CertFiles,
     /// Roles on other hosts: reached, checked, their facts and clocks.
     pub remote: Option<crate::remote::RemoteStage>,
+    /// A stack's own endpoint: the mount points its fixed paths needed, removed on drop (its
+    /// files are in `workdir`).
+    pub _endpoint_mounts: Option<nesquic_lut_adapters::lut::MountPoints>,
 }
 
 impl Stage {
@@ -164,6 +167,13 @@ impl Stage {
             reporter.link_ready(t);
         }
         let certs = tls::generate(workdir.path())?;
+        let endpoint = match plan.lut.endpoint() {
+            Some(e) => {
+                check_endpoint(plan)?;
+                Some(e.prepare(&certs, plan.testcase.workload.size)?)
+            }
+            None => None,
+        };
         let remote = if plan.remote.any() {
             check_remote(plan, &launcher)?;
             let inputs = crate::remote::StageInputs {
@@ -179,7 +189,7 @@ impl Stage {
         } else {
             None
         };
-        Ok(Self { workdir, launcher, client_launcher, needs, topology, certs, remote })
+        Ok(Self { workdir, launcher, client_launcher, needs, topology, certs, remote, _endpoint_mounts: endpoint })
     }
 
     /// The repetition every one of the run's starts from.
@@ -208,6 +218,25 @@ impl Stage {
             }),
         }
     }
+}
+
+/// What a stack's own endpoint cannot do yet, refused before anything starts: its server and
+/// client are one recipe's, on this host's loopback, one file over one connection.
+fn check_endpoint(plan: &RunPlan) -> Result<()> {
+    let refuse = |what: &str| Err(EngineError::msg(format!("{}'s own endpoint: {what}", plan.lut.name())));
+    if plan.client.as_ref().is_some_and(|c| c.lut.endpoint().is_none() || c.lut.name() != plan.lut.name()) {
+        return refuse("its server and client run together (no pairs with other LUTs yet)");
+    }
+    if plan.link != LinkKind::Loopback {
+        return refuse("loopback only (--link veth is not supported yet)");
+    }
+    if plan.remote.any() {
+        return refuse("both sides run here (--server-host/--client-host are not supported)");
+    }
+    if !plan.testcase.workload.is_single() {
+        return refuse("one connection with one stream (testcase bulk)");
+    }
+    Ok(())
 }
 
 /// What remote roles cannot do yet, refused before anything starts.
@@ -312,6 +341,7 @@ pub fn execute(plan: &RunPlan, interrupted: &AtomicBool, reporter: &mut dyn RunR
             io: plan.io,
             binary: plan.binary.clone(),
             source: plan.lut_source.clone(),
+            driven_by: DrivenBy::of(lut.endpoint().map(|e| e.recipe())),
         },
         client_side: pair::client_record(plan),
         testcase: TestcaseInfo::from(&plan.testcase),

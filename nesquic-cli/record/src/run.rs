@@ -219,6 +219,31 @@ pub struct LutInfo {
     /// With --lut-path: the checkout it was built from, its git revision and the proof.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<LutSource>,
+    /// Through Nesquic's adapter or the stack's own endpoint (records before it: an adapter).
+    #[serde(default)]
+    pub driven_by: DrivenBy,
+}
+
+/// How a stack was driven.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum DrivenBy {
+    /// Nesquic's adapter, speaking docs/protocol.md.
+    #[default]
+    Adapter,
+    /// The stack's own interop endpoint, started by a recipe (`lut-adapters/endpoints/`); the
+    /// commit is the source's.
+    Endpoint {
+        /// The recipe's name.
+        recipe: String,
+    },
+}
+
+impl DrivenBy {
+    /// How `lut` is driven.
+    pub fn of(endpoint_recipe: Option<&str>) -> Self {
+        endpoint_recipe.map_or(Self::Adapter, |r| Self::Endpoint { recipe: r.to_string() })
+    }
 }
 
 /// The emulated link of a run.

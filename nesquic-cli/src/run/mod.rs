@@ -17,6 +17,7 @@ pub(crate) use nesquic_record::figures::{RepetitionFigures, Summary};
 use crate::units;
 
 pub(crate) mod default_probes;
+mod endpoint;
 
 /// This build, as recorded in runs and checked against remote hosts.
 pub const TOOL: ToolInfo = ToolInfo { version: env!("CARGO_PKG_VERSION"), git_revision: env!("NESQUIC_GIT_REVISION") };
@@ -69,6 +70,19 @@ pub struct RunArgs {
     /// versions each adapter supports.
     #[arg(long, value_name = "VERSION", conflicts_with_all = ["lut_path", "lut_rev", "server_lut_path", "client_lut_path"])]
     pub lut_version: Option<String>,
+    /// Drive the stack through its own interop endpoint (its checkout's server and client,
+    /// lut-adapters/endpoints/NAME.toml) even where Nesquic has an adapter for it; needs
+    /// --lut-path. A stack without an adapter (picoquic) is driven so without this flag.
+    #[arg(long, conflicts_with_all = ["lut_version", "server_cmd"])]
+    pub endpoint: bool,
+    /// Drive the stack through the endpoint this recipe file describes (the format of
+    /// lut-adapters/endpoints/*.toml; its name must be --lut's); needs --lut-path.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["lut_version", "server_cmd"])]
+    pub endpoint_recipe: Option<PathBuf>,
+    /// Another checkout an endpoint's build needs, NAME=PATH (picoquic: --lut-dep picotls=PATH),
+    /// repeatable.
+    #[arg(long = "lut-dep", value_name = "NAME=PATH")]
+    pub lut_deps: Vec<String>,
     /// With --lut exec: the server command (sh syntax). It gets NESQUIC_LISTEN, NESQUIC_CERT,
     /// NESQUIC_KEY and prints the report lines of docs/protocol.md on stdout.
     #[arg(long, value_name = "CMD", requires = "client_cmd")]
@@ -372,10 +386,22 @@ impl RunArgs {
                 "--msquic-profile: give it to the msquic side as --server-lut-opt/--client-lut-opt profile=..."
             );
         }
-        let server =
-            self.side(server_name, self.server_lut_path.as_ref(), self.server_io, &self.server_lut_opts, &testcase);
+        let endpoint = endpoint::resolve(self, server_name, &testcase)?;
+        anyhow::ensure!(
+            endpoint.is_none() || !pair,
+            "{server_name}'s own endpoint runs its server with its client (no pairs with endpoints yet)"
+        );
+        let (server, endpoint_client) = match endpoint {
+            Some((server, client)) => (Ok(server), client),
+            None => (
+                self.side(server_name, self.server_lut_path.as_ref(), self.server_io, &self.server_lut_opts, &testcase),
+                None,
+            ),
+        };
         let server = if pair { server.with_context(|| format!("the server {server_name}"))? } else { server? };
-        let client = if pair {
+        let client = if let Some(c) = endpoint_client {
+            Some(c)
+        } else if pair {
             let side = self
                 .side(client_name, self.client_lut_path.as_ref(), self.client_io, &self.client_lut_opts, &testcase)
                 .with_context(|| format!("the client {client_name}"))?;

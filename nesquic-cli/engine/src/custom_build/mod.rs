@@ -5,9 +5,11 @@
 //! Rust LUTs get a generated cargo project with `[patch.crates-io]` (`cargo`); other stacks run
 //! their LUT's build script (`script`). Everything lives under `target/lut-builds/`: one project
 //! per (LUT, checkout, revision), one cargo target directory shared by all of them (each crate
-//! compiled once per source), and the git worktrees of `--lut-rev` (`git`).
+//! compiled once per source), and the git worktrees of `--lut-rev` (`git`). A stack's own interop
+//! endpoint is built by its recipe's steps (`endpoint`).
 
 mod cargo;
+pub mod endpoint;
 mod git;
 mod release;
 mod script;

@@ -10,7 +10,7 @@ use nesquic_lut_adapters::{IoMode, Lut, LutOpt};
 use nesquic_protocol::Role;
 
 use nesquic_record::events::{IoPath, LutStarted, RunStarted};
-use nesquic_record::run::{AgentReport, LutInfo};
+use nesquic_record::run::{AgentReport, DrivenBy, LutInfo};
 
 use super::RunPlan;
 use crate::plan::ProbePlan;
@@ -162,6 +162,7 @@ pub(crate) fn client_record(plan: &RunPlan) -> Option<nesquic_record::run::Clien
             io: c.io,
             binary: c.binary.clone(),
             source: c.lut_source.clone(),
+            driven_by: DrivenBy::of(c.lut.endpoint().map(|e| e.recipe())),
         },
         lut_options: c.lut_options.iter().map(ToString::to_string).collect(),
     })
