@@ -53,6 +53,24 @@ const PERF_EVENT_IOC_PERIOD: libc::c_ulong = 0x4008_2404;
 /// `_IOW('$', 8, __u32)`.
 const PERF_EVENT_IOC_SET_BPF: libc::c_ulong = 0x4004_2408;
 
+/// `perf_event_open(attr, pid, cpu)`, close-on-exec, no group; `None` with errno set on failure.
+pub(crate) fn perf_event_open(attr: &PerfEventAttr, pid: libc::pid_t, cpu: u32) -> Option<OwnedFd> {
+    // SAFETY: `attr` is a valid perf_event_attr of the size it declares; the kernel returns a new
+    // fd or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_perf_event_open,
+            attr as *const PerfEventAttr,
+            pid,
+            cpu as libc::c_int,
+            -1 as libc::c_int,
+            PERF_FLAG_FD_CLOEXEC,
+        )
+    };
+    // SAFETY: a fresh fd the kernel just returned, owned by nothing else.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
 /// How far a drawn rate strays from the mean: uniform in [1 - SPREAD, 1 + SPREAD] x mean. Wide,
 /// so that consecutive samples between two re-arms step through a periodic workload's phases
 /// too (a simulation of the two-phase workload, 5 s at 250 Hz: the share's spread is the
@@ -93,23 +111,8 @@ impl RandomClock {
                 what: format!("random-interval cpu-clock sampling on cpu {cpu}"),
                 reason: format!("{call}: {}", std::io::Error::last_os_error()),
             };
-            // SAFETY: `attr` is a valid perf_event_attr of the size it declares; pid -1 with a
-            // CPU number is a per-CPU event; the kernel returns a new fd or -1.
-            let fd = unsafe {
-                libc::syscall(
-                    libc::SYS_perf_event_open,
-                    &attr as *const PerfEventAttr,
-                    -1 as libc::pid_t,
-                    cpu as libc::c_int,
-                    -1 as libc::c_int,
-                    PERF_FLAG_FD_CLOEXEC,
-                )
-            };
-            if fd < 0 {
-                return Err(attach_error("perf_event_open"));
-            }
-            // SAFETY: a fresh fd the kernel just returned, owned by nothing else.
-            let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+            // pid -1 with a CPU number: a per-CPU event.
+            let fd = perf_event_open(&attr, -1, cpu).ok_or_else(|| attach_error("perf_event_open"))?;
             // SAFETY: ioctls on our own perf event fd; SET_BPF takes the program fd by value.
             if unsafe { libc::ioctl(fd.as_raw_fd(), PERF_EVENT_IOC_SET_BPF, program) } != 0 {
                 return Err(attach_error("PERF_EVENT_IOC_SET_BPF"));

@@ -259,14 +259,7 @@ impl UserProbes {
     /// to `io_crosscheck`.
     pub fn merge_into(&self, kernel: Option<Metrics>) -> Metrics {
         let user = self.snapshot();
-        let mut metrics = kernel.unwrap_or_else(|| Metrics {
-            io_mechanism: None,
-            function_mechanism: None,
-            kprobes_available: nesquic_ebpf::preflight::kprobes_available(),
-            roles: Vec::new(),
-            lost: Default::default(),
-            kernel_io: Default::default(),
-        });
+        let mut metrics = kernel.unwrap_or_else(no_totals);
         for u in user {
             let role = match metrics.roles.iter_mut().find(|r| r.role == u.role) {
                 Some(r) => r,
@@ -308,6 +301,18 @@ impl UserProbes {
             });
         }
         metrics
+    }
+}
+
+/// Figures with no row yet: what the agents' rows go into when the kernel counts nothing.
+pub(crate) fn no_totals() -> Metrics {
+    Metrics {
+        io_mechanism: None,
+        function_mechanism: None,
+        kprobes_available: nesquic_ebpf::preflight::kprobes_available(),
+        roles: Vec::new(),
+        lost: Default::default(),
+        kernel_io: Default::default(),
     }
 }
 

@@ -99,14 +99,7 @@ pub fn execute(spec: &TraceSpec, interrupted: &AtomicBool, reporter: &mut dyn Ru
     let exit = watch.until_exit(&mut process, &mut tracker)?;
     let Probed { metrics, agents, profile } = tracker.collect(true, &[Role::Process])?;
     // Only the user-mode profile (no root, no counting probes) counts no totals.
-    let mut metrics = metrics.unwrap_or_else(|| nesquic_ebpf::Metrics {
-        io_mechanism: None,
-        function_mechanism: None,
-        kprobes_available: nesquic_ebpf::preflight::kprobes_available(),
-        roles: Vec::new(),
-        lost: Default::default(),
-        kernel_io: Default::default(),
-    });
+    let mut metrics = metrics.unwrap_or_else(crate::backend::no_totals);
     if let Some(c) = &calibration {
         c.compensate(&mut metrics);
     }

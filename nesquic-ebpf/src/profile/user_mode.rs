@@ -10,7 +10,7 @@
 //! bytes each; the buffers stay small (the per-user locked-memory allowance is ~0.5 MB a CPU).
 
 use std::collections::HashMap;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -31,7 +31,6 @@ const ATTR_EXCLUDE_KERNEL: u64 = 1 << 5;
 const ATTR_EXCLUDE_HV: u64 = 1 << 6;
 /// `freq`: `sample_period` is a rate in Hz.
 const ATTR_FREQ: u64 = 1 << 10;
-const PERF_FLAG_FD_CLOEXEC: libc::c_ulong = 8;
 const PERF_RECORD_LOST: u32 = 2;
 const PERF_RECORD_SAMPLE: u32 = 9;
 /// Call-chain entries at or above this are context markers (`PERF_CONTEXT_USER`, ...), not code.
@@ -109,23 +108,9 @@ impl Ring {
             what: format!("user-mode cpu-clock sampling of pid {pid} on cpu {cpu}"),
             reason: format!("{call}: {}", std::io::Error::last_os_error()),
         };
-        // SAFETY: `attr` is a valid perf_event_attr of the size it declares; a pid with a CPU
-        // number samples that process (and, inherit, its descendants) on that CPU.
-        let fd = unsafe {
-            libc::syscall(
-                libc::SYS_perf_event_open,
-                &attr as *const PerfEventAttr,
-                pid as libc::pid_t,
-                cpu as libc::c_int,
-                -1 as libc::c_int,
-                PERF_FLAG_FD_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(error("perf_event_open"));
-        }
-        // SAFETY: a fresh fd the kernel just returned, owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        // A pid with a CPU number samples that process (and, inherit, its descendants) there.
+        let fd =
+            crate::sampler::perf_event_open(&attr, pid as libc::pid_t, cpu).ok_or_else(|| error("perf_event_open"))?;
         // SAFETY: sysconf has no preconditions.
         let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
         let len = page * (1 + DATA_PAGES);
