@@ -217,7 +217,7 @@ print(f"\nGating by default: {', '.join(f'`{m}`' for m in gating)}. The paired h
 bound = 100 * (1 - 0.05 ** (1 / jobs))
 print(f"\nHow to read it: {len(default_fail)} failures in {jobs} A/A jobs"
       + (f" bounds the false-alarm rate below ~{bound:.0f}% at 95% confidence" if not default_fail else "")
-      + "; the 1% design rate rests on the synthetic calibration in the record crate's tests. A counter "
+      + "; the design rate (alpha 0.005) rests on the synthetic calibration in the record crate's tests. A counter "
       "fails when its change passes `--tolerance` (1%) and stands out of that wobble after Holm's "
       "correction over the gating rows.")
 PY
