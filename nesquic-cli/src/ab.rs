@@ -14,12 +14,28 @@ use nesquic_record::compare::{from_record, Pairing};
 use crate::compare::{judge, GateArgs, Outcome};
 use crate::run::{default_probes, install_signal_flag, RunArgs, Terminal};
 
+/// Payload per round when neither --size nor a testcase is given: at the bulk testcase's 25 MB
+/// the payload sender's sends per MB wobbled by 2.6% a round (paired head/base ratio, quinn, a
+/// loaded 2-core VM), at 100 MB by 0.7%, for 23 s a job of 10 rounds instead of 18 s: the size at
+/// which the default gate tells a +2% change from wobble in 10 rounds.
+pub(crate) const DEFAULT_SIZE: u64 = 100_000_000;
+
+/// [`DEFAULT_SIZE`] for a run that names no size or testcase.
+pub(crate) fn default_size(run: &mut RunArgs) {
+    let s = &mut run.scenario;
+    if s.size.is_none() && s.testcase.is_none() && s.testcase_file.is_none() {
+        s.size = Some(DEFAULT_SIZE);
+    }
+}
+
 /// `nesquic ab` arguments.
 #[derive(Debug, clap::Args)]
 #[command(after_help = crate::compare::GATE_EXIT_STATUS)]
 pub struct AbArgs {
     /// Rounds: each runs one repetition of base and one of head. Noisy figures need
-    /// --min-samples rounds (5) for a verdict; 10 or more make their intervals useful.
+    /// --min-samples rounds (5) for a verdict; 10 or more make their intervals useful. Without
+    /// --size or --testcase a round moves 100 MB (not the bulk testcase's 25 MB): the sender's
+    /// sends per MB wobble 4x less, so 10 rounds tell a +2% change from noise (docs/ci.md).
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(2..))]
     pub rounds: u32,
     /// Order within rounds: abba (AB, BA, AB, ...) or random (drawn per round from --seed).
@@ -110,6 +126,7 @@ impl AbArgs {
         }
         run.lut_opts.extend(opts.iter().cloned());
         run.quiet = true;
+        default_size(&mut run);
         run
     }
 }
@@ -139,6 +156,8 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
     if args.run.repeat != 1 || args.run.json.is_some() || args.run.overhead {
         bail!("nesquic ab sets the repetitions itself: give --rounds (not --repeat, --json or --overhead)");
     }
+    // Bad limits or rules are found before the rounds run, not after.
+    let gate = args.gate.resolve()?;
     crate::run::clear_leftovers();
     let base = args.side(
         (&args.base_lut_path, &args.base_rev, &args.base_version),
@@ -192,8 +211,9 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
     }
     let order = format!("{:?}", args.order).to_lowercase();
     eprintln!(
-        "nesquic: ab: {} rounds, {order} order; base: {}; head: {}",
+        "nesquic: ab: {} rounds of {}, {order} order; base: {}; head: {}",
         plan.rounds,
+        plan.base.testcase.workload.describe(),
         describe(&plan.base),
         describe(&plan.head)
     );
@@ -206,7 +226,7 @@ pub fn execute(args: &AbArgs) -> Result<Outcome> {
         &from_record(&record.head)?,
         (&names.0, &names.1),
         Pairing::Paired,
-        &args.gate,
+        (&args.gate, &gate),
         None,
     )
 }

@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use nesquic_engine::ab::{AbPlan, Order};
-use nesquic_engine::bisect::{bisect, commits_between, step_verdict, Rounds, StepVerdict};
+use nesquic_engine::bisect::{bisect, commits_between, step_verdict, Culprit, Rounds, StepVerdict};
 use nesquic_record::compare::{compare, from_record, Pairing, Rule, Thresholds};
 
 use crate::run::{install_signal_flag, RunArgs, Terminal};
@@ -22,7 +22,8 @@ pub struct BisectArgs {
     /// Rounds of a step's first A/B job; an inconclusive step doubles them, up to --max-rounds.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(2..))]
     pub rounds: u32,
-    /// Most rounds a step may take; a step still inconclusive there counts as not regressed.
+    /// Most rounds a step may take; a step still inconclusive there ends the search, which then
+    /// names the range the first bad commit lies in.
     #[arg(long, default_value_t = 20)]
     pub max_rounds: u32,
     /// The metric and limit that decide, repeatable (METRIC>+N%, as `compare --fail-on`);
@@ -30,10 +31,10 @@ pub struct BisectArgs {
     #[arg(long = "fail-on", value_name = "RULE")]
     pub fail_on: Vec<String>,
     /// Limit for counters, percent (as `compare --tolerance`).
-    #[arg(long, default_value_t = 2.0)]
+    #[arg(long, default_value_t = Thresholds::DEFAULT.tolerance)]
     pub tolerance: f64,
-    /// Family-wise false-alarm rate for noisy figures (as `compare --alpha`).
-    #[arg(long, default_value_t = 0.01)]
+    /// Family-wise false-alarm rate (as `compare --alpha`).
+    #[arg(long, default_value_t = Thresholds::DEFAULT.alpha)]
     pub alpha: f64,
     /// Every `nesquic run` flag both sides share; --lut-path is the repository, --out the
     /// bisection's directory (one A/B job directory per step).
@@ -49,16 +50,8 @@ pub fn execute(args: &BisectArgs) -> Result<()> {
             "nesquic bisect chooses the commits and rounds itself: give --good/--bad (not --lut-rev, --repeat, --json)"
         );
     }
-    let usable = args.tolerance.is_finite() && args.tolerance >= 0.0 && args.alpha > 0.0 && args.alpha < 0.5;
-    if !usable {
-        bail!(
-            "--tolerance {} --alpha {}: give a limit of 0% or more and a rate between 0 and 0.5",
-            args.tolerance,
-            args.alpha
-        );
-    }
     let rules = args.fail_on.iter().map(|r| Rule::parse(r)).collect::<Result<Vec<_>, _>>()?;
-    let thresholds = Thresholds { tolerance: args.tolerance, noisy_tolerance: 3.0, alpha: args.alpha, min_samples: 5 };
+    let thresholds = Thresholds { tolerance: args.tolerance, alpha: args.alpha, ..Thresholds::DEFAULT }.checked()?;
     let commits = commits_between(&repo, &args.good, &args.bad)?;
     let out = match &args.run.out {
         Some(dir) => dir.clone(),
@@ -77,6 +70,7 @@ pub fn execute(args: &BisectArgs) -> Result<()> {
         let side = |rev: &str| {
             let mut run = args.run.clone();
             (run.lut_rev, run.out, run.quiet) = (Some(rev.to_string()), None, true);
+            crate::ab::default_size(&mut run);
             run
         };
         let mut plan = AbPlan {
@@ -106,13 +100,21 @@ pub fn execute(args: &BisectArgs) -> Result<()> {
                 step.detail
             );
         })?;
-    println!(
-        "first bad commit: {} ({} commits built, {} A/B jobs; job directories in {})",
-        found.first_bad,
+    let work = format!(
+        "{} commits built, {} A/B jobs; job directories in {}",
         found.built.len(),
         found.steps.len(),
         out.display()
     );
+    match &found.culprit {
+        Culprit::Commit(commit) => println!("first bad commit: {commit} ({work})"),
+        Culprit::Between { good, bad, undecided } => println!(
+            "first bad commit: after {good}, up to and including {bad}: the step at {} stayed inconclusive at \
+             {} rounds (a change near the limit; give --max-rounds more to decide it) ({work})",
+            short(undecided),
+            args.max_rounds.max(args.rounds)
+        ),
+    }
     Ok(())
 }
 

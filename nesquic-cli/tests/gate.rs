@@ -52,18 +52,21 @@ fn three_a_a_comparisons_of_real_runs_pass() {
     for (dir, out) in a_a_jobs() {
         assert_eq!(out.status.code(), Some(0), "{}: {}", dir.display(), String::from_utf8_lossy(&out.stdout));
         let r = report(out);
-        assert_eq!((r.report_version, r.verdict.as_ref()), (3, "pass"));
+        assert_eq!((r.report_version, r.verdict.as_ref()), (4, "pass"));
         assert_eq!(r.pairing, Pairing::Paired);
         // Every noisy figure got an interval from the six pairs; counters carry their limit.
         let cpu = row(&r, "server.cpu_s");
         let interval = cpu.interval.expect("server.cpu_s interval");
         assert!(interval.low <= interval.high);
         assert!(!cpu.gates, "noisy figures report unless a rule names them");
-        // The default gating set: syscalls per MB and CPU per GB per side; the per-call ratios
+        // The default gating set: each side's own data path (the server sends the payload, the
+        // client receives it) and CPU per GB; the ACK path, the sums and the per-call ratios
         // (the peer drives half of them) report.
         let gates = |m: &str| r.rows.iter().find(|x| x.metric == m).map(|x| x.gates);
+        assert_eq!((gates("server.sends_per_mb"), gates("client.data_recvs_per_mb")), (Some(true), Some(true)));
+        assert_eq!((gates("client.sends_per_mb"), gates("server.data_recvs_per_mb")), (Some(false), Some(false)));
         for side in ["server", "client"] {
-            assert_eq!(gates(&format!("{side}.syscalls_per_mb")), Some(true));
+            assert_eq!(gates(&format!("{side}.syscalls_per_mb")), Some(false));
             assert_eq!(gates(&format!("{side}.cpu_s_per_gb")), Some(true));
             assert_eq!(gates(&format!("{side}.datagrams_per_recv")), Some(false));
         }
@@ -82,16 +85,17 @@ fn gso_off_fails_on_a_counter() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let r = report(&out);
     assert_eq!(r.verdict, "fail");
-    // quinn sends ~9.5 datagrams per sendmsg with GSO, one without: the server's syscalls per
-    // MB multiply, which gates; the ratio that explains it reports.
-    let per_mb = row(&r, "server.syscalls_per_mb");
+    // quinn sends ~9.5 datagrams per sendmsg with GSO, one without: the server's sends per MB
+    // multiply, which gates; the ratio that explains it reports.
+    let per_mb = row(&r, "server.sends_per_mb");
     assert_eq!(per_mb.verdict, Verdict::Regression, "{per_mb:?}");
     assert!(per_mb.change_pct > 100.0, "{per_mb:?}");
     let per_send = row(&r, "server.datagrams_per_send");
     assert_eq!((per_send.verdict, per_send.head), (Verdict::Worse, 1.0), "{per_send:?}");
     // Only the default gating set failed: without a rule, nothing else does.
     let failed: Vec<&Row> = r.rows.iter().filter(|x| x.verdict == Verdict::Regression).collect();
-    let default_set = |m: &str| m.ends_with(".syscalls_per_mb") || m.ends_with(".cpu_s_per_gb");
+    let default_set =
+        |m: &str| ["server.sends_per_mb", "client.data_recvs_per_mb"].contains(&m) || m.ends_with(".cpu_s_per_gb");
     assert!(failed.iter().all(|x| default_set(&x.metric)), "{failed:?}");
 }
 
@@ -254,6 +258,40 @@ fn ab_refuses_what_it_cannot_do() {
     assert!(stderr(&out).contains("head variant"), "{}", stderr(&out));
 }
 
+/// Issue 51: a limit that cannot judge (NaN, infinite, negative) or a rule with one is an error
+/// before anything runs: `ab` ran every round first and refused only then.
+#[test]
+fn limits_that_cannot_judge_are_refused_before_any_round() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // (flag, value, what the error names)
+    for (i, [flag, value, named]) in [
+        ["--tolerance", "nan", "--tolerance NaN"],
+        ["--tolerance", "inf", "--tolerance inf"],
+        ["--noisy-tolerance=-1", "", "--noisy-tolerance -1"],
+        ["--noisy-tolerance", "NaN", "--noisy-tolerance NaN"],
+        ["--fail-on", "cpu_s>nan%", "cpu_s>nan%"],
+        ["--fail-on", "cpu_s>-2%", "cpu_s>-2%"],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let bad: Vec<&str> = [flag, value].into_iter().filter(|a| !a.is_empty()).collect();
+        let out_dir = tmp.path().join(format!("job-{i}"));
+        let out = nesquic()
+            .args(["ab", "--size", "1MB", "--rounds", "2", "--probe", "none", "--out"])
+            .arg(&out_dir)
+            .args(&bad)
+            .output()
+            .expect("ab");
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(named), "{bad:?}: {}", stderr(&out));
+        assert!(!out_dir.exists(), "{bad:?}: rounds ran before the limits were checked");
+        let compare = nesquic().args(["compare", "no-base", "no-head"]).args(&bad).output().expect("compare");
+        assert_eq!(compare.status.code(), Some(2));
+        assert!(stderr(&compare).contains(named), "{bad:?}: checked after loading: {}", stderr(&compare));
+    }
+}
+
 #[test]
 fn exec_command_pairs_are_variants() {
     // Two command pairs of one executable, head's server without GSO, with the io probes
@@ -274,7 +312,7 @@ fn exec_command_pairs_are_variants() {
         .expect("run nesquic ab");
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let r = report(&out);
-    assert_eq!(row(&r, "server.syscalls_per_mb").verdict, Verdict::Regression, "{r:?}");
+    assert_eq!(row(&r, "server.sends_per_mb").verdict, Verdict::Regression, "{r:?}");
     let per_send = row(&r, "server.datagrams_per_send");
     assert_eq!(per_send.head, 1.0, "GSO off: one datagram per sendmsg: {per_send:?}");
     assert!(per_send.base > 4.0, "quinn batches ~9.5 with GSO: {per_send:?}");

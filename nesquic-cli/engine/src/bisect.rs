@@ -1,8 +1,9 @@
 //! `nesquic bisect`: the first commit between a good and a bad one of a LUT's repository that
 //! regresses. Each step is a paired A/B job (`ab`) of the midpoint against the good commit,
 //! judged by the gate (`nesquic_record::compare`); a step the gate cannot decide takes more
-//! rounds before it decides (Chromium Pinpoint's UNKNOWN), up to a cap at which it counts as not
-//! regressed and says so. The search assumes one change: commits before it are good, from it on
+//! rounds before it decides (Chromium Pinpoint's UNKNOWN), up to a cap at which the search stops
+//! and names the range the culprit lies in: counting an undecided step as good or bad would
+//! name a wrong commit. The search assumes one change: commits before it are good, from it on
 //! bad. Builds are the `--lut-rev` builds of `custom_build`, cached by revision.
 
 use std::path::Path;
@@ -32,17 +33,34 @@ pub struct Step {
     pub commit: String,
     /// Rounds of its last A/B job.
     pub rounds: u32,
-    /// What it said (an inconclusive step at the cap is reported as such, counted as fine).
+    /// What it said (an inconclusive step at the cap ends the search).
     pub verdict: StepVerdict,
     /// The gate's headline or the rows that decided.
     pub detail: String,
 }
 
+/// Where the first regressing commit is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Culprit {
+    /// This commit: every step decided.
+    Commit(String),
+    /// After `good`, up to and including `bad` (the last commits the steps decided): the step
+    /// at `undecided` was still inconclusive at the most rounds allowed.
+    Between {
+        /// The last commit measured fine (or the given good one).
+        good: String,
+        /// The first commit known to regress (or the given bad one).
+        bad: String,
+        /// The commit no step could decide.
+        undecided: String,
+    },
+}
+
 /// What a bisection found.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Found {
-    /// The first bad commit.
-    pub first_bad: String,
+    /// The first bad commit, or the range it lies in.
+    pub culprit: Culprit,
     /// Every A/B job, in order (a step that took more rounds appears once per job).
     pub steps: Vec<Step>,
     /// Commits built: the good one and each midpoint (the bad one is taken as given).
@@ -154,13 +172,20 @@ pub fn bisect<E: From<EngineError>>(
             }
             n = (n * 2).min(rounds.max);
         };
-        if verdict == StepVerdict::Regressed {
-            bad = mid;
-        } else {
-            good = mid;
+        match verdict {
+            StepVerdict::Regressed => bad = mid,
+            StepVerdict::Fine => good = mid,
+            StepVerdict::Inconclusive => {
+                let culprit = Culprit::Between {
+                    good: commits[good].clone(),
+                    bad: commits[bad].clone(),
+                    undecided: commit.clone(),
+                };
+                return Ok(Found { culprit, steps, built });
+            }
         }
     }
-    Ok(Found { first_bad: commits[bad].clone(), steps, built })
+    Ok(Found { culprit: Culprit::Commit(commits[bad].clone()), steps, built })
 }
 
 #[cfg(test)]
@@ -174,9 +199,18 @@ mod tests {
     /// A measurement that knows the answer: commits from `culprit` on are worse; a step is
     /// inconclusive below `sure_at` rounds.
     fn oracle(culprit: usize, sure_at: u32) -> impl FnMut(&str, u32) -> Result<(StepVerdict, String)> {
+        undecidable_at(culprit, sure_at, usize::MAX)
+    }
+
+    /// As [`oracle`], and the commit at `undecidable` never decides (a change at the limit).
+    fn undecidable_at(
+        culprit: usize,
+        sure_at: u32,
+        undecidable: usize,
+    ) -> impl FnMut(&str, u32) -> Result<(StepVerdict, String)> {
         move |commit, rounds| {
             let index: usize = commit[1..].parse().expect("cNN");
-            let verdict = if rounds < sure_at {
+            let verdict = if rounds < sure_at || index == undecidable {
                 StepVerdict::Inconclusive
             } else if index >= culprit {
                 StepVerdict::Regressed
@@ -192,7 +226,7 @@ mod tests {
         let commits = history(16);
         for culprit in 1..=16 {
             let found = bisect(&commits, Rounds { first: 3, max: 24 }, oracle(culprit, 3), |_| {}).expect("bisect");
-            assert_eq!(found.first_bad, commits[culprit], "culprit {culprit}");
+            assert_eq!(found.culprit, Culprit::Commit(commits[culprit].clone()), "culprit {culprit}");
             assert!(found.built.len() <= 5, "culprit {culprit}: built {:?}", found.built);
             assert_eq!(found.steps.len(), 4);
         }
@@ -205,17 +239,38 @@ mod tests {
         let found =
             bisect(&commits, Rounds { first: 3, max: 24 }, oracle(11, 10), |s| seen.push((s.rounds, s.verdict)))
                 .expect("bisect");
-        assert_eq!(found.first_bad, "c11");
+        assert_eq!(found.culprit, Culprit::Commit("c11".into()));
         // 3 and 6 rounds were not enough, 12 were, at every step; builds stay one per commit.
         assert_eq!(
             &seen[..3],
             [(3, StepVerdict::Inconclusive), (6, StepVerdict::Inconclusive), (12, StepVerdict::Fine)]
         );
         assert_eq!((found.steps.len(), found.built.len()), (12, 5));
-        // At the cap an undecided step counts as fine, and says it was inconclusive.
+    }
+
+    /// Issue 51: a step still inconclusive at the cap decides nothing: counted as fine, it named
+    /// c16 for a change at c11. The search stops with the range the culprit lies in.
+    #[test]
+    fn a_step_undecided_at_the_cap_ends_in_a_range() {
+        let commits = history(16);
+        let between = |good: &str, bad: &str, undecided: &str| Culprit::Between {
+            good: good.into(),
+            bad: bad.into(),
+            undecided: undecided.into(),
+        };
         let capped = bisect(&commits, Rounds { first: 3, max: 6 }, oracle(11, 100), |_| {}).expect("bisect");
-        assert_eq!(capped.first_bad, "c16");
-        assert!(capped.steps.iter().all(|s| s.verdict == StepVerdict::Inconclusive && s.rounds <= 6));
+        assert_eq!(capped.culprit, between("c00", "c16", "c08"));
+        assert_eq!(
+            capped.steps.iter().map(|s| (s.rounds, s.verdict)).collect::<Vec<_>>(),
+            [(3, StepVerdict::Inconclusive), (6, StepVerdict::Inconclusive)]
+        );
+        // Steps decided before the undecided one narrow the range: c08 fine, c12 regressed,
+        // c10 undecided: the change is in c11..=c12.
+        let found = bisect(&commits, Rounds { first: 3, max: 6 }, undecidable_at(11, 3, 10), |_| {}).expect("bisect");
+        assert_eq!(found.culprit, between("c08", "c12", "c10"));
+        // The culprit itself undecided at the cap: its range still holds it.
+        let found = bisect(&commits, Rounds { first: 3, max: 6 }, undecidable_at(12, 3, 12), |_| {}).expect("bisect");
+        assert_eq!(found.culprit, between("c08", "c16", "c12"));
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::io::Write;
 use anstyle::{AnsiColor, Style};
 use nesquic_record::compare::components::{ComponentDelta, CostOf};
 use nesquic_record::compare::findings_diff::FindingChange;
-use nesquic_record::compare::{Kind, Pairing, Refused, Row, Rule, Unjudged, Verdict};
+use nesquic_record::compare::{percent, Kind, Pairing, Refused, Row, Rule, Unjudged, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// What the gate judged, as printed (and the JSON of `--format json`, versioned by
@@ -164,7 +164,7 @@ pub fn text(r: &Report<'_>) -> std::io::Result<()> {
         "base",
         "head",
         "change",
-        format!("{:.0}% CI", 100.0 * (1.0 - r.alpha)),
+        format!("{}% CI", percent(1.0 - r.alpha)),
         "limit",
         "verdict"
     )?;
@@ -204,7 +204,7 @@ pub fn markdown(r: &Report<'_>) -> String {
     let mark = if r.regressions > 0 { "❌" } else { "✅" };
     let mut md = format!("{mark} **nesquic {}**\n\n", headline(r));
     md.push_str(&format!(
-        "base `{}` ({}), head `{}` ({}); test case: {}; {} (intervals {:.0}%, Holm-corrected)\n\n",
+        "base `{}` ({}), head `{}` ({}); test case: {}; {} (intervals {}%, Holm-corrected)\n\n",
         r.base,
         r.lut_base,
         r.head,
@@ -214,7 +214,7 @@ pub fn markdown(r: &Report<'_>) -> String {
             Pairing::Paired => "interleaved rounds, paired",
             Pairing::Unpaired => "separate runs, unpaired",
         },
-        100.0 * (1.0 - r.alpha)
+        percent(1.0 - r.alpha)
     ));
     for w in &r.warnings {
         md.push_str(&format!("> **Warning:** {w}\n\n"));
@@ -240,8 +240,8 @@ pub fn markdown(r: &Report<'_>) -> String {
     }
     if !r.component_deltas.is_empty() {
         md.push_str(&format!(
-            "\nCPU ns per datagram by component and top function ({:.0}% intervals, explanatory: no limit, no Holm):\n\n",
-            100.0 * (1.0 - r.alpha)
+            "\nCPU ns per datagram by component and top function ({}% intervals, explanatory: no limit, no Holm):\n\n",
+            percent(1.0 - r.alpha)
         ));
         md.push_str("| side | of | name | base | head | change |\n|---|---|---|---:|---:|---|\n");
         for d in &r.component_deltas {

@@ -1,8 +1,9 @@
 //! `nesquic compare BASE HEAD` and the verdict `nesquic ab` shares: the CI regression gate.
 //! Counters are exact and held against a tolerance; noisy figures (goodput, time, CPU) get a
 //! head/base ratio with a confidence interval (paired when the runs were interleaved), Holm-
-//! corrected over the family. What gates without a rule is the default set (syscalls per MB,
-//! CPU per GB, crypto calls per packet); a comparison with a figure one side did not measure
+//! corrected over the family. What gates without a rule is the default set (the payload
+//! sender's sends per MB, the receiver's data receives per MB, CPU per GB, crypto calls per
+//! packet); a comparison with a figure one side did not measure
 //! judges nothing. The statistics are
 //! `nesquic_record::compare`'s; this module parses the flags; `nesquic_render::compare` renders.
 
@@ -27,28 +28,30 @@ pub struct GateArgs {
     /// A failure rule, repeatable: METRIC>+N% (fail if it grows by more than N%) or METRIC<-N%
     /// (fail if it shrinks by more). METRIC may carry a role: server.syscalls_per_mb. A rule
     /// replaces the default limit of the metric it names and makes it gate. Without rules only
-    /// the default set gates: syscalls_per_mb and seal/open_calls_per_packet (--tolerance),
-    /// cpu_s_per_gb (+5%); every other metric is reported, never failed. A rule naming no
-    /// metric of either run is an error.
+    /// the default set gates, each side's own data path: server.sends_per_mb (the payload
+    /// sender's sends), client.data_recvs_per_mb (the receiver's receives that carried data),
+    /// seal/open_calls_per_packet (--tolerance), cpu_s_per_gb (+5%); every other metric is
+    /// reported, never failed. A rule naming no metric of either run is an error.
     #[arg(long = "fail-on", value_name = "RULE")]
     pub fail_on: Vec<String>,
     /// Rules from a TOML file: a fail_on table with "METRIC" = "+2%" entries.
     #[arg(long, value_name = "FILE")]
     pub thresholds: Option<PathBuf>,
-    /// Limit for counters (syscalls per MB, datagrams per syscall, crypto calls per packet),
-    /// percent, in the worse direction. Counters are exact: the change itself is held to it.
-    #[arg(long, default_value_t = 2.0)]
+    /// Limit for counters (sends per MB, datagrams per syscall, crypto calls per packet),
+    /// percent, in the worse direction. Counters are exact: the change itself is held to it,
+    /// and must stand out of the round-to-round wobble (tested against no change).
+    #[arg(long, default_value_t = Thresholds::DEFAULT.tolerance)]
     pub tolerance: f64,
     /// Limit for noisy figures without a rule, percent: they are "worse" only when the data
     /// say so beyond this limit with confidence 1 - alpha.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = Thresholds::DEFAULT.noisy_tolerance)]
     pub noisy_tolerance: f64,
-    /// Family-wise false-alarm rate for noisy figures: the Holm-corrected chance that an
-    /// unchanged commit fails on any gated noisy figure. The intervals are (1 - alpha).
-    #[arg(long, default_value_t = 0.01)]
+    /// Family-wise false-alarm rate: the Holm-corrected chance that an unchanged commit fails
+    /// on any gating figure. The intervals are (1 - alpha).
+    #[arg(long, default_value_t = Thresholds::DEFAULT.alpha)]
     pub alpha: f64,
     /// Fewest repetitions (pairs, with `ab`) before noisy figures get a verdict.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = Thresholds::DEFAULT.min_samples)]
     pub min_samples: usize,
     /// Output format: text (a table), markdown (for a PR comment; its first line is the
     /// verdict), json (versioned: report_version).
@@ -72,6 +75,34 @@ pub struct CompareArgs {
     /// The gate.
     #[command(flatten)]
     pub gate: GateArgs,
+}
+
+/// The gate's flags checked: its rules and thresholds, before anything runs.
+pub(crate) struct Gate {
+    rules: Vec<Rule>,
+    thresholds: Thresholds,
+}
+
+impl GateArgs {
+    /// The rules (`--fail-on`, `--thresholds`) and limits, or what is wrong with them: `ab`
+    /// checks them before its rounds, not after.
+    pub(crate) fn resolve(&self) -> Result<Gate> {
+        let mut rules = Vec::new();
+        for r in &self.fail_on {
+            rules.push(Rule::parse(r)?);
+        }
+        if let Some(path) = &self.thresholds {
+            rules.extend(rules_from_file(path)?);
+        }
+        let thresholds = Thresholds {
+            tolerance: self.tolerance,
+            noisy_tolerance: self.noisy_tolerance,
+            alpha: self.alpha,
+            min_samples: self.min_samples,
+        }
+        .checked()?;
+        Ok(Gate { rules, thresholds })
+    }
 }
 
 /// Output formats.
@@ -100,12 +131,13 @@ const DRIFT_WARNING: &str = "the two runs were taken separately: on a shared mac
 
 /// Runs `nesquic compare`; bad input is an `Err` (exit 2 in main).
 pub fn execute(args: &CompareArgs) -> Result<Outcome> {
+    let gate = args.gate.resolve()?;
     let base = load(&args.base)?;
     let head = load(&args.head)?;
     let pairing = if interleaved(&args.base, &args.head) { Pairing::Paired } else { Pairing::Unpaired };
     let (base_name, head_name) = (args.base.display().to_string(), args.head.display().to_string());
     let html = args.html.as_ref().map(|file| HtmlRequest { base: &args.base, head: &args.head, file: file.as_deref() });
-    judge(&base, &head, (&base_name, &head_name), pairing, &args.gate, html)
+    judge(&base, &head, (&base_name, &head_name), pairing, (&args.gate, &gate), html)
 }
 
 /// Whether BASE and HEAD are the two sides of one `nesquic ab` job (`DIR/base`, `DIR/head`
@@ -135,7 +167,7 @@ pub(crate) fn judge(
     head: &RunSamples,
     names: (&str, &str),
     pairing: Pairing,
-    args: &GateArgs,
+    (args, gate): (&GateArgs, &Gate),
     html: Option<HtmlRequest<'_>>,
 ) -> Result<Outcome> {
     if base.testcase != head.testcase {
@@ -147,31 +179,10 @@ pub(crate) fn judge(
             head.testcase
         );
     }
-    let mut rules = Vec::new();
-    for r in &args.fail_on {
-        rules.push(Rule::parse(r)?);
-    }
-    if let Some(path) = &args.thresholds {
-        rules.extend(rules_from_file(path)?);
-    }
-    for (flag, value) in [("--tolerance", args.tolerance), ("--noisy-tolerance", args.noisy_tolerance)] {
-        // NaN or a negative limit would make every figure pass or every figure fail.
-        if !(value.is_finite() && value >= 0.0) {
-            bail!("{flag} {value}: give a limit in percent, 0 or more (2 = 2%)");
-        }
-    }
-    if !(args.alpha > 0.0 && args.alpha < 0.5) {
-        bail!("--alpha {}: give a false-alarm rate between 0 and 0.5 (0.01 = 1%)", args.alpha);
-    }
-    let thresholds = Thresholds {
-        tolerance: args.tolerance,
-        noisy_tolerance: args.noisy_tolerance,
-        alpha: args.alpha,
-        min_samples: args.min_samples,
-    };
+    let (rules, thresholds) = (&gate.rules, &gate.thresholds);
     // Refused (a metric one run lost, a rule naming nothing, probes not in place): exit 2, and
     // the reasons where the report would have gone (a PR comment says why).
-    let rows = match compare(base, head, &rules, &thresholds, pairing) {
+    let rows = match compare(base, head, rules, thresholds, pairing) {
         Ok(rows) => rows,
         Err(refused) => {
             match args.format {
@@ -232,7 +243,7 @@ pub(crate) fn judge(
         lut_head: (&head.lut).into(),
         testcase: (&base.testcase).into(),
         alpha: args.alpha,
-        rules: (&rules).into(),
+        rules: rules.into(),
         rows: (&rows).into(),
         regressions,
         findings_changed: match (&base.findings, &head.findings) {

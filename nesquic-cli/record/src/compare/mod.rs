@@ -2,9 +2,10 @@
 //! syscall, crypto calls per packet) are exact: their change is held against a tolerance, no test.
 //! Noisy figures (goodput, time, CPU) are judged on head/base ratios with a confidence interval:
 //! paired round by round when the runs were interleaved (`nesquic ab`), unpaired otherwise. The
-//! family is corrected with Holm's method. A metric fails the gate only if it gates by default
-//! ([`MetricDef::gates_by_default`]: syscalls per MB, CPU per GB, crypto calls per packet) or a
-//! rule names it. Nothing is judged ([`Refused`]) when a metric one run measured is missing
+//! rows that gate and those that only report are each a family, corrected with Holm's method.
+//! A metric fails the gate only if it gates by default ([`MetricDef::gates_by_default`]: the
+//! payload sender's sends per MB, the receiver's data receives per MB, CPU per GB, crypto calls
+//! per packet) or a rule names it. Nothing is judged ([`Refused`]) when a metric one run measured is missing
 //! from the other, a rule names nothing measured, or a side's probes were not all in place.
 //! Where a CPU change went (each profile component's and top function's ns per datagram, with
 //! intervals) is `components`; which findings changed, `findings_diff`. Rendering is the caller's.
@@ -29,7 +30,10 @@ use crate::{stats, RecordError};
 /// ratios with intervals, Holm-adjusted p-values, `limit_pct`, `gates`, the `worse` verdict.
 /// 3: counters gate only in the default set (`worse` otherwise), `cpu_s_per_gb` gates with a
 /// default rule, per-call ratios count the calls that moved data, `eagain_recvs`.
-pub const REPORT_VERSION: u32 = 3;
+/// 4: `sends_per_mb` and `data_recvs_per_mb`, gating on the payload's own path (server sends,
+/// client data receives) in place of `syscalls_per_mb`, which reports; the gating rows are a
+/// Holm family of their own.
+pub const REPORT_VERSION: u32 = 4;
 
 /// The limits a comparison applies where no rule names a metric, and its confidence.
 #[derive(Debug, Clone, Copy)]
@@ -44,6 +48,33 @@ pub struct Thresholds {
     pub alpha: f64,
     /// Fewest repetitions (pairs, when paired) before noisy figures get a verdict.
     pub min_samples: usize,
+}
+
+impl Thresholds {
+    /// The gate's defaults (`compare`, `ab` and `bisect` flags). A counter's tolerance of 1%
+    /// lets a +2% change on a data path fail; unchanged code does not, since the change must
+    /// also stand out of the round-to-round wobble (docs/ci.md's benchmark).
+    pub const DEFAULT: Self = Self { tolerance: 1.0, noisy_tolerance: 3.0, alpha: 0.005, min_samples: 5 };
+
+    /// These thresholds if every one can judge: limits finite and 0 or more, alpha in (0, 0.5).
+    /// A NaN limit would make every figure pass (every comparison with it is false), a negative
+    /// one every figure fail.
+    pub fn checked(self) -> Result<Self, RecordError> {
+        for (flag, value) in [("--tolerance", self.tolerance), ("--noisy-tolerance", self.noisy_tolerance)] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(RecordError::Invalid(format!(
+                    "{flag} {value}: give a limit in percent, 0 or more (2 = 2%)"
+                )));
+            }
+        }
+        if !(self.alpha > 0.0 && self.alpha < 0.5) {
+            return Err(RecordError::Invalid(format!(
+                "--alpha {}: give a false-alarm rate between 0 and 0.5 (0.01 = 1%)",
+                self.alpha
+            )));
+        }
+        Ok(self)
+    }
 }
 
 /// Whether samples of the two sides belong together round by round.
@@ -244,7 +275,7 @@ pub struct Refused {
 
 impl Refused {
     /// The reasons as printed, one a line: metrics a run lacks for one reason share a line
-    /// (a side whose io probes saw nothing lacks eight).
+    /// (a side whose io probes saw nothing lacks ten).
     pub fn lines(&self) -> Vec<String> {
         let mut lines: Vec<(Option<(Side, &str)>, String)> = Vec::new();
         for reason in &self.reasons {
@@ -435,6 +466,10 @@ fn row(
             (r.limit_pct, true, format!("default rule {r}"))
         }
         (None, DefaultGate::Tolerance) => (worse(tolerance), true, format!("limit {:+}%", worse(tolerance))),
+        (None, DefaultGate::DataPath(role)) => {
+            let own = key.split_once('.').is_some_and(|(r, _)| r == role.name());
+            (worse(tolerance), own, format!("limit {:+}%", worse(tolerance)))
+        }
         (None, DefaultGate::Report) => (worse(tolerance), false, format!("limit {:+}%", worse(tolerance))),
     };
     let pairing = if pairing == Pairing::Paired && b.len() == h.len() { pairing } else { Pairing::Unpaired };
@@ -475,6 +510,11 @@ fn relative_pct(base: f64, head: f64) -> f64 {
 /// that appeared from 0 (counts only grow from 0, so it is +infinity).
 fn null_is_from_zero<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
     Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::INFINITY))
+}
+
+/// A confidence as a percentage, to a tenth where it has one: 99, 99.5.
+pub fn percent(confidence: f64) -> f64 {
+    (1000.0 * confidence).round() / 10.0
 }
 
 /// A relative change as the reports print it: `+2.50%`, or `from 0` where the base was 0.
@@ -534,14 +574,22 @@ fn estimate(row: &mut Row, b: &[f64], h: &[f64], t: &Thresholds) {
     row.interval = Some(e);
 }
 
-/// Second pass: Holm over every metric tested (the family tested at once), then the verdicts.
+/// Second pass: Holm over each family tested at once, then the verdicts. The rows that gate are
+/// one family (the chance that unchanged code fails the gate is theirs alone), the rows that
+/// only report another: a report-only row cannot fail the gate, so it need not dilute the test
+/// of those that can.
 fn judge(rows: &mut [Row], t: &Thresholds) {
-    let tested: Vec<usize> = (0..rows.len()).filter(|&i| rows[i].p_value.is_some()).collect();
-    let raw: Vec<f64> = tested.iter().filter_map(|&i| rows[i].p_value).collect();
-    for (&i, adjusted) in tested.iter().zip(holm(&raw)) {
-        rows[i].p_value = Some(adjusted);
+    let mut family_size = vec![0; rows.len()];
+    for gates in [true, false] {
+        let tested: Vec<usize> =
+            (0..rows.len()).filter(|&i| rows[i].gates == gates && rows[i].p_value.is_some()).collect();
+        let raw: Vec<f64> = tested.iter().filter_map(|&i| rows[i].p_value).collect();
+        for (&i, adjusted) in tested.iter().zip(holm(&raw)) {
+            rows[i].p_value = Some(adjusted);
+            family_size[i] = raw.len();
+        }
     }
-    for row in rows.iter_mut() {
+    for (row, &family) in rows.iter_mut().zip(&family_size) {
         row.verdict = match row.kind {
             Kind::Counter => counter_verdict(row, t.alpha),
             Kind::Noisy => noisy_verdict(row, t.alpha),
@@ -549,7 +597,7 @@ fn judge(rows: &mut [Row], t: &Thresholds) {
         if row.verdict == Verdict::Regression && !row.gates {
             row.verdict = Verdict::Worse;
         }
-        let detail = detail(row, t, raw.len());
+        let detail = detail(row, t, family);
         row.reason = format!("{}, {detail}", row.reason);
     }
 }
@@ -618,7 +666,8 @@ fn evidence(row: &Row, t: &Thresholds, family: usize) -> String {
         };
     };
     let interval =
-        format!("ratio {:.3} [{:.3}, {:.3}] at {:.0}% ({pairing})", e.ratio, e.low, e.high, e.confidence * 100.0);
+        format!("ratio {:.3} [{:.3}, {:.3}] at {}% ({pairing})", e.ratio, e.low, e.high, percent(e.confidence));
+    let tested = if row.gates { "gating rows tested" } else { "report-only rows tested" };
     match row.kind {
         Kind::Counter => {
             let wobble = if row.verdict == Verdict::Inconclusive {
@@ -626,9 +675,9 @@ fn evidence(row: &Row, t: &Thresholds, family: usize) -> String {
             } else {
                 ""
             };
-            format!("exact counter, {interval}, p={p:.3} against no change (Holm, {family} tested){wobble}")
+            format!("exact counter, {interval}, p={p:.3} against no change (Holm, {family} {tested}){wobble}")
         }
-        Kind::Noisy => format!("{interval}, p={p:.3} against the limit (Holm, {family} tested)"),
+        Kind::Noisy => format!("{interval}, p={p:.3} against the limit (Holm, {family} {tested})"),
     }
 }
 
@@ -668,8 +717,8 @@ mod tests {
             let cpu = |n: &mut Noise| 0.1 * machine * n.factor(sd);
             base.metrics.entry("server.cpu_s".into()).or_default().push(cpu(noise));
             head.metrics.entry("server.cpu_s".into()).or_default().push(shift * cpu(noise));
-            base.metrics.entry("server.syscalls_per_mb".into()).or_default().push(400.0);
-            head.metrics.entry("server.syscalls_per_mb".into()).or_default().push(400.0);
+            base.metrics.entry("server.sends_per_mb".into()).or_default().push(400.0);
+            head.metrics.entry("server.sends_per_mb".into()).or_default().push(400.0);
         }
         (base, head)
     }
@@ -700,7 +749,7 @@ mod tests {
             let (base, head) = rounds(&mut Noise::new(seed), 10, shift, sd, drift);
             let rows = judged(&base, &head, &cpu_rule(), Pairing::Paired);
             assert_eq!(verdict(&rows, "server.cpu_s"), ruled, "{what}: {rows:#?}");
-            assert_eq!(verdict(&rows, "server.syscalls_per_mb"), Verdict::Unchanged, "{what}");
+            assert_eq!(verdict(&rows, "server.sends_per_mb"), Verdict::Unchanged, "{what}");
             let rows = judged(&base, &head, &[], Pairing::Paired);
             assert_eq!(verdict(&rows, "server.cpu_s"), reported, "{what}, report only: {rows:#?}");
         }
@@ -746,11 +795,11 @@ mod tests {
     fn counters_are_exact() {
         let mut noise = Noise::new(6);
         let (base, mut head) = rounds(&mut noise, 3, 1.0, 0.01, 0.0);
-        for v in head.metrics.get_mut("server.syscalls_per_mb").expect("counter") {
+        for v in head.metrics.get_mut("server.sends_per_mb").expect("counter") {
             *v *= 1.03;
         }
         let rows = judged(&base, &head, &[], Pairing::Paired);
-        assert_eq!(verdict(&rows, "server.syscalls_per_mb"), Verdict::Regression, "+3% beyond the 2% tolerance");
+        assert_eq!(verdict(&rows, "server.sends_per_mb"), Verdict::Regression, "+3% beyond the 2% tolerance");
         // Three rounds are too few for a noisy verdict, not for a counter.
         assert_eq!(verdict(&rows, "server.cpu_s"), Verdict::Inconclusive);
         // A counter that wobbles by 10% a round (ACK-driven syscalls) on unchanged code: its
@@ -758,18 +807,18 @@ mod tests {
         let (mut beyond_tolerance, mut failed) = (0, 0);
         for _ in 0..200 {
             let (base10, mut wobbly) = rounds(&mut noise, 10, 1.0, 0.01, 0.0);
-            for h in wobbly.metrics.get_mut("server.syscalls_per_mb").expect("counter") {
+            for h in wobbly.metrics.get_mut("server.sends_per_mb").expect("counter") {
                 *h *= noise.factor(0.1);
             }
             let rows = judged(&base10, &wobbly, &[], Pairing::Paired);
-            let row = rows.iter().find(|r| r.metric == "server.syscalls_per_mb").expect("row");
+            let row = rows.iter().find(|r| r.metric == "server.sends_per_mb").expect("row");
             beyond_tolerance += usize::from(row.change_pct.abs() > 2.0);
             failed += usize::from(row.verdict == Verdict::Regression);
         }
         assert!(beyond_tolerance > 100 && failed <= 2, "{beyond_tolerance} beyond 2%, {failed} failed of 200");
         let loose = Thresholds { tolerance: 5.0, ..GATE };
         assert_eq!(
-            verdict(&compare(&base, &head, &[], &loose, Pairing::Paired).expect("judged"), "server.syscalls_per_mb"),
+            verdict(&compare(&base, &head, &[], &loose, Pairing::Paired).expect("judged"), "server.sends_per_mb"),
             Verdict::Unchanged
         );
     }
