@@ -149,12 +149,9 @@ fn owner_command(pid: u32, changed: Option<SystemTime>) -> Option<String> {
 /// When the process of `/proc/PID` started, on the wall clock; none when it is gone.
 fn process_start(proc: &Path) -> Option<SystemTime> {
     let stat = std::fs::read_to_string(proc.join("stat")).ok()?;
-    // Field 22, counted after the command name's closing parenthesis (the name may hold spaces).
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    let ticks: u64 = after_name.split_whitespace().nth(19)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|hz| *hz > 0)?;
-    let since_boot = Duration::from_millis(ticks * 1000 / hz);
+    // Field 22: the start time, in clock ticks since boot.
+    let ticks: u64 = nesquic_record::recorder::stat_fields(&stat)?.get(19)?.parse().ok()?;
+    let since_boot = Duration::from_millis(ticks * 1000 / nesquic_record::recorder::clock_ticks_per_s()?);
     Some(boot_time()? + since_boot)
 }
 

@@ -111,14 +111,22 @@ fn monotonic_ns() -> u64 {
 /// User + system CPU seconds of a live process, from /proc/PID/stat (None once it is gone).
 pub fn process_cpu_s(pid: i32) -> Option<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) start after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let fields = stat_fields(&stat)?;
     // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / clock_ticks_per_s()? as f64)
+}
+
+/// The fields of a /proc/PID/stat line after the command name (which may hold spaces and
+/// parentheses: it ends at the last ')'); field N of the line is index N - 3.
+pub fn stat_fields(stat: &str) -> Option<Vec<&str>> {
+    Some(stat.get(stat.rfind(')')? + 1..)?.split_whitespace().collect())
+}
+
+/// The clock ticks a second that /proc/PID/stat counts times in (`_SC_CLK_TCK`).
+pub fn clock_ticks_per_s() -> Option<u64> {
     // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    (hz > 0).then(|| ticks as f64 / hz as f64)
+    u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }).ok().filter(|hz| *hz > 0)
 }
 
 /// Creates and returns `./nesquic-runs/<YYYYmmdd-HHMMSS>-<lut>`, with `-2`, `-3`, ... if that
