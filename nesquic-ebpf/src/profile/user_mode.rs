@@ -149,7 +149,7 @@ impl Ring {
             if len < 8 {
                 break; // a malformed header would loop forever; the rest of this buffer is skipped
             }
-            let body = self.copy(tail + 8, (len - 8) as usize, size, &mut record).to_vec();
+            let body = self.copy(tail + 8, (len - 8) as usize, size, &mut record);
             let word =
                 |i: usize| body.get(i * 8..i * 8 + 8).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or([0; 8])));
             match kind {
